@@ -1,0 +1,36 @@
+// SiLU/GELU-and-mul: public interface of the act-and-mul family.
+// Host-visible: no CUDA headers. Semantics: docs/act-and-mul.md and issue #4.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "common/variant.hpp"
+
+namespace moekit::act {
+
+enum class DType { f16, bf16, f32 };
+enum class Activation { silu, gelu, gelu_tanh };
+
+struct Problem {
+  std::int64_t tokens = 0;  // rows
+  std::int64_t d = 0;       // output width; input rows are 2*d wide
+  DType dtype = DType::bf16;
+  Activation act = Activation::silu;
+};
+
+struct Buffers {
+  const void* input = nullptr;  // [tokens, 2d]
+  void* out = nullptr;          // [tokens, d]
+  void* workspace = nullptr;
+};
+
+using Variant = moekit::Variant<Problem, Buffers>;
+
+std::span<const Variant> variants();
+const Variant* find(std::string_view name);
+const Variant& pick_auto(const Problem& p);
+std::string_view auto_rule();
+
+}  // namespace moekit::act

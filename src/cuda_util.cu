@@ -1,0 +1,83 @@
+#include "cuda_util.hpp"
+
+#include <cuda_runtime.h>
+#include <string>
+
+#include <utility>
+
+#include "errors.hpp"
+
+namespace moekit {
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" status
+    return 0;
+  }
+  return n;
+}
+
+void cuda_check(int status, const char* what) {
+  auto s = static_cast<cudaError_t>(status);
+  if (s != cudaSuccess) {
+    throw CudaError(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(s) + " (" +
+                    cudaGetErrorName(s) + ")");
+  }
+}
+
+void cuda_check_last(const char* what) { cuda_check(cudaGetLastError(), what); }
+
+void cuda_sync(const char* what) { cuda_check(cudaDeviceSynchronize(), what); }
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+  // Zero-byte buffers get a real (tiny) allocation so pointers are never null.
+  cuda_check(cudaMalloc(&ptr_, bytes ? bytes : 16), "cudaMalloc");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* host, std::size_t bytes) {
+  if (bytes) cuda_check(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice), "upload");
+}
+
+void DeviceBuffer::download(void* host, std::size_t bytes) const {
+  if (bytes) cuda_check(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "download");
+}
+
+void DeviceBuffer::fill_bytes(int byte_value) {
+  cuda_check(cudaMemset(ptr_, byte_value, bytes_ ? bytes_ : 16), "cudaMemset");
+}
+
+DeviceProps device_props() {
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  cudaDeviceProp p{};
+  cuda_check(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+  DeviceProps d;
+  d.name = p.name;
+  d.sm_count = p.multiProcessorCount;
+  d.cc_major = p.major;
+  d.cc_minor = p.minor;
+  d.l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
+  d.global_mem_bytes = p.totalGlobalMem;
+  cuda_check(cudaDriverGetVersion(&d.driver_version), "cudaDriverGetVersion");
+  cuda_check(cudaRuntimeGetVersion(&d.runtime_version), "cudaRuntimeGetVersion");
+  return d;
+}
+
+}  // namespace moekit

@@ -1,0 +1,57 @@
+// Thin host-side wrappers over the CUDA runtime. This header needs no CUDA
+// headers; the implementation (cuda_util.cpp) does.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "common/variant.hpp"
+
+namespace moekit {
+
+// Number of usable CUDA devices; 0 when there is no driver or no GPU.
+int cuda_device_count();
+
+// Throws CudaError naming `what` if the last launch or an earlier async call failed.
+void cuda_check_last(const char* what);
+// Throws CudaError naming `what` if `status` (a cudaError_t) is not success.
+void cuda_check(int status, const char* what);
+
+void cuda_sync(const char* what = "cudaDeviceSynchronize");
+
+// Owning device allocation (cudaMalloc). Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  std::size_t size() const { return bytes_; }
+
+  void upload(const void* host, std::size_t bytes);      // synchronous
+  void download(void* host, std::size_t bytes) const;    // synchronous
+  void fill_bytes(int byte_value);                       // synchronous memset
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+struct DeviceProps {
+  std::string name;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  std::size_t l2_bytes = 0;
+  std::size_t global_mem_bytes = 0;
+  int driver_version = 0, runtime_version = 0;
+};
+DeviceProps device_props();
+
+}  // namespace moekit

@@ -1,0 +1,2 @@
+// Placeholder: implemented by the npy work item.
+#include "npy.hpp"

@@ -1,0 +1,49 @@
+// NumPy .npy reader/writer (format versions 1.0, 2.0, 3.0). Host-only.
+// Errors throw moekit::InputError with a message "FILE: problem".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moekit::npy {
+
+enum class DType { b1, i1, u1, i2, u2, i4, u4, i8, u8, f2, bf16, f4, f8 };
+
+std::string_view dtype_name(DType t);  // "bool", "int8", ..., "float16", "bfloat16", ...
+std::size_t dtype_size(DType t);
+// Parses a user-facing name ("int32", "i4", "bf16", "f16", "float32", ...).
+std::optional<DType> parse_dtype(std::string_view name);
+
+// A C-ordered array in native byte order.
+struct Array {
+  DType dtype = DType::f4;
+  std::vector<std::int64_t> shape;  // empty = 0-d scalar
+  std::vector<std::byte> data;      // numel() * dtype_size(dtype) bytes
+
+  std::int64_t numel() const;
+  template <class T>
+  std::span<const T> as() const {
+    return {reinterpret_cast<const T*>(data.data()), data.size() / sizeof(T)};
+  }
+  template <class T>
+  std::span<T> as() {
+    return {reinterpret_cast<T*>(data.data()), data.size() / sizeof(T)};
+  }
+};
+
+struct ReadOptions {
+  // Reinterpret 2-byte data (f2/i2/u2/V2) as this dtype, e.g. bf16 from torch's
+  // tensor.view(torch.int16).numpy(). Must have the same item size.
+  std::optional<DType> reinterpret;
+};
+
+Array read(const std::string& path, const ReadOptions& opt = {});
+// Writes atomically: a temp file in the same folder, then rename.
+void write(const std::string& path, const Array& a);
+
+}  // namespace moekit::npy

@@ -1,0 +1,157 @@
+#include "timing.hpp"
+
+#include <cuda_runtime.h>
+#include <string>
+
+#include <algorithm>
+#include <vector>
+
+#include "cuda_util.hpp"
+
+namespace moekit {
+namespace {
+
+struct StreamGuard {
+  cudaStream_t s = nullptr;
+  StreamGuard() { cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  ~StreamGuard() { cudaStreamDestroy(s); }
+};
+
+struct GraphGuard {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t e = nullptr;
+  ~GraphGuard() {
+    if (e) cudaGraphExecDestroy(e);
+    if (g) cudaGraphDestroy(g);
+  }
+};
+
+void capture(GraphGuard& gg, cudaStream_t s, int n, int copies, int& next_copy,
+             const std::function<void(Stream, int)>& launch) {
+  cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  for (int i = 0; i < n; ++i) {
+    launch(reinterpret_cast<Stream>(s), next_copy);
+    next_copy = (next_copy + 1) % copies;
+  }
+  cudaError_t launch_err = cudaGetLastError();
+  cudaError_t end_err = cudaStreamEndCapture(s, &gg.g);
+  cuda_check(launch_err, "kernel launch during graph capture");
+  cuda_check(end_err, "cudaStreamEndCapture");
+  cuda_check(cudaGraphInstantiate(&gg.e, gg.g, 0), "cudaGraphInstantiate");
+}
+
+}  // namespace
+
+int rotation_copies(std::size_t input_bytes, bool cold, int max_copies) {
+  if (cold || input_bytes == 0) return 1;
+  std::size_t l2 = device_props().l2_bytes;
+  std::size_t n = (2 * l2 + input_bytes - 1) / input_bytes;
+  return static_cast<int>(std::clamp<std::size_t>(n, 1, static_cast<std::size_t>(max_copies)));
+}
+
+TimingStats time_launches(const std::function<void(Stream, int)>& launch, int copies,
+                          const TimingOptions& opt) {
+  copies = std::max(copies, 1);
+  const int samples = std::max(opt.samples, 1);
+  const bool use_graph = opt.graph;
+  const int per_graph = opt.cold ? 1 : std::max(opt.launches_per_graph, 1);
+  StreamGuard sg;
+  cudaStream_t s = sg.s;
+
+  // L2 flush buffer: twice L2, written with memset outside the timed region.
+  DeviceBuffer flush;
+  if (opt.cold) flush = DeviceBuffer(2 * device_props().l2_bytes);
+
+  int next_copy = 0;
+  for (int i = 0; i < opt.warmup; ++i) {
+    launch(reinterpret_cast<Stream>(s), next_copy);
+    next_copy = (next_copy + 1) % copies;
+  }
+  cuda_check_last("warm-up launch");
+  cuda_check(cudaStreamSynchronize(s), "warm-up");
+
+  GraphGuard gg;
+  if (use_graph) {
+    capture(gg, s, per_graph, copies, next_copy, launch);
+    cuda_check(cudaGraphLaunch(gg.e, s), "cudaGraphLaunch (warm-up)");
+    cuda_check(cudaStreamSynchronize(s), "graph warm-up");
+  }
+
+  std::vector<cudaEvent_t> ev(2 * samples);
+  for (auto& e : ev) cuda_check(cudaEventCreate(&e), "cudaEventCreate");
+  std::vector<double> us(samples);
+  try {
+    for (int i = 0; i < samples; ++i) {
+      if (opt.cold) {
+        cuda_check(cudaMemsetAsync(flush.get(), i & 0xff, flush.size(), s), "L2 flush");
+      }
+      cuda_check(cudaEventRecord(ev[2 * i], s), "cudaEventRecord");
+      if (use_graph) {
+        cuda_check(cudaGraphLaunch(gg.e, s), "cudaGraphLaunch");
+      } else {
+        launch(reinterpret_cast<Stream>(s), next_copy);
+        next_copy = (next_copy + 1) % copies;
+      }
+      cuda_check(cudaEventRecord(ev[2 * i + 1], s), "cudaEventRecord");
+      // Bound the queue so the host never runs far ahead of the device.
+      if ((i & 15) == 15) cuda_check(cudaStreamSynchronize(s), "timed launches");
+    }
+    cuda_check_last("timed launch");
+    cuda_check(cudaStreamSynchronize(s), "timed launches");
+    for (int i = 0; i < samples; ++i) {
+      float ms = 0;
+      cuda_check(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime");
+      us[i] = 1000.0 * ms / per_graph;
+    }
+  } catch (...) {
+    for (auto& e : ev) cudaEventDestroy(e);
+    throw;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+
+  std::vector<double> sorted = us;
+  std::sort(sorted.begin(), sorted.end());
+  TimingStats st;
+  st.samples = samples;
+  st.min_us = sorted.front();
+  st.max_us = sorted.back();
+  st.median_us = samples % 2 ? sorted[samples / 2]
+                             : 0.5 * (sorted[samples / 2 - 1] + sorted[samples / 2]);
+  std::string m = use_graph ? "graph replay, " + std::to_string(per_graph) +
+                                  (per_graph == 1 ? " launch" : " launches") + " per replay"
+                            : std::string("events around each launch");
+  if (opt.cold) m += ", L2 flushed before each sample";
+  if (copies > 1) m += ", rotating " + std::to_string(copies) + " input copies";
+  st.mode = m;
+  return st;
+}
+
+double measured_copy_bandwidth_gbps() {
+  static double cached = 0;
+  if (cached > 0) return cached;
+  const std::size_t bytes = std::size_t(512) << 20;
+  DeviceBuffer a(bytes), b(bytes);
+  a.fill_bytes(1);
+  StreamGuard sg;
+  cudaEvent_t e0, e1;
+  cuda_check(cudaEventCreate(&e0), "cudaEventCreate");
+  cuda_check(cudaEventCreate(&e1), "cudaEventCreate");
+  std::vector<double> ms;
+  for (int i = 0; i < 12; ++i) {
+    cuda_check(cudaEventRecord(e0, sg.s), "cudaEventRecord");
+    cuda_check(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, sg.s), "copy");
+    cuda_check(cudaEventRecord(e1, sg.s), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(e1), "copy");
+    float t = 0;
+    cuda_check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
+    if (i >= 2) ms.push_back(t);  // first two are warm-up
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  double med = ms[ms.size() / 2];
+  cached = 2.0 * double(bytes) / (med * 1e-3) / 1e9;
+  return cached;
+}
+
+}  // namespace moekit

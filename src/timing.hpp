@@ -1,0 +1,41 @@
+// Kernel timing, nvbench-style: measurement here, reporting elsewhere.
+// No CUDA headers: streams are moekit::Stream.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "common/variant.hpp"
+
+namespace moekit {
+
+struct TimingOptions {
+  int warmup = 10;    // untimed launches first
+  int samples = 100;  // timed samples (each one launch, or one graph replay)
+  bool cold = false;  // flush L2 before every timed launch (outside the timing)
+  bool graph = true;  // time CUDA-graph replays instead of single launches
+  int launches_per_graph = 20;  // launches captured per graph (per-launch time = replay / this)
+};
+
+struct TimingStats {
+  double median_us = 0, min_us = 0, max_us = 0;  // per launch
+  int samples = 0;
+  std::string mode;  // human description: "graph replay x20, 3 input copies", ...
+};
+
+// `launch(stream, copy)` enqueues exactly one kernel launch (or the variant's
+// fixed launch sequence) reading input copy `copy` (0 <= copy < copies). It must
+// be graph-capturable. Rotating copies keeps a small input from sitting in L2
+// between samples; pass copies = 1 to time one buffer.
+TimingStats time_launches(const std::function<void(Stream, int)>& launch, int copies,
+                          const TimingOptions& opt);
+
+// How many input copies to rotate through so that the rotation exceeds L2
+// (at most max_copies, and 1 when cold is set: the flush already evicts).
+int rotation_copies(std::size_t input_bytes, bool cold, int max_copies = 16);
+
+// Device-to-device copy bandwidth in GB/s (bytes read + bytes written), median
+// of several cudaMemcpyAsync of 512 MiB; measured once per process.
+double measured_copy_bandwidth_gbps();
+
+}  // namespace moekit
