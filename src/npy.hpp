@@ -43,6 +43,23 @@ struct ReadOptions {
 };
 
 Array read(const std::string& path, const ReadOptions& opt = {});
+
+// What a file holds, as read() would return it (after byte-order, Fortran and
+// reinterpret handling), validated exactly like read() -- header, dtype, shape
+// and file size -- without reading the data.
+struct Info {
+  DType dtype = DType::f4;
+  std::vector<std::int64_t> shape;
+  std::string descr;           // the file's descr, e.g. "<f4", ">i8", "<V2"
+  bool fortran_order = false;  // the file's layout (read() returns C order)
+  int version_major = 1;
+  int version_minor = 0;
+  std::int64_t data_offset = 0;  // bytes before the array data
+};
+Info inspect(const std::string& path, const ReadOptions& opt = {});
+
+// Python tuple notation, as NumPy prints a shape: "()", "(5,)", "(2, 3)".
+std::string format_shape(std::span<const std::int64_t> shape);
 // Writes atomically: a temp file in the same folder, then rename.
 void write(const std::string& path, const Array& a);
 
