@@ -1,0 +1,38 @@
+# Thin wrapper over Meson. `make demo` and `make test` install what they need.
+BUILD ?= build
+GPU_ARCH ?= 80;90
+MOEKIT := $(BUILD)/src/moekit
+export PATH := $(PATH):/usr/local/cuda/bin
+
+.PHONY: all deps build demo test gpu-test bench clean
+
+all: build
+
+deps:
+	@bash .ci/install-deps
+
+$(BUILD)/build.ninja:
+	@$(MAKE) --no-print-directory deps
+	meson setup $(BUILD) -Dgpu_arch='$(GPU_ARCH)'
+
+build: $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+# The main job: moe_align_block_size on the bundled trace, validated, timed.
+demo: build
+	$(MOEKIT) info
+	$(MOEKIT) align --topk-ids data/trace_4096x8_e256.npy --num-experts 256 --block-size 128 \
+	  --variant auto --out $(BUILD)/demo --bench --iters 50
+
+# Every test (CPU suite; the GPU suite skips without a device), then one line:
+# tests: N passed, M failed, K skipped
+test: build
+	-@meson test -C $(BUILD) --print-errorlogs --num-processes 2
+	@python3 .ci/summarize $(BUILD)/meson-logs/testlog.json
+
+# GPU suite only (run on a machine with a GPU).
+gpu-test: build
+	meson test -C $(BUILD) --suite gpu --print-errorlogs
+
+clean:
+	rm -rf $(BUILD)

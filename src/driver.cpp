@@ -1,0 +1,112 @@
+#include "driver.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+
+#include "cuda_util.hpp"
+#include "errors.hpp"
+#include "profile.hpp"
+
+namespace moekit {
+
+Format parse_format(const std::string& s) {
+  if (s == "text") return Format::text;
+  if (s == "json") return Format::json;
+  if (s == "csv") return Format::csv;
+  throw InputError(fmt::format("--format: unknown format '{}' (text, json or csv)", s));
+}
+
+bool decide_gpu(const CommonOpts& c, Report& r) {
+  if (c.device == "cpu") {
+    r.device = "cpu";
+    return false;
+  }
+  if (cuda_device_count() > 0) {
+    r.device = device_props().name;
+    return true;
+  }
+  if (c.device == "gpu") throw CudaError("no CUDA device found (--device gpu needs one)");
+  r.device = "cpu";
+  r.notes.push_back("no CUDA device found: ran the CPU reference instead (--device cpu)");
+  return false;
+}
+
+void measure_gpu(const CommonOpts& c, Report& r, const std::function<void(Stream, int)>& launch,
+                 int copies) {
+  if (c.bench) {
+    TimingOptions t;
+    t.warmup = c.warmup;
+    t.samples = c.iters;
+    t.cold = c.cold;
+    t.graph = c.graph;
+    r.timing = time_launches(launch, copies, t);
+    r.peak_gbps = measured_copy_bandwidth_gbps();
+  }
+  if (c.profile) {
+    profile_one_launch(fmt::format("moekit/{}/{}", r.op, r.variant),
+                       [&](Stream s) { launch(s, 0); });
+    r.notes.push_back(fmt::format("profiled one launch in NVTX range moekit/{}/{}", r.op, r.variant));
+  }
+}
+
+void measure_cpu(const CommonOpts& c, Report& r, const std::function<void()>& run) {
+  if (!c.bench) return;
+  using clk = std::chrono::steady_clock;
+  std::vector<double> us;
+  auto budget_end = clk::now() + std::chrono::seconds(2);
+  for (int i = 0; i < std::max(c.iters, 1); ++i) {
+    auto t0 = clk::now();
+    run();
+    auto t1 = clk::now();
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    if (t1 > budget_end) break;
+  }
+  std::sort(us.begin(), us.end());
+  TimingStats st;
+  st.samples = static_cast<int>(us.size());
+  st.min_us = us.front();
+  st.max_us = us.back();
+  st.median_us = us[us.size() / 2];
+  st.mode = "host clock around the CPU reference";
+  r.timing = st;
+}
+
+std::vector<std::string> write_outputs(const CommonOpts& c, Report& r,
+                                       const std::vector<std::pair<std::string, const npy::Array*>>& files) {
+  std::vector<std::string> paths;
+  if (c.out.empty()) return paths;
+  std::error_code ec;
+  std::filesystem::create_directories(c.out, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", c.out, ec.message()));
+  for (auto& [name, arr] : files) {
+    std::string path = (std::filesystem::path(c.out) / name).string();
+    npy::write(path, *arr);
+    paths.push_back(path);
+    r.outputs.push_back(path);
+  }
+  return paths;
+}
+
+std::vector<DeviceBuffer> upload_copies(const npy::Array& a, int copies) {
+  std::vector<DeviceBuffer> v;
+  for (int i = 0; i < copies; ++i) {
+    v.emplace_back(a.data.size());
+    v.back().upload(a.data.data(), a.data.size());
+  }
+  return v;
+}
+
+int finish(const CommonOpts& c, Report& r) {
+  print_report(r, parse_format(c.format));
+  if (r.check_status == "fail") {
+    fmt::print(stderr, "moekit {}: validation failed: {}\n", r.op, r.check.first_difference);
+    return kMismatch;
+  }
+  return kOk;
+}
+
+}  // namespace moekit

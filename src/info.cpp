@@ -1,0 +1,121 @@
+// `moekit info` and `moekit variants`.
+#include <fmt/format.h>
+
+#include "act_and_mul/act_and_mul.hpp"
+#include "align/align.hpp"
+#include "commands.hpp"
+#include "cuda_util.hpp"
+#include "dedup/dedup.hpp"
+#include "errors.hpp"
+#include "timing.hpp"
+
+namespace moekit {
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& s) {
+  std::string o = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+std::string version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+
+struct FamilyRow {
+  std::string_view op;
+  std::vector<VariantInfo> variants;
+  std::string_view auto_rule;
+};
+
+template <class V>
+std::vector<VariantInfo> infos(std::span<const V> vs) {
+  std::vector<VariantInfo> o;
+  for (auto& v : vs) o.push_back(v.info);
+  return o;
+}
+
+std::string jq(std::string_view s) {
+  std::string o = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    o += ch;
+  }
+  return o + "\"";
+}
+
+}  // namespace
+
+int run_info(const std::vector<std::string>& files, const std::string& format) {
+  const bool json = format == "json";
+  if (!files.empty()) {
+    for (auto& f : files) {
+      auto a = npy::read(f);
+      if (json)
+        fmt::print("{{\"file\":{},\"dtype\":{},\"shape\":{},\"numel\":{}}}\n", jq(f), jq(npy::dtype_name(a.dtype)),
+                   shape_text(a.shape), a.numel());
+      else
+        fmt::print("{}: {} {} ({} elements)\n", f, npy::dtype_name(a.dtype), shape_text(a.shape), a.numel());
+    }
+    return kOk;
+  }
+  if (cuda_device_count() == 0) {
+    if (json)
+      fmt::print("{{\"device\":null,\"note\":\"no CUDA device found\"}}\n");
+    else
+      fmt::print("no CUDA device found (kernel commands fall back to the CPU reference; --device gpu exits 3)\n");
+    return kOk;
+  }
+  DeviceProps d = device_props();
+  double bw = measured_copy_bandwidth_gbps();
+  if (json) {
+    fmt::print(
+        "{{\"device\":{},\"sm_count\":{},\"compute_capability\":\"{}.{}\",\"l2_bytes\":{},\"memory_bytes\":{},"
+        "\"driver\":\"{}\",\"runtime\":\"{}\",\"copy_bandwidth_gbps\":{:.1f}}}\n",
+        jq(d.name), d.sm_count, d.cc_major, d.cc_minor, d.l2_bytes, d.global_mem_bytes,
+        version_text(d.driver_version), version_text(d.runtime_version), bw);
+  } else {
+    fmt::print("device:              {}\n", d.name);
+    fmt::print("compute capability:  {}.{}\n", d.cc_major, d.cc_minor);
+    fmt::print("multiprocessors:     {}\n", d.sm_count);
+    fmt::print("L2 cache:            {:.1f} MiB\n", d.l2_bytes / 1048576.0);
+    fmt::print("memory:              {:.1f} GiB\n", d.global_mem_bytes / 1073741824.0);
+    fmt::print("CUDA driver/runtime: {} / {}\n", version_text(d.driver_version), version_text(d.runtime_version));
+    fmt::print("copy bandwidth:      {:.0f} GB/s (device-to-device 512 MiB copies, read + write bytes, "
+               "median of 10; the peak that pct_of_peak uses)\n",
+               bw);
+  }
+  return kOk;
+}
+
+int run_variants(const std::string& op, const std::string& format) {
+  std::vector<FamilyRow> fams = {
+      {"align", infos(align::variants()), align::auto_rule()},
+      {"dedup", infos(dedup::variants()), dedup::auto_rule()},
+      {"act-and-mul", infos(act::variants()), act::auto_rule()},
+  };
+  std::string want = op == "act_and_mul" ? "act-and-mul" : op;
+  bool any = false;
+  for (auto& f : fams) {
+    if (!want.empty() && f.op != want) continue;
+    any = true;
+    if (format == "json") {
+      for (auto& v : f.variants)
+        fmt::print("{{\"op\":{},\"variant\":{},\"description\":{},\"limits\":{}}}\n", jq(f.op), jq(v.name),
+                   jq(v.description), jq(v.limits));
+      fmt::print("{{\"op\":{},\"variant\":\"auto\",\"description\":{},\"limits\":\"any\"}}\n", jq(f.op),
+                 jq(f.auto_rule));
+      continue;
+    }
+    std::size_t w = 4;
+    for (auto& v : f.variants) w = std::max(w, v.name.size());
+    fmt::print("{}\n", f.op);
+    for (auto& v : f.variants) {
+      fmt::print("  {:<{}}  {}\n", v.name, w, v.description);
+      fmt::print("  {:<{}}  limits: {}\n", "", w, v.limits);
+    }
+    fmt::print("  {:<{}}  {}\n\n", "auto", w, f.auto_rule);
+  }
+  if (!any) throw InputError(fmt::format("variants: unknown op '{}' (align, dedup, act-and-mul)", op));
+  return kOk;
+}
+
+}  // namespace moekit

@@ -1,0 +1,164 @@
+#include "report.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+
+namespace moekit {
+
+double Report::gbps() const {
+  if (!timing || timing->median_us <= 0) return 0;
+  return bytes / (timing->median_us * 1e-6) / 1e9;
+}
+
+double Report::pct_of_peak() const {
+  return peak_gbps > 0 ? 100.0 * gbps() / peak_gbps : 0;
+}
+
+namespace {
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  o.reserve(s.size() + 2);
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (c < 0x20) o += fmt::format("\\u{:04x}", c);
+        else o += static_cast<char>(c);
+    }
+  }
+  return o;
+}
+
+std::string q(const std::string& s) {
+  std::string o(1, '"');
+  o += json_escape(s);
+  o += '"';
+  return o;
+}
+
+// Appends `item` to a comma-separated list.
+void append_item(std::string& list, const std::string& item) {
+  if (!list.empty()) list += ',';
+  list += item;
+}
+
+// JSON numbers must be finite.
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
+
+bool is_integer_text(const std::string& s) {
+  if (s.empty()) return false;
+  std::size_t i = (s[0] == '-') ? 1 : 0;
+  if (i == s.size()) return false;
+  for (; i < s.size(); ++i)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o(1, '"');
+  for (char c : s) {
+    if (c == '"') o += '"';
+    o += c;
+  }
+  o += '"';
+  return o;
+}
+
+void print_text(const Report& r) {
+  std::string params;
+  for (auto& [k, v] : r.params) params += fmt::format(" {}={}", k, v);
+  std::string var = r.variant;
+  if (!r.variant_requested.empty() && r.variant_requested != r.variant)
+    var = fmt::format("{} (from {})", r.variant, r.variant_requested);
+  fmt::print("{} [{}]{} dtype={} on {}\n", r.op, var, params, r.dtype, r.device);
+  for (auto& n : r.notes) fmt::print("  note: {}\n", n);
+  if (r.check_status == "pass") {
+    if (r.check.error_unit == "exact")
+      fmt::print("  check: pass (matches the CPU reference exactly)\n");
+    else
+      fmt::print("  check: pass (max error {:.3g} {})\n", r.check.max_error, r.check.error_unit);
+  } else if (r.check_status == "fail") {
+    fmt::print("  check: FAIL: {}\n", r.check.first_difference);
+  } else if (r.check_status == "skipped") {
+    fmt::print("  check: skipped (--no-check)\n");
+  }
+  if (r.timing) {
+    auto& t = *r.timing;
+    fmt::print("  time: median {:.2f} us, min {:.2f}, max {:.2f} over {} samples ({})\n",
+               t.median_us, t.min_us, t.max_us, t.samples, t.mode);
+    if (r.bytes > 0) {
+      if (r.peak_gbps > 0)
+        fmt::print("  traffic: {:.0f} bytes, {:.1f} GB/s = {:.1f}% of measured copy bandwidth "
+                   "({:.0f} GB/s)\n",
+                   r.bytes, r.gbps(), r.pct_of_peak(), r.peak_gbps);
+      else
+        fmt::print("  traffic: {:.0f} bytes, {:.3f} GB/s\n", r.bytes, r.gbps());
+    }
+  }
+  for (auto& o : r.outputs) fmt::print("  wrote {}\n", o);
+}
+
+void print_json(const Report& r) {
+  std::string p;
+  for (auto& [k, v] : r.params) append_item(p, fmt::format("{}:{}", q(k), is_integer_text(v) ? v : q(v)));
+  std::string check = fmt::format("{{\"result\":{},\"max_error\":{},\"error_unit\":{}", q(r.check_status),
+                                  num(r.check.max_error), q(r.check.error_unit));
+  check += fmt::format(",\"first_difference\":{}}}",
+                       r.check.first_difference.empty() ? std::string("null") : q(r.check.first_difference));
+  std::string time = "null";
+  if (r.timing) {
+    auto& t = *r.timing;
+    time = fmt::format("{{\"median\":{},\"min\":{},\"max\":{},\"samples\":{}}}", num(t.median_us),
+                       num(t.min_us), num(t.max_us), t.samples);
+  }
+  std::string notes, outs;
+  for (auto& n : r.notes) append_item(notes, q(n));
+  for (auto& o : r.outputs) append_item(outs, q(o));
+  fmt::print(
+      "{{\"op\":{},\"variant\":{},\"variant_requested\":{},\"params\":{{{}}},\"dtype\":{},"
+      "\"device\":{},\"check\":{},\"time_us\":{},\"timing_mode\":{},\"bytes\":{},\"gbps\":{},"
+      "\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}]}}\n",
+      q(r.op), q(r.variant), q(r.variant_requested), p, q(r.dtype), q(r.device), check, time,
+      r.timing ? q(r.timing->mode) : "null", num(r.bytes), r.timing ? num(r.gbps()) : "null",
+      num(r.peak_gbps), r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes);
+}
+
+void print_csv(const Report& r) {
+  std::string head = "op,variant,variant_requested";
+  std::string row = fmt::format("{},{},{}", csv_field(r.op), csv_field(r.variant), csv_field(r.variant_requested));
+  for (auto& [k, v] : r.params) {
+    head += fmt::format(",{}", csv_field(k));
+    row += fmt::format(",{}", csv_field(v));
+  }
+  head += ",dtype,device,check,max_error,median_us,min_us,max_us,samples,bytes,gbps,pct_of_peak";
+  row += fmt::format(",{},{},{},{}", csv_field(r.dtype), csv_field(r.device), r.check_status,
+                     num(r.check.max_error));
+  if (r.timing) {
+    auto& t = *r.timing;
+    row += fmt::format(",{},{},{},{},{},{},{}", num(t.median_us), num(t.min_us), num(t.max_us), t.samples,
+                       num(r.bytes), num(r.gbps()), r.peak_gbps > 0 ? num(r.pct_of_peak()) : "");
+  } else {
+    row += fmt::format(",,,,,{},,", num(r.bytes));
+  }
+  fmt::print("{}\n{}\n", head, row);
+}
+
+}  // namespace
+
+void print_report(const Report& r, Format f) {
+  switch (f) {
+    case Format::text: print_text(r); break;
+    case Format::json: print_json(r); break;
+    case Format::csv: print_csv(r); break;
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace moekit
