@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -661,17 +663,24 @@ void write(const std::string& path, const Array& a) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp_name = ".";  // hidden, and matches .gitignore's *.tmp
-  tmp_name += target.filename().string();
-  tmp_name += ".XXXXXX.tmp";
-  std::string tmpl = (dir / tmp_name).string();
-  const int fd = ::mkstemps(tmpl.data(), 4);
-  if (fd < 0) fail(path, fmt::format("cannot write: cannot create a temporary file in '{}': {}", dir.string(), errno_text(errno)));
+  // Our own unique name opened with O_EXCL and mode 0666, so the kernel applies
+  // the umask like for any new file (mkstemp would make it 0600).
+  std::string tmpl;
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    static std::atomic<unsigned> counter{0};
+    const auto tick = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::string tmp_name = ".";  // hidden, and matched by .gitignore's *.tmp
+    tmp_name += target.filename().string();
+    tmp_name += fmt::format(".{}.{}.{:x}.tmp", ::getpid(), counter++, tick & 0xffffff);
+    tmpl = (dir / tmp_name).string();
+    fd = ::open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && (errno != EEXIST || attempt >= 100)) {
+      fail(path, fmt::format("cannot write: cannot create a temporary file in '{}': {}", dir.string(),
+                             errno_text(errno)));
+    }
+  }
   try {
-    // mkstemp makes 0600 files; give the file the usual 0666 & ~umask instead.
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    if (::fchmod(fd, 0666 & ~mask) != 0) throw std::system_error(errno, std::generic_category());
     write_all(fd, head.data(), head.size());
     write_all(fd, a.data.data(), a.data.size());
     if (::fsync(fd) != 0) throw std::system_error(errno, std::generic_category());
