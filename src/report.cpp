@@ -71,41 +71,43 @@ std::string csv_field(const std::string& s) {
   return o;
 }
 
-void print_text(const Report& r) {
+std::string render_text(const Report& r) {
+  std::string out;
   std::string params;
   for (auto& [k, v] : r.params) params += fmt::format(" {}={}", k, v);
   std::string var = r.variant;
   if (!r.variant_requested.empty() && r.variant_requested != r.variant)
     var = fmt::format("{} (from {})", r.variant, r.variant_requested);
-  fmt::print("{} [{}]{} dtype={} on {}\n", r.op, var, params, r.dtype, r.device);
-  for (auto& n : r.notes) fmt::print("  note: {}\n", n);
+  out += fmt::format("{} [{}]{} dtype={} on {}\n", r.op, var, params, r.dtype, r.device);
+  for (auto& n : r.notes) out += fmt::format("  note: {}\n", n);
   if (r.check_status == "pass") {
     if (r.check.error_unit == "exact")
-      fmt::print("  check: pass (matches the CPU reference exactly)\n");
+      out += fmt::format("  check: pass (matches the CPU reference exactly)\n");
     else
-      fmt::print("  check: pass (max error {:.3g} {})\n", r.check.max_error, r.check.error_unit);
+      out += fmt::format("  check: pass (max error {:.3g} {})\n", r.check.max_error, r.check.error_unit);
   } else if (r.check_status == "fail") {
-    fmt::print("  check: FAIL: {}\n", r.check.first_difference);
+    out += fmt::format("  check: FAIL: {}\n", r.check.first_difference);
   } else if (r.check_status == "skipped") {
-    fmt::print("  check: skipped (--no-check)\n");
+    out += fmt::format("  check: skipped (--no-check)\n");
   }
   if (r.timing) {
     auto& t = *r.timing;
-    fmt::print("  time: median {:.2f} us, min {:.2f}, max {:.2f} over {} samples ({})\n",
+    out += fmt::format("  time: median {:.2f} us, min {:.2f}, max {:.2f} over {} samples ({})\n",
                t.median_us, t.min_us, t.max_us, t.samples, t.mode);
     if (r.bytes > 0) {
       if (r.peak_gbps > 0)
-        fmt::print("  traffic: {:.0f} bytes, {:.1f} GB/s = {:.1f}% of measured copy bandwidth "
+        out += fmt::format("  traffic: {:.0f} bytes, {:.1f} GB/s = {:.1f}% of measured copy bandwidth "
                    "({:.0f} GB/s)\n",
                    r.bytes, r.gbps(), r.pct_of_peak(), r.peak_gbps);
       else
-        fmt::print("  traffic: {:.0f} bytes, {:.3f} GB/s\n", r.bytes, r.gbps());
+        out += fmt::format("  traffic: {:.0f} bytes, {:.3f} GB/s\n", r.bytes, r.gbps());
     }
   }
-  for (auto& o : r.outputs) fmt::print("  wrote {}\n", o);
+  for (auto& o : r.outputs) out += fmt::format("  wrote {}\n", o);
+  return out;
 }
 
-void print_json(const Report& r) {
+std::string render_json(const Report& r) {
   std::string p;
   for (auto& [k, v] : r.params) append_item(p, fmt::format("{}:{}", q(k), is_integer_text(v) ? v : q(v)));
   std::string check = fmt::format("{{\"result\":{},\"max_error\":{},\"error_unit\":{}", q(r.check_status),
@@ -121,7 +123,7 @@ void print_json(const Report& r) {
   std::string notes, outs;
   for (auto& n : r.notes) append_item(notes, q(n));
   for (auto& o : r.outputs) append_item(outs, q(o));
-  fmt::print(
+  return fmt::format(
       "{{\"op\":{},\"variant\":{},\"variant_requested\":{},\"params\":{{{}}},\"dtype\":{},"
       "\"device\":{},\"check\":{},\"time_us\":{},\"timing_mode\":{},\"bytes\":{},\"gbps\":{},"
       "\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}]}}\n",
@@ -130,7 +132,7 @@ void print_json(const Report& r) {
       num(r.peak_gbps), r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes);
 }
 
-void print_csv(const Report& r) {
+std::string render_csv(const Report& r) {
   std::string head = "op,variant,variant_requested";
   std::string row = fmt::format("{},{},{}", csv_field(r.op), csv_field(r.variant), csv_field(r.variant_requested));
   for (auto& [k, v] : r.params) {
@@ -147,17 +149,22 @@ void print_csv(const Report& r) {
   } else {
     row += fmt::format(",,,,,{},,", num(r.bytes));
   }
-  fmt::print("{}\n{}\n", head, row);
+  return fmt::format("{}\n{}\n", head, row);
 }
 
 }  // namespace
 
-void print_report(const Report& r, Format f) {
+std::string render_report(const Report& r, Format f) {
   switch (f) {
-    case Format::text: print_text(r); break;
-    case Format::json: print_json(r); break;
-    case Format::csv: print_csv(r); break;
+    case Format::json: return render_json(r);
+    case Format::csv: return render_csv(r);
+    case Format::text: break;
   }
+  return render_text(r);
+}
+
+void print_report(const Report& r, Format f) {
+  std::fputs(render_report(r, f).c_str(), stdout);
   std::fflush(stdout);
 }
 

@@ -34,6 +34,7 @@ struct Report {
   double pct_of_peak() const;
 };
 
+std::string render_report(const Report& r, Format f);
 void print_report(const Report& r, Format f);
 
 }  // namespace moekit
