@@ -12,10 +12,13 @@
 namespace moekit {
 namespace {
 
-std::string shape_text(const std::vector<std::int64_t>& s) {
-  std::string o = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + "]";
+std::string dims_csv(const std::vector<std::int64_t>& shape) {
+  std::string o;
+  for (auto d : shape) {
+    if (!o.empty()) o += ',';
+    o += std::to_string(d);
+  }
+  return o;
 }
 
 std::string version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
@@ -48,12 +51,12 @@ int run_info(const std::vector<std::string>& files, const std::string& format) {
   const bool json = format == "json";
   if (!files.empty()) {
     for (auto& f : files) {
-      auto a = npy::read(f);
+      auto a = npy::read(f);  // reads the data too: a truncated or padded file is an error here as well
       if (json)
-        fmt::print("{{\"file\":{},\"dtype\":{},\"shape\":{},\"numel\":{}}}\n", jq(f), jq(npy::dtype_name(a.dtype)),
-                   shape_text(a.shape), a.numel());
+        fmt::print("{{\"file\":{},\"dtype\":{},\"shape\":[{}],\"numel\":{}}}\n", jq(f),
+                   jq(npy::dtype_name(a.dtype)), dims_csv(a.shape), a.numel());
       else
-        fmt::print("{}: {} {} ({} elements)\n", f, npy::dtype_name(a.dtype), shape_text(a.shape), a.numel());
+        fmt::print("{}: {} {} ({} elements)\n", f, npy::dtype_name(a.dtype), npy::format_shape(a.shape), a.numel());
     }
     return kOk;
   }
