@@ -1,13 +1,72 @@
-// Placeholder registry: variants are added by the dedup work item.
-#include <cstdlib>
+// Registry of the dedup variants and the `auto` rule.
+#include <array>
 
+#include "dedup/common.cuh"
 #include "dedup/dedup.hpp"
+#include "dedup/launchers.hpp"
 
 namespace moekit::dedup {
 
-std::span<const Variant> variants() { return {}; }
-const Variant* find(std::string_view) { return nullptr; }
-const Variant& pick_auto(const Problem&) { std::abort(); }
-std::string_view auto_rule() { return "none yet"; }
+namespace detail {
+
+const char* block_shape_check(const Problem& p, std::int64_t max_row) {
+  if (p.batch < 0 || p.mtp_step < 1 || p.k < 1) return "needs batch >= 0, mtp_step >= 1, k >= 1";
+  if (p.row_len() > max_row) return max_row == 8192 ? "needs M*k <= 8192 (use general)" : "needs M*k <= 16384 (use general)";
+  return nullptr;
+}
+
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
+
+#define MOEKIT_DEDUP_ENTRY(id, name, desc, lim) \
+  Variant { {name, desc, lim}, id##_not_applicable, id##_workspace_bytes, id##_launch }
+
+const std::array<Variant, 7> kVariants = {
+    MOEKIT_DEDUP_ENTRY(hash, "hash",
+                       "V0 seed baseline: shared-memory hash table (atomicCAS, linear probing), then a block sort",
+                       "M*k <= 8192"),
+    MOEKIT_DEDUP_ENTRY(cub_sort, "cub-sort",
+                       "V1: BlockRadixSort + BlockDiscontinuity flags + BlockScan, scattered stores",
+                       "M*k <= 16384"),
+    MOEKIT_DEDUP_ENTRY(vectorized, "vectorized",
+                       "V2: V1 with 16-byte loads and the row staged in smem for 16-byte coalesced stores",
+                       "M*k <= 16384"),
+    MOEKIT_DEDUP_ENTRY(bitmask, "bitmask",
+                       "V3: V2 with one 32-bit head mask per thread and __popc offsets",
+                       "M*k <= 16384"),
+    MOEKIT_DEDUP_ENTRY(range_sort, "range-sort",
+                       "ours: min/max first, sort only the range's bits with 8-bit match.any ranking, ballot compaction",
+                       "M*k <= 16384"),
+    MOEKIT_DEDUP_ENTRY(fast, "fast",
+                       "ours: range-sort, but sort-free (smem bitmap + popcount) when max-min+1 <= 64*tile bits",
+                       "M*k <= 16384"),
+    MOEKIT_DEDUP_ENTRY(general, "general",
+                       "any size: CUB device segmented radix sort into the workspace, then a tiled unique pass per row",
+                       "any (batch*M*k < 2^31)"),
+};
+
+#undef MOEKIT_DEDUP_ENTRY
+
+}  // namespace
+
+std::span<const Variant> variants() { return kVariants; }
+
+const Variant* find(std::string_view name) {
+  for (const Variant& v : kVariants)
+    if (v.info.name == name) return &v;
+  return nullptr;
+}
+
+const Variant& pick_auto(const Problem& p) {
+  return *find(p.row_len() <= kMaxTile ? "fast" : "general");
+}
+
+std::string_view auto_rule() {
+  return "M*k <= 16384: fast (one CTA per batch; bitmap when max-min+1 <= 64*tile, else range-bits radix sort); "
+         "larger: general (device segmented radix sort)";
+}
 
 }  // namespace moekit::dedup

@@ -1,0 +1,28 @@
+#include "dedup/fast.cuh"
+#include "dedup/launch.cuh"
+#include "dedup/launchers.hpp"
+
+namespace moekit::dedup::detail {
+
+// 8-bit digits: a full 31-bit range takes 4 passes.
+constexpr int kFastRadixBits = 8;
+
+template <bool BITMAP>
+void fast_launch_impl(const Problem& p, const Buffers& b, Stream stream) {
+  dispatch_tile<512>(p.row_len(), [&](auto tile) {
+    using T = decltype(tile);
+    using K = FastKernel<T::kThreads, T::kItems, kFastRadixBits, BITMAP>;
+    launch_rows<dedup_fast_kernel<T::kThreads, T::kItems, kFastRadixBits, BITMAP>, typename K::Storage,
+                T::kThreads>(p, b, stream);
+  });
+}
+
+const char* range_sort_not_applicable(const Problem& p) { return block_shape_check(p, kMaxTile); }
+std::size_t range_sort_workspace_bytes(const Problem&) { return 0; }
+void range_sort_launch(const Problem& p, const Buffers& b, Stream stream) { fast_launch_impl<false>(p, b, stream); }
+
+const char* fast_not_applicable(const Problem& p) { return block_shape_check(p, kMaxTile); }
+std::size_t fast_workspace_bytes(const Problem&) { return 0; }
+void fast_launch(const Problem& p, const Buffers& b, Stream stream) { fast_launch_impl<true>(p, b, stream); }
+
+}  // namespace moekit::dedup::detail

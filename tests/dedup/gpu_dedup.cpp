@@ -1,0 +1,320 @@
+// GPU tests of every dedup variant against the CPU reference.
+//
+// Shapes: bs {1,2,115,1000} x M {1,2,3,4} x k {1,7,64,511,2048,4096}, each with a
+// duplicate-heavy pattern plus one rotating pattern; every value pattern on a
+// set of representative shapes; misaligned buffers; rows over 1M values for the
+// variants without a size limit. Outputs and workspaces are poisoned first.
+//
+// DEDUP_SUBSET=1 runs a small representative subset (for compute-sanitizer).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_util.hpp"
+#include "dedup/dedup.hpp"
+#include "ops/dedup_ref.hpp"
+
+namespace dd = moekit::dedup;
+using V = std::vector<std::int32_t>;
+
+namespace {
+
+bool subset_mode() {
+  const char* e = std::getenv("DEDUP_SUBSET");
+  return e && e[0] == '1';
+}
+
+enum class Pattern {
+  kDup,          // uniform in [0, n/2): many duplicates
+  kDistinct,     // all distinct, spread over 31 bits
+  kEqual,        // one value per batch
+  kAllNeg,       // every entry -1
+  kHalfNeg,      // half -1 (plus a few other negatives), rest full range
+  kOverlap0,     // rows of distinct values < 131072; row m shares a fraction with row m-1
+  kOverlap05,
+  kOverlap09,
+  kOverlap10,
+  kFullRange,    // uniform in [0, 2^31), with 0 and 2^31-1 planted
+  kSmallMax,     // values < 64, --max-index 64 promised
+  kHighRange,    // values in [2^31 - 5000, 2^31): large values, small range
+  kCount
+};
+
+const char* name(Pattern p) {
+  static const char* names[] = {"dup",         "distinct",    "equal",      "all-neg",
+                                "half-neg",    "overlap-0",   "overlap-0.5", "overlap-0.9",
+                                "overlap-1.0", "full-range",  "small-max",  "high-range"};
+  return names[static_cast<int>(p)];
+}
+
+struct Case {
+  dd::Problem p;
+  Pattern pattern;
+  V in;
+};
+
+Case make_case(int bs, int m, int k, Pattern pat, std::uint64_t seed) {
+  Case c;
+  c.p.batch = bs;
+  c.p.mtp_step = m;
+  c.p.k = k;
+  c.pattern = pat;
+  const std::int64_t n = std::int64_t(m) * k;
+  c.in.resize(std::size_t(bs) * std::size_t(n));
+  std::mt19937_64 rng(seed);
+  auto uni = [&](std::uint64_t lo, std::uint64_t hi) {  // [lo, hi)
+    return static_cast<std::int32_t>(lo + rng() % (hi - lo));
+  };
+  const std::uint64_t two31 = std::uint64_t(1) << 31;
+  for (int b = 0; b < bs; ++b) {
+    std::int32_t* row = c.in.data() + std::size_t(b) * std::size_t(n);
+    switch (pat) {
+      case Pattern::kDup: {
+        const std::uint64_t hi = std::max<std::uint64_t>(1, std::uint64_t(n) / 2);
+        for (std::int64_t i = 0; i < n; ++i) row[i] = uni(0, hi);
+        break;
+      }
+      case Pattern::kDistinct: {
+        // i -> i*a + c mod 2^31 is a bijection for odd a; shuffle the order too.
+        const std::uint32_t a = static_cast<std::uint32_t>(rng()) | 1u, cc = static_cast<std::uint32_t>(rng());
+        for (std::int64_t i = 0; i < n; ++i)
+          row[i] = static_cast<std::int32_t>((static_cast<std::uint32_t>(i) * a + cc) & 0x7fffffffu);
+        std::shuffle(row, row + n, rng);
+        break;
+      }
+      case Pattern::kEqual: {
+        const std::int32_t v = uni(0, two31);
+        std::fill(row, row + n, v);
+        break;
+      }
+      case Pattern::kAllNeg:
+        std::fill(row, row + n, -1);
+        break;
+      case Pattern::kHalfNeg:
+        for (std::int64_t i = 0; i < n; ++i) {
+          const auto r = rng() % 100;
+          row[i] = r < 48 ? -1 : r == 48 ? -7 : r == 49 ? INT32_MIN : uni(0, two31);
+        }
+        break;
+      case Pattern::kOverlap0:
+      case Pattern::kOverlap05:
+      case Pattern::kOverlap09:
+      case Pattern::kOverlap10: {
+        const double share = pat == Pattern::kOverlap0    ? 0.0
+                             : pat == Pattern::kOverlap05 ? 0.5
+                             : pat == Pattern::kOverlap09 ? 0.9
+                                                          : 1.0;
+        constexpr std::uint32_t kRange = 131072;
+        // Row 0: k distinct values (k <= 131072); row r: each slot reuses a value of
+        // row r-1 with probability `share`, else draws a fresh one.
+        const std::uint32_t a = (static_cast<std::uint32_t>(rng()) | 1u), cc = static_cast<std::uint32_t>(rng());
+        for (int i = 0; i < k; ++i) row[i] = static_cast<std::int32_t>((std::uint32_t(i) * a + cc) % kRange);
+        std::shuffle(row, row + k, rng);
+        std::uniform_real_distribution<double> u01(0.0, 1.0);
+        for (int r = 1; r < m; ++r) {
+          std::int32_t* cur = row + std::size_t(r) * k;
+          const std::int32_t* prev = cur - k;
+          std::copy(prev, prev + k, cur);
+          std::shuffle(cur, cur + k, rng);
+          for (int i = 0; i < k; ++i)
+            if (!(u01(rng) < share)) cur[i] = uni(0, kRange);
+        }
+        break;
+      }
+      case Pattern::kFullRange:
+        for (std::int64_t i = 0; i < n; ++i) row[i] = uni(0, two31);
+        row[rng() % n] = 0;
+        row[rng() % n] = INT32_MAX;
+        break;
+      case Pattern::kSmallMax:
+        c.p.max_index = 64;
+        for (std::int64_t i = 0; i < n; ++i) row[i] = uni(0, 64);
+        break;
+      case Pattern::kHighRange:
+        for (std::int64_t i = 0; i < n; ++i) row[i] = uni(two31 - 5000, two31);
+        break;
+      case Pattern::kCount:
+        break;
+    }
+  }
+  return c;
+}
+
+struct Tally {
+  int passed = 0, failed = 0, skipped = 0;
+} g_tally;
+
+std::string describe(const Case& c, const dd::Variant& v, const char* extra = "") {
+  return std::string(v.info.name) + " bs=" + std::to_string(c.p.batch) + " M=" + std::to_string(c.p.mtp_step) +
+         " k=" + std::to_string(c.p.k) + " pattern=" + name(c.pattern) + extra;
+}
+
+// Runs `v` on the case (input at element offset in_off, output at out_off, both
+// poisoned around) and compares with `ref`. Returns false on mismatch.
+bool run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, int out_off = 0) {
+  if (const char* why = v.not_applicable(c.p)) {
+    (void)why;
+    ++g_tally.skipped;
+    return true;
+  }
+  const std::size_t elems = c.in.size();
+  moekit::DeviceBuffer d_in((elems + std::size_t(in_off)) * 4 + 16);
+  moekit::DeviceBuffer d_out((elems + std::size_t(out_off)) * 4 + 16);
+  const std::size_t ws_bytes = v.workspace_bytes(c.p);
+  moekit::DeviceBuffer d_ws(ws_bytes ? ws_bytes : 1);
+  if (elems) {
+    std::vector<std::int32_t> staged(elems + std::size_t(in_off), 0x5A5A5A5A);
+    std::copy(c.in.begin(), c.in.end(), staged.begin() + in_off);
+    d_in.upload(staged.data(), staged.size() * 4);
+  }
+  d_out.fill_bytes(0xAB);
+  d_ws.fill_bytes(0xCD);
+  dd::Buffers b;
+  b.indices = d_in.as<std::int32_t>() + in_off;
+  b.out = d_out.as<std::int32_t>() + out_off;
+  b.workspace = d_ws.get();
+  v.launch(c.p, b, nullptr);
+  moekit::cuda_check_last("dedup launch");
+  moekit::cuda_sync("dedup kernel");
+  std::vector<std::int32_t> all((elems + std::size_t(out_off)) * 1 + 4);
+  d_out.download(all.data(), all.size() * 4);
+  V got(all.begin() + out_off, all.begin() + out_off + static_cast<std::ptrdiff_t>(elems));
+  auto r = dd::check(c.p, ref, got);
+  // Nothing outside the output row block may be written.
+  bool fence_ok = true;
+  for (int i = 0; i < out_off; ++i) fence_ok = fence_ok && all[std::size_t(i)] == std::int32_t(0xABABABAB);
+  for (std::size_t i = std::size_t(out_off) + elems; i < all.size(); ++i)
+    fence_ok = fence_ok && all[i] == std::int32_t(0xABABABAB);
+  if (r.ok && fence_ok) {
+    ++g_tally.passed;
+    return true;
+  }
+  ++g_tally.failed;
+  if (g_tally.failed <= 30) {
+    std::string extra = in_off || out_off ? " (offset in " + std::to_string(in_off) + " out " +
+                                                std::to_string(out_off) + ")"
+                                          : "";
+    std::printf("FAIL %s: %s\n", describe(c, v, extra.c_str()).c_str(),
+                fence_ok ? r.first_difference.c_str() : "wrote outside the output");
+  }
+  return false;
+}
+
+// Every variant on one case, and `auto` must always apply.
+void run_all(const Case& c) {
+  const V ref = dd::reference(c.p, c.in);
+  for (const dd::Variant& v : dd::variants()) CHECK_MESSAGE(run_one(v, c, ref), describe(c, v));
+  const dd::Variant& a = dd::pick_auto(c.p);
+  CHECK_MESSAGE(a.not_applicable(c.p) == nullptr, "auto picked an inapplicable variant");
+}
+
+}  // namespace
+
+TEST_SUITE("gpu") {
+  TEST_CASE("dedup registry: names, lookup and applicability") {
+    REQUIRE(dd::variants().size() >= 6);
+    for (const dd::Variant& v : dd::variants()) {
+      CHECK(dd::find(v.info.name) == &v);
+      CHECK(!v.info.description.empty());
+    }
+    CHECK(dd::find("no-such-variant") == nullptr);
+    REQUIRE(dd::find("general") != nullptr);
+    dd::Problem big;
+    big.batch = 3;
+    big.mtp_step = 4;
+    big.k = 1 << 20;
+    CHECK(dd::find("general")->not_applicable(big) == nullptr);
+    CHECK(dd::find("bitmask")->not_applicable(big) != nullptr);
+    CHECK(std::string(dd::pick_auto(big).info.name) == "general");
+    CHECK(!dd::auto_rule().empty());
+  }
+
+  TEST_CASE("dedup: shape grid") {
+    const bool sub = subset_mode();
+    const std::vector<int> bss = sub ? std::vector<int>{2} : std::vector<int>{1, 2, 115, 1000};
+    const std::vector<int> ms = sub ? std::vector<int>{1, 2, 3} : std::vector<int>{1, 2, 3, 4};
+    const std::vector<int> ks = sub ? std::vector<int>{7, 2048} : std::vector<int>{1, 7, 64, 511, 2048, 4096};
+    int rot = 0;
+    std::uint64_t seed = 1;
+    for (int bs : bss)
+      for (int m : ms)
+        for (int k : ks) {
+          run_all(make_case(bs, m, k, Pattern::kDup, seed++));
+          // one more pattern per shape, cycling through the others
+          const auto pat = static_cast<Pattern>(1 + (rot++ % (static_cast<int>(Pattern::kCount) - 1)));
+          run_all(make_case(bs, m, k, pat, seed++));
+        }
+  }
+
+  TEST_CASE("dedup: every value pattern on representative shapes") {
+    const bool sub = subset_mode();
+    struct S {
+      int bs, m, k;
+    };
+    const std::vector<S> shapes = sub ? std::vector<S>{{2, 2, 2048}}
+                                      : std::vector<S>{{115, 1, 7},    {115, 2, 2048}, {115, 3, 511},
+                                                       {115, 4, 2048}, {2, 4, 4096},   {1, 1, 1},
+                                                       {115, 1, 64},   {1000, 2, 64}};
+    std::uint64_t seed = 1000;
+    for (const S& s : shapes)
+      for (int pi = 0; pi < static_cast<int>(Pattern::kCount); ++pi) {
+        const auto pat = static_cast<Pattern>(pi);
+        if (sub && !(pat == Pattern::kHalfNeg || pat == Pattern::kOverlap09 || pat == Pattern::kDistinct ||
+                     pat == Pattern::kSmallMax || pat == Pattern::kAllNeg))
+          continue;
+        run_all(make_case(s.bs, s.m, s.k, pat, seed++));
+      }
+  }
+
+  TEST_CASE("dedup: misaligned input and output fall back to scalar access") {
+    // Rows of 4096 values would take the 16-byte path; offset buffers by one or
+    // three elements so that it is not legal any more.
+    const std::vector<std::pair<int, int>> offs = {{1, 0}, {0, 1}, {3, 3}};
+    std::uint64_t seed = 5000;
+    for (auto [io, oo] : offs) {
+      const Case c = make_case(subset_mode() ? 2 : 115, 2, 2048, Pattern::kOverlap05, seed++);
+      const V ref = dd::reference(c.p, c.in);
+      for (const dd::Variant& v : dd::variants()) CHECK_MESSAGE(run_one(v, c, ref, io, oo), describe(c, v));
+    }
+  }
+
+  TEST_CASE("dedup: tile boundaries and rows beyond the block variants") {
+    // Row lengths around each tile size; 16385+ must be handled by general/auto.
+    const bool sub = subset_mode();
+    const std::vector<int> ns = sub ? std::vector<int>{16385} : std::vector<int>{512, 513, 1025, 4095, 8193, 16384, 16385, 40000};
+    std::uint64_t seed = 7000;
+    for (int n : ns) {
+      run_all(make_case(3, 1, n, Pattern::kDup, seed++));
+      run_all(make_case(3, 1, n, Pattern::kFullRange, seed++));
+    }
+  }
+
+  TEST_CASE("dedup: over 1M values per batch (general, auto)") {
+    if (subset_mode()) return;
+    std::uint64_t seed = 9000;
+    const std::vector<std::pair<Pattern, std::array<int, 3>>> cases = {
+        {Pattern::kDup, {2, 1, 1 << 20}},
+        {Pattern::kHalfNeg, {1, 4, 300000}},
+        {Pattern::kDistinct, {1, 1, 1100000}}};
+    for (auto& [pat, s] : cases) {
+      const Case c = make_case(s[0], s[1], s[2], pat, seed++);
+      const V ref = dd::reference(c.p, c.in);
+      CHECK(run_one(*dd::find("general"), c, ref));
+      CHECK(run_one(dd::pick_auto(c.p), c, ref));
+    }
+  }
+
+  TEST_CASE("dedup: summary") {
+    std::printf("dedup gpu summary: %d variant runs passed, %d failed, %d not applicable (skipped)%s\n",
+                g_tally.passed, g_tally.failed, g_tally.skipped, subset_mode() ? " [subset]" : "");
+    CHECK(g_tally.failed == 0);
+    CHECK(g_tally.passed > 0);
+  }
+}
