@@ -1,13 +1,261 @@
-// Placeholder registry: variants are added by the align work item.
-#include <cstdlib>
+// Registry of the align variants: thin launchers over the kernels in the
+// .cuh headers, their limits, and the `auto` rule (docs/align.md).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
 
 #include "align/align.hpp"
+#include "align/baseline.cuh"
+#include "align/blelloch.cuh"
+#include "align/common.cuh"
+#include "align/host_util.cuh"
+#include "align/oneshot.cuh"
+#include "align/persistent.cuh"
+#include "align/scatter.cuh"
+#include "align/small_batch.cuh"
+#include "align/vecpad.cuh"
+#include "align/warpscan.cuh"
 
 namespace moekit::align {
+namespace {
 
-std::span<const Variant> variants() { return {}; }
-const Variant* find(std::string_view) { return nullptr; }
-const Variant& pick_auto(const Problem&) { std::abort(); }
-std::string_view auto_rule() { return "none yet"; }
+using namespace detail;
+
+cudaStream_t cu(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// Dispatch on the id dtype.
+template <template <class> class F>
+void by_dtype(const Problem& p, const Buffers& b, Stream s) {
+  if (p.ids_int64)
+    F<std::int64_t>::run(p, b, cu(s));
+  else
+    F<std::int32_t>::run(p, b, cu(s));
+}
+
+std::size_t cursor_workspace(const Problem& p) {
+  return sizeof(int) * (static_cast<std::size_t>(p.num_experts) + 1);
+}
+std::size_t no_workspace(const Problem&) { return 0; }
+
+const char* needs_smem(std::size_t bytes) {
+  return bytes > device_caps().smem_optin ? "E too large for one block's shared memory" : nullptr;
+}
+
+std::size_t scan_smem(const Problem& p) {
+  return sizeof(int) * (static_cast<std::size_t>(p.num_experts) + 1);
+}
+std::size_t blelloch_smem(const Problem& p) {
+  return sizeof(int) * (static_cast<std::size_t>(next_pow2(p.num_experts)) + p.num_experts + 1);
+}
+
+// ---- baseline (0x1) -----------------------------------------------------------
+template <class IdT>
+struct Baseline {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    const Args a = make_args(p, b);
+    int* cursor = static_cast<int*>(b.workspace);
+    fill_sorted_scalar_kernel<<<clamp_grid(ceil_div<long long>(a.max_padded, 256), 1024), 256, 0,
+                                s>>>(a);
+    const std::size_t smem = scan_smem(p);
+    allow_smem(baseline_count_kernel<IdT>, smem);
+    baseline_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
+    launch_scatter_atomic<IdT>(a, cursor, s);
+  }
+};
+const char* baseline_na(const Problem& p) { return needs_smem(scan_smem(p)); }
+
+// ---- small-batch (0x1 fused) --------------------------------------------------
+const char* small_batch_na(const Problem& p) {
+  if (p.numel > kSmallBatchMaxNumel || p.num_experts > kSmallBatchMaxExperts)
+    return "needs numel < 1024 and E <= 64";
+  return nullptr;
+}
+template <class IdT>
+struct SmallBatch {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    small_batch_kernel<IdT, 0><<<1, kSmallBatchThreads, small_batch_smem(p.num_experts), s>>>(
+        make_args(p, b));
+  }
+};
+
+// ---- vecpad (0x2) -------------------------------------------------------------
+template <class IdT>
+struct Vecpad {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    const Args a = make_args(p, b);
+    int* cursor = static_cast<int*>(b.workspace);
+    const std::size_t smem = scan_smem(p);
+    allow_smem(vecpad_count_kernel<IdT>, smem);
+    vecpad_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
+    launch_scatter_atomic<IdT>(a, cursor, s);
+  }
+};
+
+// ---- blelloch (0x3) -----------------------------------------------------------
+template <class IdT>
+struct Blelloch {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    const Args a = make_args(p, b);
+    int* cursor = static_cast<int*>(b.workspace);
+    const std::size_t smem = blelloch_smem(p);
+    allow_smem(blelloch_count_kernel<IdT>, smem);
+    blelloch_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor, next_pow2(p.num_experts));
+    launch_scatter_atomic<IdT>(a, cursor, s);
+  }
+};
+const char* blelloch_na(const Problem& p) { return needs_smem(blelloch_smem(p)); }
+
+// ---- warpscan (0x4) -----------------------------------------------------------
+template <class IdT>
+struct Warpscan {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    const Args a = make_args(p, b);
+    int* cursor = static_cast<int*>(b.workspace);
+    const std::size_t smem = scan_smem(p);
+    allow_smem(warpscan_count_kernel<IdT, false>, smem);
+    warpscan_count_kernel<IdT, false><<<1, kCountThreads, smem, s>>>(a, cursor);
+    launch_scatter_atomic<IdT>(a, cursor, s);
+  }
+};
+
+// ---- fill-overlap (0x5) -------------------------------------------------------
+template <class IdT>
+struct FillOverlap {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    const Args a = make_args(p, b);
+    if (small_batch_na(p) == nullptr) {  // one launch: fill threads + compute threads
+      small_batch_kernel<IdT, kOverlapFillThreads>
+          <<<1, kOverlapFillThreads + kSmallBatchThreads, small_batch_smem(p.num_experts), s>>>(a);
+      return;
+    }
+    int* cursor = static_cast<int*>(b.workspace);
+    const std::size_t smem = scan_smem(p);
+    allow_smem(warpscan_count_kernel<IdT, true>, smem);
+    warpscan_count_kernel<IdT, true><<<2, kCountThreads, smem, s>>>(a, cursor);
+    launch_scatter_atomic<IdT>(a, cursor, s);
+  }
+};
+std::size_t fill_overlap_workspace(const Problem& p) {
+  return small_batch_na(p) == nullptr ? 0 : cursor_workspace(p);
+}
+
+// ---- oneshot / persistent / stable (ours) ---------------------------------------
+template <class IdT>
+struct Oneshot {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    launch_oneshot<IdT>(p, b, s);
+  }
+};
+
+template <class IdT>
+struct Persistent {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    launch_persistent<IdT>(p, b, s);
+  }
+};
+std::size_t persistent_ws(const Problem& p) {
+  return p.ids_int64 ? persistent_workspace<std::int64_t>(p)
+                     : persistent_workspace<std::int32_t>(p);
+}
+
+// Crossover between the two stable designs, in slots (see docs/align.md).
+constexpr std::int64_t kOneshotUpTo = 8192;
+
+bool stable_uses_oneshot(const Problem& p) {
+  return p.numel <= kOneshotUpTo && oneshot_not_applicable(p) == nullptr;
+}
+const char* stable_na(const Problem& p) {
+  if (stable_uses_oneshot(p)) return nullptr;
+  if (persistent_not_applicable(p) == nullptr) return nullptr;
+  return oneshot_not_applicable(p) == nullptr ? nullptr : persistent_not_applicable(p);
+}
+template <class IdT>
+struct Stable {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    if (stable_uses_oneshot(p) || persistent_not_applicable(p) != nullptr)
+      launch_oneshot<IdT>(p, b, s);
+    else
+      launch_persistent<IdT>(p, b, s);
+  }
+};
+std::size_t stable_ws(const Problem& p) {
+  if (stable_uses_oneshot(p) || persistent_not_applicable(p) != nullptr) return 0;
+  return persistent_ws(p);
+}
+
+const Variant& auto_pick(const Problem& p);
+const char* auto_na(const Problem& p) { return auto_pick(p).not_applicable(p); }
+std::size_t auto_ws(const Problem& p) { return auto_pick(p).workspace_bytes(p); }
+void auto_launch(const Problem& p, const Buffers& b, Stream s) { auto_pick(p).launch(p, b, s); }
+
+const std::array<Variant, 10> kVariants = {{
+    {{"baseline", "0x1: fill kernel; one block counts (shared atomics), serial scan; atomic scatter",
+      "E <= 16384 (E+1 ints of shared memory)"},
+     baseline_na, cursor_workspace, by_dtype<Baseline>},
+    {{"small-batch", "0x1 fused: one block, per-thread counter rows, no atomics, one launch",
+      "numel < 1024 and E <= 64"},
+     small_batch_na, no_workspace, by_dtype<SmallBatch>},
+    {{"vecpad", "0x2: padding fused into the count block with 16-byte stores", "as baseline"},
+     baseline_na, cursor_workspace, by_dtype<Vecpad>},
+    {{"blelloch", "0x3: Blelloch scan; expert_ids by binary search over all blocks",
+      "E <= 16384 (next_pow2(E)+E+1 ints of shared memory)"},
+     blelloch_na, cursor_workspace, by_dtype<Blelloch>},
+    {{"warpscan", "0x4: two-level warp-shuffle scan (3 barriers)", "as baseline"},
+     baseline_na, cursor_workspace, by_dtype<Warpscan>},
+    {{"fill-overlap",
+      "0x5: padding by a 2nd block (or 256 fill threads on the small path) overlapping the count",
+      "as baseline; small path for numel < 1024 and E <= 64"},
+     baseline_na, fill_overlap_workspace, by_dtype<FillOverlap>},
+    {{"oneshot",
+      "ours, tiny: one launch, every block counts all slots, blocks split the writes; stable",
+      "numel <= 65535"},
+     oneshot_not_applicable, no_workspace, by_dtype<Oneshot>},
+    {{"persistent",
+      "ours, large: one cooperative launch, per-warp rows, blocks x experts table, 2 grid "
+      "barriers; stable",
+      "E <= 24576"},
+     persistent_not_applicable, persistent_ws, by_dtype<Persistent>},
+    {{"stable", "slots ascend inside each expert (bit-exact vs the reference): oneshot or persistent",
+      "as oneshot / persistent"},
+     stable_na, stable_ws, by_dtype<Stable>},
+    {{"auto", "picks per shape from measured data (docs/align.md)", "any"},
+     auto_na, auto_ws, auto_launch},
+}};
+
+const Variant& by_name(std::string_view n) {
+  for (const Variant& v : kVariants)
+    if (v.info.name == n) return v;
+  return kVariants[0];
+}
+
+// Measured on H100 (docs/bench/align.md): oneshot wins while every block can
+// afford to re-read all slots; persistent beyond.
+const Variant& auto_pick(const Problem& p) {
+  static const Variant& oneshot = by_name("oneshot");
+  static const Variant& persistent = by_name("persistent");
+  static const Variant& warpscan = by_name("warpscan");
+  if (p.numel <= kOneshotUpTo && oneshot.not_applicable(p) == nullptr) return oneshot;
+  if (persistent.not_applicable(p) == nullptr) return persistent;
+  if (oneshot.not_applicable(p) == nullptr) return oneshot;
+  return warpscan;
+}
+
+}  // namespace
+
+std::span<const Variant> variants() { return kVariants; }
+
+const Variant* find(std::string_view name) {
+  for (const Variant& v : kVariants)
+    if (v.info.name == name) return &v;
+  return nullptr;
+}
+
+const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
+
+std::string_view auto_rule() {
+  return "oneshot if numel <= 8192, else persistent (fallbacks: oneshot, warpscan)";
+}
 
 }  // namespace moekit::align

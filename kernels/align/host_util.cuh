@@ -1,0 +1,89 @@
+// Host-side helpers for the align launchers: device limits (cached per
+// device) and the dynamic shared memory opt-in.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+namespace moekit::align::detail {
+
+struct DeviceCaps {
+  int sm_count = 132;
+  std::size_t smem_optin = 227 * 1024;  // per block, with the opt-in attribute
+  bool cooperative = true;
+  int cc_major = 9;
+};
+
+// Limits of the current device. Without a usable device (listing variants on
+// a CPU-only machine) the H100 values stand in, so not_applicable() answers
+// the same everywhere; launching then fails with the real CUDA error.
+inline DeviceCaps device_caps() {
+  static std::array<DeviceCaps, 64> cache{};
+  static std::array<bool, 64> known{};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return DeviceCaps{};
+  }
+  if (!known[dev]) {
+    DeviceCaps c;
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
+      c.sm_count = v;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess)
+      c.smem_optin = static_cast<std::size_t>(v);
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess)
+      c.cooperative = v != 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
+      c.cc_major = v;
+    cudaGetLastError();
+    cache[dev] = c;
+    known[dev] = true;
+  }
+  return cache[dev];
+}
+
+// Kernels above the default 48 KiB of dynamic shared memory must opt in. Each
+// kernel opts in once, to the device maximum, so that later launches (inside
+// a graph capture, say) make no further runtime calls for it.
+template <class Kernel>
+inline void allow_smem(Kernel* kernel, std::size_t bytes) {
+  if (bytes <= 48 * 1024) return;
+  static std::mutex mu;
+  static std::set<const void*> done;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (!done.insert(reinterpret_cast<const void*>(kernel)).second) return;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(device_caps().smem_optin));
+  cudaGetLastError();
+}
+
+// Resident blocks per SM (occupancy), memoised per kernel and configuration.
+template <class Kernel>
+inline int blocks_per_sm(Kernel* kernel, int threads, std::size_t smem) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, std::size_t>, int> memo;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), threads, smem);
+  const auto it = memo.find(key);
+  if (it != memo.end()) return it->second;
+  allow_smem(kernel, smem);
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
+    cudaGetLastError();
+    n = 1;
+  }
+  n = n < 1 ? 1 : n;
+  memo.emplace(key, n);
+  return n;
+}
+
+constexpr int kCountThreads = 1024;  // the single counting block of 0x1-0x5
+
+}  // namespace moekit::align::detail

@@ -1,0 +1,225 @@
+// Variant `persistent` (ours, large inputs): ONE cooperative launch of as many
+// blocks as the input needs (at most what fits on the GPU at once), all of
+// them counting. Blocks agree on offsets through two grid-wide barriers and a
+// deterministic blocks x experts table instead of atomics, so the output is
+// stable (identical to the CPU reference) and no workspace needs clearing:
+//
+//   1. each warp histograms its contiguous sub-tile into its own shared row
+//      (__match_any_sync: one shared update per distinct expert per step,
+//      16-byte id loads); rows are prefix-summed across warps and the block's
+//      totals go to H[block][e].                             -- grid barrier
+//   2. one warp per expert scans its column of H over the blocks (in place,
+//      exclusive) and writes the expert's total.             -- grid barrier
+//   3. every block scans the E padded totals itself (cheap: E ints from L2),
+//      turns its rows into absolute cursors, writes its share of padding rows,
+//      tail and expert_ids, and re-reads its sub-tiles to place the slots in
+//      slot order (ranks recomputed, never stored).
+//
+// This is also the large half of `stable`.
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "align/common.cuh"
+#include "align/host_util.cuh"
+
+namespace moekit::align::detail {
+
+constexpr int kPersistentMaxGrid = 256;  // phase 2 keeps 8 column values per lane
+constexpr int kPersistentColumnRegs = kPersistentMaxGrid / kWarp;
+constexpr std::size_t kPersistentRowBudget = 96 * 1024;  // bytes of per-warp rows
+
+// Dynamic shared memory: rows x E (per-warp counters, then cursors) + E + 1.
+template <class IdT>
+__global__ void __launch_bounds__(1024)
+    persistent_kernel(Args a, int* __restrict__ H, int* __restrict__ tot, int rows,
+                      std::int64_t tile, std::int64_t subtile) {
+  extern __shared__ int sm[];
+  const int E = a.num_experts;
+  int* rowmem = sm;
+  int* cs = sm + rows * E;
+  __shared__ int warp_sums[kWarp + 1];
+  const int t = threadIdx.x, nt = blockDim.x;
+  const int lane = t & (kWarp - 1), w = t / kWarp, nw = nt / kWarp;
+  const int b = blockIdx.x, G = gridDim.x;
+  constexpr int V = kVec<IdT>;
+  const bool aligned = ids_aligned16(a);
+  const std::int64_t n = a.numel;
+  const std::int64_t blo = std::min<std::int64_t>(b * tile, n);
+  const std::int64_t bhi = std::min<std::int64_t>(blo + tile, n);
+  const std::int64_t wlo = std::min<std::int64_t>(blo + w * subtile, bhi);
+  const std::int64_t whi = std::min<std::int64_t>(wlo + subtile, bhi);
+  int* row = rowmem + w * E;  // only for w < rows
+
+  // ---- 1. per-warp histograms ------------------------------------------------
+  for (int i = t; i < rows * E; i += nt) rowmem[i] = 0;
+  __syncthreads();
+  if (w < rows) {
+    for (std::int64_t base = wlo; base < whi; base += kWarp * V) {
+      int ev[V];
+      load_experts<IdT>(a, base + lane * V, aligned, ev);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int e = base + lane * V + k < whi ? ev[k] : -1;
+        const unsigned peers = __match_any_sync(kFullMask, e);
+        if (e >= 0 && lane == __ffs(peers) - 1) row[e] += __popc(peers);
+        __syncwarp();
+      }
+    }
+  }
+  __syncthreads();
+  for (int e = t; e < E; e += nt) {
+    int run = 0;
+    for (int r = 0; r < rows; ++r) {
+      const int v = rowmem[r * E + e];
+      rowmem[r * E + e] = run;
+      run += v;
+    }
+    H[static_cast<std::int64_t>(b) * E + e] = run;
+  }
+  // Data written by other blocks is read with __ldcg (L2, never a stale L1 line).
+  cooperative_groups::this_grid().sync();
+
+  // ---- 2. column scans over the blocks ----------------------------------------
+  for (int e = b * nw + w; e < E; e += G * nw) {
+    int v[kPersistentColumnRegs];
+#pragma unroll
+    for (int j = 0; j < kPersistentColumnRegs; ++j) {  // all loads in flight at once
+      const int k = j * kWarp + lane;
+      v[j] = k < G ? __ldcg(H + static_cast<std::int64_t>(k) * E + e) : 0;
+    }
+    int carry = 0;
+#pragma unroll
+    for (int j = 0; j < kPersistentColumnRegs; ++j) {
+      if (j * kWarp >= G) break;
+      const int inc = warp_inclusive_scan(v[j]);
+      const int k = j * kWarp + lane;
+      if (k < G) H[static_cast<std::int64_t>(k) * E + e] = carry + inc - v[j];
+      carry += __shfl_sync(kFullMask, inc, kWarp - 1);
+    }
+    if (lane == 0) tot[e] = carry;
+  }
+  cooperative_groups::this_grid().sync();
+
+  // ---- 3. layout, non-slot rows, slots ----------------------------------------
+  for (int e = t; e < E; e += nt) cs[e] = padded(__ldcg(tot + e), a.block_size);
+  __syncthreads();
+  const int total = block_exclusive_scan(cs, E, warp_sums);
+  if (b == 0 && t == 0) *a.total = total;
+  for (int e = t; e < E; e += nt) {
+    const int start = cs[e] + __ldcg(H + static_cast<std::int64_t>(b) * E + e);
+    for (int r = 0; r < rows; ++r) rowmem[r * E + e] += start;
+  }
+  write_share(a, cs, b, G, [&](int e) { return __ldcg(tot + e); });
+  __syncthreads();
+  if (w >= rows) return;
+  for (std::int64_t base = wlo; base < whi; base += kWarp * V) {
+    int ev[V];
+    load_experts<IdT>(a, base + lane * V, aligned, ev);
+#pragma unroll
+    for (int r = 0; r < V; ++r) {
+      // Transpose so that lane order is slot order: slot base + 32r + lane sits
+      // in lane (32r + lane) / V, component (32r + lane) % V.
+      const int src = (kWarp * r + lane) / V, comp = (kWarp * r + lane) % V;
+      int e = -1;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int x = __shfl_sync(kFullMask, ev[k], src);
+        if (k == comp) e = x;
+      }
+      const std::int64_t slot = base + kWarp * r + lane;
+      if (slot >= whi) e = -1;
+      const unsigned peers = __match_any_sync(kFullMask, e);
+      const int pos = e >= 0 ? row[e] + __popc(peers & lanemask_lt()) : 0;
+      __syncwarp();
+      if (e >= 0 && lane == __ffs(peers) - 1) row[e] += __popc(peers);
+      __syncwarp();
+      if (e >= 0 && pos < a.max_padded) a.sorted[pos] = static_cast<int>(slot);
+    }
+  }
+}
+
+struct PersistentPlan {
+  int rows = 0;       // warps with a private counter row (0: not applicable)
+  int threads = 0;
+  int grid = 0;
+  std::int64_t tile = 0, subtile = 0;
+  std::size_t smem = 0;
+};
+
+inline int persistent_rows(int num_experts) {
+  const std::size_t r = kPersistentRowBudget / (sizeof(int) * static_cast<std::size_t>(num_experts));
+  return static_cast<int>(std::min<std::size_t>(r, 32));
+}
+
+inline std::size_t persistent_smem(int rows, int num_experts) {
+  return sizeof(int) * (static_cast<std::size_t>(rows + 1) * num_experts + 1);
+}
+
+// Grid: ~4 slots per thread and ~16 padding rows per thread, capped by what is
+// co-resident (cooperative launch) and by phase 2's column registers.
+template <class IdT>
+inline PersistentPlan persistent_plan(const Problem& p) {
+  PersistentPlan pl;
+  pl.rows = persistent_rows(p.num_experts);
+  if (pl.rows < 1) return pl;
+  pl.threads = std::max(256, pl.rows * kWarp);
+  pl.smem = persistent_smem(pl.rows, p.num_experts);
+  const DeviceCaps caps = device_caps();
+  if (pl.smem > caps.smem_optin) {
+    pl.rows = 0;
+    return pl;
+  }
+  const int per_sm = blocks_per_sm(persistent_kernel<IdT>, pl.threads, pl.smem);
+  const std::int64_t resident = per_sm * static_cast<std::int64_t>(caps.sm_count);
+  const std::int64_t want = std::max<std::int64_t>(
+      {1, ceil_div<std::int64_t>(p.numel, pl.threads * 4LL),
+       ceil_div<std::int64_t>(p.max_num_tokens_padded, pl.threads * 16LL)});
+  pl.grid = static_cast<int>(std::min<std::int64_t>({want, resident, kPersistentMaxGrid}));
+  const std::int64_t chunk = kWarp * kVec<IdT>;
+  pl.tile = ceil_div<std::int64_t>(ceil_div<std::int64_t>(p.numel, pl.grid), chunk) * chunk;
+  pl.subtile = ceil_div<std::int64_t>(ceil_div<std::int64_t>(pl.tile, pl.rows), chunk) * chunk;
+  if (pl.tile == 0) pl.tile = pl.subtile = chunk;
+  return pl;
+}
+
+template <class IdT>
+inline std::size_t persistent_workspace(const Problem& p) {
+  const PersistentPlan pl = persistent_plan<IdT>(p);
+  if (pl.rows < 1) return 0;
+  return sizeof(int) * (static_cast<std::size_t>(pl.grid) + 1) * p.num_experts;
+}
+
+inline const char* persistent_not_applicable(const Problem& p) {
+  if (!device_caps().cooperative) return "needs cooperative launch support";
+  const int rows = persistent_rows(p.num_experts);
+  if (rows < 1 || persistent_smem(rows, p.num_experts) > device_caps().smem_optin)
+    return "needs E <= 24576 (a shared counter row per warp)";
+  return nullptr;
+}
+
+template <class IdT>
+inline void launch_persistent(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  Args a = make_args(p, bufs);
+  const PersistentPlan pl = persistent_plan<IdT>(p);
+  int* H = static_cast<int*>(bufs.workspace);
+  int* tot = H + static_cast<std::size_t>(pl.grid) * p.num_experts;
+  int rows = pl.rows;
+  std::int64_t tile = pl.tile, subtile = pl.subtile;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(pl.grid);
+  cfg.blockDim = dim3(pl.threads);
+  cfg.dynamicSmemBytes = pl.smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  allow_smem(persistent_kernel<IdT>, pl.smem);
+  cudaLaunchKernelEx(&cfg, persistent_kernel<IdT>, a, H, tot, rows, tile, subtile);
+}
+
+}  // namespace moekit::align::detail

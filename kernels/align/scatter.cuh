@@ -1,0 +1,30 @@
+// The second kernel of the SGLang-style variants (0x1-0x5): every slot takes
+// its row with a global atomic on its expert's cursor. Row order inside an
+// expert therefore depends on scheduling (not stable).
+#pragma once
+
+#include "align/common.cuh"
+
+namespace moekit::align::detail {
+
+// cursor[e] holds expert e's first row on entry (written by the count kernel).
+template <class IdT>
+__global__ void scatter_atomic_kernel(Args a, int* __restrict__ cursor) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < a.numel; i += stride) {
+    const int e = expert_at<IdT>(a, i);
+    if (e < 0) continue;
+    const int row = atomicAdd(cursor + e, 1);
+    if (row < a.max_padded) a.sorted[row] = static_cast<int>(i);
+  }
+}
+
+template <class IdT>
+inline void launch_scatter_atomic(const Args& a, int* cursor, cudaStream_t s) {
+  constexpr int kThreads = 256;
+  const unsigned grid = clamp_grid(ceil_div<long long>(a.numel, kThreads), 2048);
+  scatter_atomic_kernel<IdT><<<grid, kThreads, 0, s>>>(a, cursor);
+}
+
+}  // namespace moekit::align::detail

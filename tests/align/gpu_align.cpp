@@ -1,0 +1,357 @@
+// GPU tests of every align variant against the CPU reference.
+//
+//   build-*/tests/align/gpu_align                       full grid (+ subset)
+//   build-*/tests/align/gpu_align -tc="sanitizer subset"   small cases only, for
+//       compute-sanitizer --tool memcheck / racecheck
+//
+// Outputs are poisoned (0xAB bytes) before every launch and sit between guard
+// zones that must stay poisoned; the workspace is poisoned once and reused, so
+// stale workspace contents are exercised too. Every variant runs twice per
+// case. Variants that promise stable order (and `auto` when it picks one)
+// must match the reference bit for bit. Ends with a one-line summary.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "align/align.hpp"
+#include "cuda_util.hpp"
+#include "ops/align_ref.hpp"
+
+using namespace moekit;
+using namespace moekit::align;
+
+namespace {
+
+enum class Dist { kUniform, kZipf, kOneHot };
+const char* dist_name(Dist d) {
+  return d == Dist::kUniform ? "uniform" : d == Dist::kZipf ? "zipf" : "onehot";
+}
+
+struct Case {
+  std::int64_t numel = 0;
+  std::int32_t E = 1;
+  std::int32_t B = 1;
+  Dist dist = Dist::kUniform;
+  bool i64 = false;
+  bool map = false;
+  bool invalid = false;   // sprinkle -1 / out-of-range ids (--ignore-invalid)
+  bool pad = false;       // --pad-sorted-ids
+  bool tight = false;     // buffer at the tight bound numel + min(numel,E)*(B-1)
+  bool misalign = false;  // ids pointer offset by one element (no 16-byte loads)
+  std::uint64_t seed = 1;
+
+  std::string str() const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "numel=%lld E=%d B=%d %s %s%s%s%s%s%s seed=%llu",
+                  static_cast<long long>(numel), E, B, dist_name(dist), i64 ? "int64" : "int32",
+                  map ? " map" : "", invalid ? " invalid" : "", pad ? " pad" : "",
+                  tight ? " tight" : "", misalign ? " misaligned" : "",
+                  static_cast<unsigned long long>(seed));
+    return buf;
+  }
+};
+
+struct Stats {
+  long cases = 0, runs = 0, not_applicable = 0, failed = 0, exact = 0;
+};
+
+constexpr int kGuard = 64;  // ints of poisoned guard on each side of an output
+constexpr std::uint32_t kPoison = 0xABABABABu;
+
+// A device output array with guard zones on both sides.
+struct Guarded {
+  DeviceBuffer buf;
+  std::size_t n = 0;
+  explicit Guarded(std::size_t count)
+      : buf(sizeof(std::int32_t) * (count + 2 * kGuard)), n(count) {}
+  std::int32_t* data() const { return buf.as<std::int32_t>() + kGuard; }
+  void poison() { buf.fill_bytes(0xAB); }
+  // Returns the body; sets guard_ok.
+  std::vector<std::int32_t> read(bool& guard_ok) const {
+    std::vector<std::int32_t> all(n + 2 * kGuard);
+    buf.download(all.data(), all.size() * sizeof(std::int32_t));
+    guard_ok = true;
+    for (int i = 0; i < kGuard; ++i)
+      if (static_cast<std::uint32_t>(all[i]) != kPoison ||
+          static_cast<std::uint32_t>(all[n + kGuard + i]) != kPoison)
+        guard_ok = false;
+    return {all.begin() + kGuard, all.begin() + kGuard + static_cast<std::ptrdiff_t>(n)};
+  }
+};
+
+struct Inputs {
+  std::vector<std::int64_t> ids;
+  std::vector<std::int32_t> map;
+};
+
+Inputs generate(const Case& c) {
+  std::mt19937_64 rng(c.seed);
+  Inputs in;
+  std::int64_t domain = c.E;  // ids are drawn from [0, domain)
+  if (c.map) {
+    domain = c.E + c.E / 2 + 3;
+    std::uniform_int_distribution<int> local(0, c.E - 1);
+    std::bernoulli_distribution unmapped(0.2);
+    in.map.resize(static_cast<std::size_t>(domain));
+    for (auto& m : in.map) m = unmapped(rng) ? -1 : local(rng);
+  }
+  in.ids.resize(static_cast<std::size_t>(c.numel));
+  if (c.dist == Dist::kUniform) {
+    std::uniform_int_distribution<std::int64_t> u(0, domain - 1);
+    for (auto& x : in.ids) x = u(rng);
+  } else if (c.dist == Dist::kOneHot) {
+    const std::int64_t hot = std::uniform_int_distribution<std::int64_t>(0, domain - 1)(rng);
+    for (auto& x : in.ids) x = hot;
+  } else {  // zipf(1.1) over a random permutation of the experts
+    std::vector<double> cdf(static_cast<std::size_t>(domain));
+    double s = 0;
+    for (std::int64_t r = 0; r < domain; ++r) cdf[r] = (s += 1.0 / std::pow(r + 1.0, 1.1));
+    std::vector<std::int64_t> perm(static_cast<std::size_t>(domain));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::uniform_real_distribution<double> u(0, s);
+    for (auto& x : in.ids) {
+      const auto it = std::lower_bound(cdf.begin(), cdf.end(), u(rng));
+      x = perm[std::min<std::size_t>(it - cdf.begin(), cdf.size() - 1)];
+    }
+  }
+  if (c.invalid) {
+    std::bernoulli_distribution bad(0.05);
+    std::uniform_int_distribution<int> kind(0, 3);
+    for (auto& x : in.ids) {
+      if (!bad(rng)) continue;
+      switch (kind(rng)) {
+        case 0: x = -1; break;
+        case 1: x = domain; break;
+        case 2: x = domain + 12345; break;
+        default: x = c.i64 ? (std::int64_t(1) << 40) : -7; break;
+      }
+    }
+  }
+  return in;
+}
+
+Problem problem_of(const Case& c) {
+  Problem p = make_problem(c.numel, c.E, c.B, c.i64,
+                           c.map ? c.E + c.E / 2 + 3 : 0, c.pad);
+  if (c.tight && c.numel < c.E) {  // 0x5's bound: every slot fits in its own block
+    p.max_num_tokens_padded = c.numel + c.numel * static_cast<std::int64_t>(c.B - 1);
+    p.max_num_blocks = (p.max_num_tokens_padded + c.B - 1) / c.B;
+  }
+  return p;
+}
+
+bool promises_order(std::string_view name) {
+  return name == "stable" || name == "oneshot" || name == "persistent";
+}
+
+// Runs every variant on one case; returns failures.
+void run_case(const Case& c, Stats& st) {
+  ++st.cases;
+  const Inputs in = generate(c);
+  const Problem p = problem_of(c);
+  const Outputs ref = reference(p, in.ids, in.map);
+
+  // Inputs on the device (optionally one element off 16-byte alignment).
+  const std::size_t esz = c.i64 ? 8 : 4;
+  const std::size_t off = c.misalign ? 1 : 0;
+  std::vector<unsigned char> host((static_cast<std::size_t>(c.numel) + off) * esz + 16, 0);
+  for (std::int64_t i = 0; i < c.numel; ++i) {
+    if (c.i64) {
+      std::memcpy(host.data() + (i + off) * 8, &in.ids[i], 8);
+    } else {
+      const auto v = static_cast<std::int32_t>(in.ids[i]);
+      std::memcpy(host.data() + (i + off) * 4, &v, 4);
+    }
+  }
+  DeviceBuffer d_ids(host.size());
+  d_ids.upload(host.data(), host.size());
+  DeviceBuffer d_map(std::max<std::size_t>(in.map.size(), 1) * 4);
+  if (!in.map.empty()) d_map.upload(in.map.data(), in.map.size() * 4);
+
+  Guarded sorted(static_cast<std::size_t>(p.max_num_tokens_padded));
+  Guarded eids(static_cast<std::size_t>(p.max_num_blocks));
+  Guarded total(1);
+
+  for (const align::Variant& v : variants()) {
+    const char* na = v.not_applicable(p);
+    const std::string_view name = v.info.name;
+    // Which variants must accept this shape (E <= 16384 everywhere).
+    bool must = true;
+    if (name == "small-batch") must = c.numel < 1024 && c.E <= 64;
+    if (name == "oneshot") must = c.numel <= 65535;
+    if (must != (na == nullptr)) {
+      ++st.failed;
+      std::printf("FAIL %-12s %s: not_applicable=%s, expected %s\n", v.info.name.data(),
+                  c.str().c_str(), na ? na : "null", must ? "applicable" : "a reason");
+    }
+    if (na != nullptr) {
+      ++st.not_applicable;
+      continue;
+    }
+    const std::size_t ws_bytes = v.workspace_bytes(p);
+    DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 16));
+    ws.fill_bytes(0xCD);
+    Buffers b;
+    b.topk_ids = static_cast<const unsigned char*>(d_ids.get()) + off * esz;
+    b.expert_map = c.map ? d_map.as<std::int32_t>() : nullptr;
+    b.sorted_token_ids = sorted.data();
+    b.expert_ids = eids.data();
+    b.num_tokens_post_pad = total.data();
+    b.workspace = ws.get();
+    const bool exact = promises_order(name) ||
+                       (name == "auto" && promises_order(pick_auto(p).info.name));
+    for (int rep = 0; rep < 2; ++rep) {
+      sorted.poison();
+      eids.poison();
+      total.poison();
+      v.launch(p, b, nullptr);
+      cuda_check_last(v.info.name.data());
+      cuda_sync(v.info.name.data());
+      ++st.runs;
+      if (exact) ++st.exact;
+      bool g1 = false, g2 = false, g3 = false;
+      Outputs got;
+      got.sorted_token_ids = sorted.read(g1);
+      got.expert_ids = eids.read(g2);
+      got.num_tokens_post_pad = total.read(g3)[0];
+      std::string why;
+      if (!(g1 && g2 && g3)) {
+        why = "wrote outside an output (guard zone changed)";
+      } else {
+        const CheckResult r = check(p, ref, got, exact);
+        if (!r.ok) why = r.first_difference;
+      }
+      if (!why.empty()) {
+        if (++st.failed <= 30)
+          std::printf("FAIL %-12s run %d %s: %s\n", v.info.name.data(), rep, c.str().c_str(),
+                      why.c_str());
+        break;
+      }
+    }
+  }
+}
+
+const std::vector<std::int64_t> kNumels = {0, 1, 2, 7, 63, 64, 1023, 1024, 1025, 8192, 131072,
+                                           1048576};
+const std::vector<std::int32_t> kExperts = {1, 2, 8, 60, 64, 65, 128, 256, 257, 512, 1024, 4096,
+                                            16384};
+const std::vector<std::int32_t> kBlocks = {1, 16, 32, 64, 128, 256};
+
+void report(const char* what, const Stats& st) {
+  std::printf(
+      "align GPU %s: %ld cases, %ld variant runs (%ld bit-exact), %ld not applicable, %ld "
+      "failed -> %s\n",
+      what, st.cases, st.runs, st.exact, st.not_applicable, st.failed,
+      st.failed == 0 ? "PASS" : "FAIL");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+TEST_CASE("sanitizer subset") {
+  Stats st;
+  std::uint64_t seed = 7;
+  for (std::int64_t n : {0, 7, 1000, 5000, 20000})
+    for (std::int32_t E : {8, 64, 300})
+      for (bool i64 : {false, true}) {
+        Case c;
+        c.numel = n;
+        c.E = E;
+        c.B = n == 1000 ? 1 : 64;
+        c.dist = static_cast<Dist>(seed % 3);
+        c.i64 = i64;
+        c.map = E == 300;
+        c.invalid = i64;
+        c.misalign = n == 5000 && !i64;
+        c.tight = n == 7 && E == 300;
+        c.seed = seed++;
+        run_case(c, st);
+      }
+  report("sanitizer subset", st);
+  CHECK(st.failed == 0);
+}
+
+TEST_CASE("full grid") {
+  Stats st;
+  std::uint64_t seed = 1000;
+  // Every numel x every E, with the other knobs rotated.
+  for (std::size_t i = 0; i < kNumels.size(); ++i)
+    for (std::size_t j = 0; j < kExperts.size(); ++j) {
+      Case c;
+      c.numel = kNumels[i];
+      c.E = kExperts[j];
+      c.B = kBlocks[(i + j) % kBlocks.size()];
+      c.dist = static_cast<Dist>((i + 2 * j) % 3);
+      c.i64 = (i * 13 + j) % 2 == 1;
+      c.map = (i + 7 * j) % 4 == 0;
+      c.invalid = (3 * i + j) % 5 == 0;
+      c.pad = (i + j) % 3 == 1;
+      c.misalign = (i + 2 * j) % 7 == 0;
+      c.tight = (i + j) % 2 == 0;
+      c.seed = seed++;
+      run_case(c, st);
+    }
+  // Block-size edges and every knob combination on a mid-size input.
+  for (std::int32_t B : {1, 1024})
+    for (std::int64_t n : {1, 1023, 8192, 131072})
+      for (std::int32_t E : {1, 65, 257, 16384}) {
+        Case c;
+        c.numel = n;
+        c.E = E;
+        c.B = B;
+        c.dist = static_cast<Dist>(seed % 3);
+        c.i64 = seed % 2 == 0;
+        c.seed = seed++;
+        run_case(c, st);
+      }
+  for (int d = 0; d < 3; ++d)
+    for (int mask = 0; mask < 16; ++mask) {
+      Case c;
+      c.numel = 8192 + 5;
+      c.E = 256;
+      c.B = 64;
+      c.dist = static_cast<Dist>(d);
+      c.i64 = mask & 1;
+      c.map = mask & 2;
+      c.invalid = mask & 4;
+      c.misalign = mask & 8;
+      c.pad = d == 1;
+      c.seed = seed++;
+      run_case(c, st);
+    }
+  // Seeded sample of the rest of the space.
+  std::mt19937_64 rng(20240521);
+  for (int k = 0; k < 160; ++k) {
+    Case c;
+    const bool from_list = rng() % 2 == 0;
+    c.numel = from_list ? kNumels[rng() % kNumels.size()]
+                        : static_cast<std::int64_t>(std::exp(std::uniform_real_distribution<double>(
+                              0.0, std::log(300000.0))(rng)));
+    c.E = rng() % 4 == 0 ? static_cast<std::int32_t>(1 + rng() % 2000)
+                         : kExperts[rng() % kExperts.size()];
+    c.B = rng() % 4 == 0 ? static_cast<std::int32_t>(1 + rng() % 1024)
+                         : kBlocks[rng() % kBlocks.size()];
+    c.dist = static_cast<Dist>(rng() % 3);
+    c.i64 = rng() % 2;
+    c.map = rng() % 3 == 0;
+    c.invalid = rng() % 3 == 0;
+    c.pad = rng() % 2;
+    c.tight = rng() % 2;
+    c.misalign = rng() % 5 == 0;
+    c.seed = seed++;
+    run_case(c, st);
+  }
+  report("full grid", st);
+  CHECK(st.failed == 0);
+}
