@@ -1,0 +1,190 @@
+// SiLU/GELU-and-mul kernels: out[t, j] = act(in[t, j]) * in[t, d + j].
+// Input rows are 2d wide, output rows d wide; all math in f32 (act_math.cuh),
+// rounded once on store. Launchers and the variant registry: registry.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "act_and_mul/act_math.cuh"
+#include "act_and_mul/fast_div.hpp"
+#include "act_and_mul/vec_dtypes.cuh"
+
+namespace moekit::act::detail {
+
+template <class T>
+__device__ __forceinline__ float load_float(const T* p) {
+  return Dtype<T>::to_float(__ldcs(p));
+}
+
+template <class T, Activation A, int N>
+__device__ __forceinline__ void apply(float (&x)[N], const float (&y)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i] = act_mul<A>(x[i], y[i]);
+}
+
+template <class T, Activation A>
+__device__ __forceinline__ Vec16<T> apply_vec(const Vec16<T>& xv, const Vec16<T>& yv) {
+  float x[Vec16<T>::kSize], y[Vec16<T>::kSize];
+  xv.to_float(x);
+  yv.to_float(y);
+  apply<T, A>(x, y);
+  Vec16<T> o;
+  o.from_float(x);
+  return o;
+}
+
+// Hopper programmatic dependent launch: when launched with the attribute, wait
+// for the previous grid in the stream (its writes become visible) before
+// reading, and let the next grid start launching right away; it waits on us in
+// turn. Both are no-ops before sm_90 and when not compiled in.
+template <bool kPdl>
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  if constexpr (kPdl) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  }
+#endif
+}
+
+// ---- scalar: one element per thread per grid-stride step --------------------
+// kWide: n >= 2^32, so the row index needs a 64-bit division.
+template <class T, Activation A, bool kWide>
+__global__ void scalar_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t n,
+                              std::int64_t d) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const std::int64_t t =
+        kWide ? i / d
+              : static_cast<std::int64_t>(static_cast<std::uint32_t>(i) / static_cast<std::uint32_t>(d));
+    const std::int64_t j = i - t * d;
+    const T* row = in + t * 2 * d;
+    out[i] = Dtype<T>::from_float(act_mul<A>(load_float(row + j), load_float(row + d + j)));
+  }
+}
+
+// ---- vectorized: the seed's design -------------------------------------------
+// One block per token (grid-stride over tokens), 16-byte vectors strided by
+// blockDim over the row, then a scalar tail starting at d - d % (blockDim * V),
+// which recomputes everything past the last full block-wide sweep (the seed's
+// behaviour, kept on purpose as the baseline). Rows that are not 16-byte
+// aligned (d % V != 0) go element by element.
+template <class T, Activation A>
+__global__ void seed_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t tokens,
+                            std::int64_t d, bool aligned) {
+  constexpr int V = Vec16<T>::kSize;
+  const std::int64_t stride = blockDim.x;
+  for (std::int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    const T* x = in + t * 2 * d;
+    const T* y = x + d;
+    T* o = out + t * d;
+    if (aligned) {
+#pragma unroll 1
+      for (std::int64_t v = threadIdx.x; v < d / V; v += stride) {
+        Vec16<T> xv, yv;
+        xv.load(x + v * V);
+        yv.load(y + v * V);
+        apply_vec<T, A>(xv, yv).store(o + v * V);
+      }
+      const std::int64_t rem = d % (stride * V);
+      const std::int64_t start = d - rem;
+#pragma unroll 1
+      for (std::int64_t j = start + threadIdx.x; j < d; j += stride) {
+        o[j] = Dtype<T>::from_float(act_mul<A>(load_float(x + j), load_float(y + j)));
+      }
+    } else {
+#pragma unroll 1
+      for (std::int64_t j = threadIdx.x; j < d; j += stride) {
+        o[j] = Dtype<T>::from_float(act_mul<A>(load_float(x + j), load_float(y + j)));
+      }
+    }
+  }
+}
+
+// ---- flat: one grid over all 16-byte output vectors ----------------------------
+// Rows are 16-byte aligned (d % V == 0, aligned bases). Output vector v lives
+// in row t = v / dv (dv = d / V vectors per row); its x vector is input vector
+// v + t * dv and its y vector dv further. Every vector is computed exactly once
+// whatever d is, short rows share a block, a long row spreads over many blocks.
+// Each thread first issues U independent pairs of 16-byte loads (2U in flight),
+// then computes and stores; consecutive threads touch consecutive vectors.
+// kWide: nvec >= 2^32 (64-bit division instead of FastDivU32).
+template <class T, Activation A, int U, bool kWide, bool kPdl>
+__global__ void flat_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t nvec,
+                            std::int64_t dv, FastDivU32 div_dv) {
+  constexpr int V = Vec16<T>::kSize;
+  pdl_begin<kPdl>();
+  const std::int64_t chunk = static_cast<std::int64_t>(blockDim.x) * U;
+  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * chunk; base < nvec;
+       base += static_cast<std::int64_t>(gridDim.x) * chunk) {
+    Vec16<T> xv[U], yv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t v = base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+      if (v < nvec) {
+        const std::int64_t t =
+            kWide ? v / dv : static_cast<std::int64_t>(div_dv.div(static_cast<std::uint32_t>(v)));
+        const std::int64_t src = v + t * dv;
+        xv[u].load(in + src * V);
+        yv[u].load(in + (src + dv) * V);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t v = base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+      if (v < nvec) apply_vec<T, A>(xv[u], yv[u]).store(out + v * V);
+    }
+  }
+}
+
+// Rows not 16-byte aligned (odd d, d % V != 0, or unaligned bases): the output
+// is still one contiguous array, so each thread takes V consecutive outputs
+// (possibly across a row end), gathers their 2V inputs with element loads (all
+// issued before any math) and writes one 16-byte vector when the output base
+// allows. kWide: n >= 2^32.
+template <class T, Activation A, bool kWide, bool kPdl>
+__global__ void flat_unaligned_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t n,
+                                      std::int64_t d, FastDivU32 div_d, bool out_aligned) {
+  constexpr int V = Vec16<T>::kSize;
+  pdl_begin<kPdl>();
+  const std::int64_t nv = (n + V - 1) / V;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < nv;
+       v += stride) {
+    const std::int64_t i0 = v * V;
+    std::int64_t t =
+        kWide ? i0 / d : static_cast<std::int64_t>(div_d.div(static_cast<std::uint32_t>(i0)));
+    std::int64_t j = i0 - t * d;
+    float x[V], y[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      x[e] = 0.0f;
+      y[e] = 0.0f;
+      if (i0 + e < n) {
+        const T* row = in + t * 2 * d;
+        x[e] = load_float(row + j);
+        y[e] = load_float(row + d + j);
+      }
+      if (++j == d) {
+        j = 0;
+        ++t;
+      }
+    }
+    apply<T, A>(x, y);
+    if (out_aligned && i0 + V <= n) {
+      Vec16<T> o;
+      o.from_float(x);
+      o.store(out + i0);
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        if (i0 + e < n) out[i0 + e] = Dtype<T>::from_float(x[e]);
+      }
+    }
+  }
+}
+
+}  // namespace moekit::act::detail
