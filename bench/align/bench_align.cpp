@@ -76,7 +76,7 @@ std::vector<std::int32_t> make_ids(const Config& c, int tokens, std::mt19937_64&
 }
 
 bool promises_order(std::string_view n) {
-  return n == "stable" || n == "oneshot" || n == "persistent";
+  return n == "stable" || n == "oneshot" || n == "persistent" || n == "twopass";
 }
 
 // One table: rows = tokens, columns = variants.

@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <map>
 #include <mutex>
-#include <set>
 #include <tuple>
 
 namespace moekit::align::detail {
@@ -49,19 +48,21 @@ inline DeviceCaps device_caps() {
   return cache[dev];
 }
 
-// Kernels above the default 48 KiB of dynamic shared memory must opt in. Each
-// kernel opts in once, to the device maximum, so that later launches (inside
-// a graph capture, say) make no further runtime calls for it.
+// Kernels above the default 48 KiB of dynamic shared memory must opt in. The
+// attribute is raised only when a launch needs more than any before it, so
+// repeated launches (inside a graph capture, say) make no further calls.
 template <class Kernel>
 inline void allow_smem(Kernel* kernel, std::size_t bytes) {
   if (bytes <= 48 * 1024) return;
   static std::mutex mu;
-  static std::set<const void*> done;
+  static std::map<const void*, std::size_t> granted;
   const std::lock_guard<std::mutex> lock(mu);
-  if (!done.insert(reinterpret_cast<const void*>(kernel)).second) return;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(device_caps().smem_optin));
-  cudaGetLastError();
+  std::size_t& g = granted[reinterpret_cast<const void*>(kernel)];
+  if (bytes <= g) return;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes)) == cudaSuccess)
+    g = bytes;
+  cudaGetLastError();  // a failure resurfaces as the launch error
 }
 
 // Resident blocks per SM (occupancy), memoised per kernel and configuration.

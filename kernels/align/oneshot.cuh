@@ -21,18 +21,22 @@ namespace moekit::align::detail {
 
 constexpr int kOneshotThreads = 512;
 constexpr int kOneshotMaxNumel = 65535;  // both halves of a packed counter fit 16 bits
+constexpr int kOneshotUnroll = 4;        // 16-byte loads in flight per thread
+constexpr int kOneshotMaxSlots = 544;    // slots per block, upper bound (see oneshot_plan)
 
 inline std::size_t oneshot_smem(int num_experts) {
-  return sizeof(int) * (2 * static_cast<std::size_t>(num_experts) + 1);
+  return sizeof(int) * (2 * static_cast<std::size_t>(num_experts) + 1 + kOneshotMaxSlots);
 }
 
-// Dynamic shared memory: E packed counters + E + 1 scan entries.
+// Dynamic shared memory: E packed counters + E + 1 scan entries + the experts
+// of this block's own slot range (so placing them needs no second global read).
 template <class IdT>
 __global__ void __launch_bounds__(kOneshotThreads) oneshot_kernel(Args a, int slots_per_block) {
   extern __shared__ int sm[];
   const int E = a.num_experts;
   unsigned* packed = reinterpret_cast<unsigned*>(sm);  // before | rest << 16, then cursors
   int* cs = sm + E;
+  int* mine = cs + E + 1;
   __shared__ int warp_sums[kWarp + 1];
   const int t = threadIdx.x, nt = blockDim.x;
   const int lane = t & (kWarp - 1), w = t / kWarp, nw = nt / kWarp;
@@ -44,20 +48,27 @@ __global__ void __launch_bounds__(kOneshotThreads) oneshot_kernel(Args a, int sl
   for (int e = t; e < E; e += nt) packed[e] = 0;
   __syncthreads();
   // Warp-aggregated counting: one shared atomic per distinct expert per warp
-  // step, so a hot expert does not serialise 32 lanes.
-  constexpr int V = kVec<IdT>;
+  // step, so a hot expert does not serialise 32 lanes. All loads of a step are
+  // issued before any is used.
+  constexpr int V = kVec<IdT>, U = kOneshotUnroll;
   const bool aligned = ids_aligned16(a);
-  for (int base = w * kWarp * V; base < a.numel; base += nw * kWarp * V) {
-    int ev[V];
-    load_experts<IdT>(a, base + lane * V, aligned, ev);
+  for (int base = w * kWarp * V * U; base < a.numel; base += nw * kWarp * V * U) {
+    int ev[U][V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int slot = base + lane * V + k;
-      const unsigned peers = __match_any_sync(kFullMask, ev[k]);
-      const unsigned before = __ballot_sync(kFullMask, slot < lo);
-      if (ev[k] >= 0 && lane == __ffs(peers) - 1) {
-        const unsigned n = __popc(peers), nb = __popc(peers & before);
-        atomicAdd(packed + ev[k], nb + ((n - nb) << 16));
+    for (int u = 0; u < U; ++u) load_experts<IdT>(a, base + (u * kWarp + lane) * V, aligned, ev[u]);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int slot = base + (u * kWarp + lane) * V + k;
+        const int e = ev[u][k];
+        if (slot >= lo && slot < hi) mine[slot - lo] = e;
+        const unsigned peers = __match_any_sync(kFullMask, e);
+        const unsigned before = __ballot_sync(kFullMask, slot < lo);
+        if (e >= 0 && lane == __ffs(peers) - 1) {
+          const unsigned n = __popc(peers), nb = __popc(peers & before);
+          atomicAdd(packed + e, nb + ((n - nb) << 16));
+        }
       }
     }
   }
@@ -76,7 +87,7 @@ __global__ void __launch_bounds__(kOneshotThreads) oneshot_kernel(Args a, int sl
   if (w != 0) return;
   for (int base = lo; base < hi; base += kWarp) {
     const int i = base + lane;
-    const int e = i < hi ? expert_at<IdT>(a, i) : -1;
+    const int e = i < hi ? mine[i - lo] : -1;
     const unsigned peers = __match_any_sync(kFullMask, e);
     const int row = e >= 0 ? static_cast<int>(packed[e]) + __popc(peers & lanemask_lt()) : 0;
     __syncwarp();
@@ -91,18 +102,16 @@ struct OneshotPlan {
   int slots_per_block = kWarp;
 };
 
-// Enough blocks that each places <= ~256 slots (more slots per block once
-// numel grows, since every block re-reads all of them) and writes <= ~16K
-// padding rows.
+// Blocks place <= 128 slots each (fewer warp-0 rounds), more once numel grows
+// (every block re-reads all slots), and write <= ~16K padding rows each.
 inline OneshotPlan oneshot_plan(const Problem& p) {
   OneshotPlan pl;
-  std::int64_t spb = std::max<std::int64_t>(256, ceil_div<std::int64_t>(p.numel, 128));
-  spb = ceil_div<std::int64_t>(spb, kWarp) * kWarp;
+  std::int64_t spb = std::max<std::int64_t>(128, ceil_div<std::int64_t>(p.numel, 128));
+  spb = ceil_div<std::int64_t>(spb, kWarp) * kWarp;  // <= kOneshotMaxSlots for numel <= 65535
   const std::int64_t g1 = ceil_div<std::int64_t>(p.numel, spb);
   const std::int64_t g2 = ceil_div<std::int64_t>(p.max_num_tokens_padded, 16384);
   pl.grid = static_cast<int>(std::clamp<std::int64_t>(std::max(g1, g2), 1, 1024));
-  pl.slots_per_block = static_cast<int>(
-      std::max<std::int64_t>(spb, ceil_div<std::int64_t>(ceil_div<std::int64_t>(p.numel, pl.grid), kWarp) * kWarp));
+  pl.slots_per_block = static_cast<int>(spb);
   return pl;
 }
 

@@ -15,6 +15,7 @@
 #include "align/persistent.cuh"
 #include "align/scatter.cuh"
 #include "align/small_batch.cuh"
+#include "align/twopass.cuh"
 #include "align/vecpad.cuh"
 #include "align/warpscan.cuh"
 
@@ -160,37 +161,44 @@ std::size_t persistent_ws(const Problem& p) {
                      : persistent_workspace<std::int32_t>(p);
 }
 
+template <class IdT>
+struct TwoPass {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    launch_twopass<IdT>(p, b, s);
+  }
+};
+std::size_t twopass_ws(const Problem& p) {
+  return p.ids_int64 ? twopass_workspace<std::int64_t>(p) : twopass_workspace<std::int32_t>(p);
+}
+
 // Crossover between the two stable designs, in slots (see docs/align.md).
 constexpr std::int64_t kOneshotUpTo = 8192;
 
 bool stable_uses_oneshot(const Problem& p) {
-  return p.numel <= kOneshotUpTo && oneshot_not_applicable(p) == nullptr;
+  return oneshot_not_applicable(p) == nullptr &&
+         (p.numel <= kOneshotUpTo || twopass_not_applicable(p) != nullptr);
 }
 const char* stable_na(const Problem& p) {
   if (stable_uses_oneshot(p)) return nullptr;
-  if (persistent_not_applicable(p) == nullptr) return nullptr;
-  return oneshot_not_applicable(p) == nullptr ? nullptr : persistent_not_applicable(p);
+  return twopass_not_applicable(p);
 }
 template <class IdT>
 struct Stable {
   static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    if (stable_uses_oneshot(p) || persistent_not_applicable(p) != nullptr)
+    if (stable_uses_oneshot(p))
       launch_oneshot<IdT>(p, b, s);
     else
-      launch_persistent<IdT>(p, b, s);
+      launch_twopass<IdT>(p, b, s);
   }
 };
-std::size_t stable_ws(const Problem& p) {
-  if (stable_uses_oneshot(p) || persistent_not_applicable(p) != nullptr) return 0;
-  return persistent_ws(p);
-}
+std::size_t stable_ws(const Problem& p) { return stable_uses_oneshot(p) ? 0 : twopass_ws(p); }
 
 const Variant& auto_pick(const Problem& p);
 const char* auto_na(const Problem& p) { return auto_pick(p).not_applicable(p); }
 std::size_t auto_ws(const Problem& p) { return auto_pick(p).workspace_bytes(p); }
 void auto_launch(const Problem& p, const Buffers& b, Stream s) { auto_pick(p).launch(p, b, s); }
 
-const std::array<Variant, 10> kVariants = {{
+const std::array<Variant, 11> kVariants = {{
     {{"baseline", "0x1: fill kernel; one block counts (shared atomics), serial scan; atomic scatter",
       "E <= 16384 (E+1 ints of shared memory)"},
      baseline_na, cursor_workspace, by_dtype<Baseline>},
@@ -217,8 +225,13 @@ const std::array<Variant, 10> kVariants = {{
       "barriers; stable",
       "E <= 24576"},
      persistent_not_applicable, persistent_ws, by_dtype<Persistent>},
-    {{"stable", "slots ascend inside each expert (bit-exact vs the reference): oneshot or persistent",
-      "as oneshot / persistent"},
+    {{"twopass",
+      "ours, large: count + place kernels chained by PDL, blocks x experts table, no global "
+      "atomics; stable",
+      "E <= 24576"},
+     twopass_not_applicable, twopass_ws, by_dtype<TwoPass>},
+    {{"stable", "slots ascend inside each expert (bit-exact vs the reference): oneshot or twopass",
+      "as oneshot / twopass"},
      stable_na, stable_ws, by_dtype<Stable>},
     {{"auto", "picks per shape from measured data (docs/align.md)", "any"},
      auto_na, auto_ws, auto_launch},
@@ -231,13 +244,13 @@ const Variant& by_name(std::string_view n) {
 }
 
 // Measured on H100 (docs/bench/align.md): oneshot wins while every block can
-// afford to re-read all slots; persistent beyond.
+// afford to re-read all slots; twopass beyond.
 const Variant& auto_pick(const Problem& p) {
   static const Variant& oneshot = by_name("oneshot");
-  static const Variant& persistent = by_name("persistent");
+  static const Variant& twopass = by_name("twopass");
   static const Variant& warpscan = by_name("warpscan");
   if (p.numel <= kOneshotUpTo && oneshot.not_applicable(p) == nullptr) return oneshot;
-  if (persistent.not_applicable(p) == nullptr) return persistent;
+  if (twopass.not_applicable(p) == nullptr) return twopass;
   if (oneshot.not_applicable(p) == nullptr) return oneshot;
   return warpscan;
 }
@@ -255,7 +268,7 @@ const Variant* find(std::string_view name) {
 const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
 
 std::string_view auto_rule() {
-  return "oneshot if numel <= 8192, else persistent (fallbacks: oneshot, warpscan)";
+  return "oneshot if numel <= 8192, else twopass (fallbacks: oneshot, warpscan)";
 }
 
 }  // namespace moekit::align

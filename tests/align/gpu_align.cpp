@@ -152,7 +152,7 @@ Problem problem_of(const Case& c) {
 }
 
 bool promises_order(std::string_view name) {
-  return name == "stable" || name == "oneshot" || name == "persistent";
+  return name == "stable" || name == "oneshot" || name == "persistent" || name == "twopass";
 }
 
 // Runs every variant on one case; returns failures.
