@@ -32,7 +32,8 @@ struct FamilyRow {
 template <class V>
 std::vector<VariantInfo> infos(std::span<const V> vs) {
   std::vector<VariantInfo> o;
-  for (auto& v : vs) o.push_back(v.info);
+  for (auto& v : vs)
+    if (v.info.name != "auto") o.push_back(v.info);  // listed once, with its rule, below
   return o;
 }
 
