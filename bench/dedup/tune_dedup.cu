@@ -1,6 +1,5 @@
-// Tuning candidates for the 4096-value tile (bs=115, M=2, k=2048): the same
-// `fast` / `range-sort` kernel at other block sizes and digit widths, so the
-// benchmark can show why the registry uses the shape it does. Not variants.
+// Tuning candidates (see tune_dedup.hpp). Not variants: the registry uses the
+// shapes these tables justify.
 #include "dedup/fast.cuh"
 #include "dedup/launch.cuh"
 #include "tune_dedup.hpp"
@@ -10,24 +9,75 @@ namespace moekit::dedup::tune {
 namespace {
 
 using detail::FastKernel;
+using detail::SortAlgo;
 
-template <int THREADS, int IPT, int RB, bool BITMAP>
+template <int THREADS, int IPT, int RB, bool BITMAP, SortAlgo ALGO = SortAlgo::kMatch, bool BUCKETS = false>
 void launch_cfg(const Problem& p, const Buffers& b, Stream s) {
-  using K = FastKernel<THREADS, IPT, RB, BITMAP>;
-  detail::launch_rows<detail::dedup_fast_kernel<THREADS, IPT, RB, BITMAP>, typename K::Storage, THREADS>(p, b, s);
+  using K = FastKernel<THREADS, IPT, RB, BITMAP, ALGO, BUCKETS>;
+  detail::launch_rows<detail::dedup_fast_kernel<THREADS, IPT, RB, BITMAP, ALGO, BUCKETS>, typename K::Storage,
+                      THREADS>(p, b, s);
 }
 
+// The floor of a one-CTA-per-row kernel: vector load of the row, one block
+// reduction, -1 stored over the row. No dedup work at all.
+template <int THREADS, int IPT>
+__global__ void __launch_bounds__(THREADS) io_floor_kernel(const std::int32_t* __restrict__ in,
+                                                           std::int32_t* __restrict__ out, int n) {
+  __shared__ __align__(16) std::uint32_t stage[4];
+  __shared__ std::uint32_t warp_acc[THREADS / 32];
+  const std::int32_t* row = in + static_cast<std::int64_t>(blockIdx.x) * n;
+  std::int32_t* out_row = out + static_cast<std::int64_t>(blockIdx.x) * n;
+  std::uint32_t keys[IPT];
+  detail::load_vectorized<THREADS, IPT>(row, n, keys);
+  std::uint32_t acc = 0;
+#pragma unroll
+  for (int j = 0; j < IPT; ++j) acc = max(acc, keys[j]);
+  acc = __reduce_max_sync(0xffffffffu, acc);
+  if ((threadIdx.x & 31) == 0) warp_acc[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  for (int w = 0; w < THREADS / 32; ++w) acc = max(acc, warp_acc[w]);
+  // acc can never be 0x7ffffff0 + 1 here in practice; the test only keeps the load alive.
+  detail::store_staged<THREADS>(stage, acc == 0x7ffffff1u ? 1 : 0, out_row, n);
+}
+
+template <int THREADS, int IPT>
+void launch_floor(const Problem& p, const Buffers& b, Stream s) {
+  if (p.batch <= 0) return;
+  io_floor_kernel<THREADS, IPT>
+      <<<static_cast<unsigned>(p.batch), THREADS, 0, s>>>(b.indices, b.out, static_cast<int>(p.row_len()));
+}
+
+constexpr bool kNoCheck = false;
+
 const Config kConfigs[] = {
-    {"range-sort 256x16, 8-bit digits", launch_cfg<256, 16, 8, false>},
-    {"range-sort 512x8, 8-bit digits (registry)", launch_cfg<512, 8, 8, false>},
-    {"range-sort 1024x4, 8-bit digits", launch_cfg<1024, 4, 8, false>},
-    {"range-sort 512x8, 6-bit digits", launch_cfg<512, 8, 6, false>},
-    {"range-sort 512x8, 5-bit digits", launch_cfg<512, 8, 5, false>},
-    {"range-sort 512x8, 4-bit digits", launch_cfg<512, 8, 4, false>},
-    {"range-sort 1024x4, 6-bit digits", launch_cfg<1024, 4, 6, false>},
-    {"fast 256x16", launch_cfg<256, 16, 8, true>},
-    {"fast 512x8 (registry)", launch_cfg<512, 8, 8, true>},
-    {"fast 1024x4", launch_cfg<1024, 4, 8, true>},
+    // tile 2048: M=1
+    {"I/O floor (load, reduce, store -1), 256x8", 2048, launch_floor<256, 8>, kNoCheck},
+    {"range-sort 256x8 (registry)", 2048, launch_cfg<256, 8, 8, false>},
+    {"range-sort 128x16", 2048, launch_cfg<128, 16, 8, false>},
+    {"fast 128x16", 2048, launch_cfg<128, 16, 8, true, SortAlgo::kMatch, true>},
+    {"fast 256x8 (registry)", 2048, launch_cfg<256, 8, 8, true, SortAlgo::kMatch, true>},
+    {"fast 512x4", 2048, launch_cfg<512, 4, 8, true, SortAlgo::kMatch, true>},
+    // tile 4096: M=2
+    {"I/O floor (load, reduce, store -1), 512x8", 4096, launch_floor<512, 8>, kNoCheck},
+    {"I/O floor (load, reduce, store -1), 256x16", 4096, launch_floor<256, 16>, kNoCheck},
+    {"range-sort, match.any 8-bit digits, 256x16", 4096, launch_cfg<256, 16, 8, false>},
+    {"range-sort, match.any 8-bit digits, 512x8 (registry)", 4096, launch_cfg<512, 8, 8, false>},
+    {"range-sort, match.any 6-bit digits, 512x8", 4096, launch_cfg<512, 8, 6, false>},
+    {"range-sort, cub::BlockRadixSort 4-bit digits, 512x8", 4096,
+     launch_cfg<512, 8, 4, false, SortAlgo::kCubRadix>},
+    {"range-sort, cub::BlockMergeSort, 512x8", 4096, launch_cfg<512, 8, 8, false, SortAlgo::kMerge>},
+    {"fast without buckets (bitmap or radix), 512x8", 4096, launch_cfg<512, 8, 8, true>},
+    {"fast without bitmap (buckets or radix), 512x8", 4096,
+     launch_cfg<512, 8, 8, false, SortAlgo::kMatch, true>},
+    {"fast 256x16", 4096, launch_cfg<256, 16, 8, true, SortAlgo::kMatch, true>},
+    {"fast 512x8 (registry)", 4096, launch_cfg<512, 8, 8, true, SortAlgo::kMatch, true>},
+    {"fast 1024x4", 4096, launch_cfg<1024, 4, 8, true, SortAlgo::kMatch, true>},
+    // tile 8192: M=4
+    {"I/O floor (load, reduce, store -1), 1024x8", 8192, launch_floor<1024, 8>, kNoCheck},
+    {"range-sort 512x16", 8192, launch_cfg<512, 16, 8, false>},
+    {"range-sort 1024x8 (registry)", 8192, launch_cfg<1024, 8, 8, false>},
+    {"fast 512x16", 8192, launch_cfg<512, 16, 8, true, SortAlgo::kMatch, true>},
+    {"fast 1024x8 (registry)", 8192, launch_cfg<1024, 8, 8, true, SortAlgo::kMatch, true>},
 };
 
 }  // namespace

@@ -1,4 +1,6 @@
-// Tuning candidates of the bench (tile of 4096 values only). No CUDA headers.
+// Tuning candidates of the bench: the `fast` / `range-sort` kernels at other
+// block shapes, digit widths and sort algorithms, plus an I/O floor kernel.
+// No CUDA headers.
 #pragma once
 
 #include <span>
@@ -9,7 +11,9 @@ namespace moekit::dedup::tune {
 
 struct Config {
   const char* name;
-  void (*launch)(const Problem& p, const Buffers& b, Stream s);  // needs M*k <= 4096
+  int tile;  // row length the configuration is built for (timed at M = tile / 2048, k = 2048)
+  void (*launch)(const Problem& p, const Buffers& b, Stream s);
+  bool checks = true;  // false: not a dedup (the I/O floor), output not compared
 };
 
 std::span<const Config> configs();

@@ -4,16 +4,17 @@
 
 namespace moekit::dedup::detail {
 
-// 8-bit digits: a full 31-bit range takes 4 passes.
+// 8-bit digits: a full 31-bit range takes 4 passes (5- and 6-bit digits and
+// CUB's 4-bit BlockRadixSort were slower on the H100: docs/bench/dedup.md).
 constexpr int kFastRadixBits = 8;
 
-template <bool BITMAP>
+template <bool SMART>
 void fast_launch_impl(const Problem& p, const Buffers& b, Stream stream) {
   dispatch_tile<512>(p.row_len(), [&](auto tile) {
     using T = decltype(tile);
-    using K = FastKernel<T::kThreads, T::kItems, kFastRadixBits, BITMAP>;
-    launch_rows<dedup_fast_kernel<T::kThreads, T::kItems, kFastRadixBits, BITMAP>, typename K::Storage,
-                T::kThreads>(p, b, stream);
+    using K = FastKernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SortAlgo::kMatch, SMART>;
+    launch_rows<dedup_fast_kernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SortAlgo::kMatch, SMART>,
+                typename K::Storage, T::kThreads>(p, b, stream);
   });
 }
 

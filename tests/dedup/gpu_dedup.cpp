@@ -44,13 +44,14 @@ enum class Pattern {
   kFullRange,    // uniform in [0, 2^31), with 0 and 2^31-1 planted
   kSmallMax,     // values < 64, --max-index 64 promised
   kHighRange,    // values in [2^31 - 5000, 2^31): large values, small range
+  kClustered,    // 95% in [0, 1000), 5% anywhere: a wide range with one crowded bucket
   kCount
 };
 
 const char* name(Pattern p) {
   static const char* names[] = {"dup",         "distinct",    "equal",      "all-neg",
                                 "half-neg",    "overlap-0",   "overlap-0.5", "overlap-0.9",
-                                "overlap-1.0", "full-range",  "small-max",  "high-range"};
+                                "overlap-1.0", "full-range",  "small-max",  "high-range", "clustered"};
   return names[static_cast<int>(p)];
 }
 
@@ -139,6 +140,10 @@ Case make_case(int bs, int m, int k, Pattern pat, std::uint64_t seed) {
         break;
       case Pattern::kHighRange:
         for (std::int64_t i = 0; i < n; ++i) row[i] = uni(two31 - 5000, two31);
+        break;
+      case Pattern::kClustered:
+        for (std::int64_t i = 0; i < n; ++i) row[i] = rng() % 100 < 95 ? uni(0, 1000) : uni(0, two31);
+        row[rng() % n] = INT32_MAX;  // keep the range wide even for tiny rows
         break;
       case Pattern::kCount:
         break;
@@ -267,7 +272,7 @@ TEST_SUITE("gpu") {
       for (int pi = 0; pi < static_cast<int>(Pattern::kCount); ++pi) {
         const auto pat = static_cast<Pattern>(pi);
         if (sub && !(pat == Pattern::kHalfNeg || pat == Pattern::kOverlap09 || pat == Pattern::kDistinct ||
-                     pat == Pattern::kSmallMax || pat == Pattern::kAllNeg))
+                     pat == Pattern::kSmallMax || pat == Pattern::kAllNeg || pat == Pattern::kClustered))
           continue;
         run_all(make_case(s.bs, s.m, s.k, pat, seed++));
       }
