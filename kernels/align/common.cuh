@@ -141,6 +141,26 @@ __device__ __forceinline__ unsigned lanemask_lt() {
   return (1u << (threadIdx.x & (kWarp - 1))) - 1u;
 }
 
+// Bits that tell experts 0..E-1 apart.
+__device__ __forceinline__ int expert_bits(int num_experts) {
+  return num_experts > 1 ? 32 - __clz(num_experts - 1) : 0;
+}
+
+// Lanes of the warp holding the same expert as this lane, by one ballot per
+// expert bit (plus one for validity). __match_any_sync gives the same mask but
+// its cost grows with the number of distinct values in the warp; this costs
+// log2(E)+1 votes whatever the data. Every lane of the warp must call it.
+__device__ __forceinline__ unsigned warp_peers(int e, int nbits) {
+  const unsigned valid = __ballot_sync(kFullMask, e >= 0);
+  unsigned peers = e >= 0 ? valid : ~valid;
+  for (int bit = 0; bit < nbits; ++bit) {
+    const bool set = (e >> bit) & 1;
+    const unsigned m = __ballot_sync(kFullMask, set);
+    peers &= set ? m : ~m;
+  }
+  return peers;
+}
+
 // In-place exclusive scan of data[0, n) by the whole block; data[n] = total,
 // which is also returned. Each thread owns a contiguous chunk, so n may exceed
 // blockDim (E up to 16384); the chunk sums go through a two-level warp scan

@@ -7,8 +7,9 @@
 // rows) is what makes more than one block worthwhile.
 //
 // Rows are stable: a block counts, per expert, the slots BEFORE its range and
-// the rest in one packed 16+16-bit shared counter, and warp 0 ranks its range
-// 32 slots at a time with __match_any_sync in slot order. Output is therefore
+// the rest in one packed 16+16-bit shared counter, keeps the experts of its own
+// range in shared memory, and warp 0 ranks them 32 slots at a time in slot
+// order (peers found by ballots, see warp_peers). Output is therefore
 // identical to the CPU reference (this is also the small half of `stable`).
 #pragma once
 
@@ -47,9 +48,8 @@ __global__ void __launch_bounds__(kOneshotThreads) oneshot_kernel(Args a, int sl
 
   for (int e = t; e < E; e += nt) packed[e] = 0;
   __syncthreads();
-  // Warp-aggregated counting: one shared atomic per distinct expert per warp
-  // step, so a hot expert does not serialise 32 lanes. All loads of a step are
-  // issued before any is used.
+  // Counting: plain shared atomics (the hardware resolves same-address lanes;
+  // no result is needed). All loads of a step are issued before any is used.
   constexpr int V = kVec<IdT>, U = kOneshotUnroll;
   const bool aligned = ids_aligned16(a);
   for (int base = w * kWarp * V * U; base < a.numel; base += nw * kWarp * V * U) {
@@ -62,13 +62,8 @@ __global__ void __launch_bounds__(kOneshotThreads) oneshot_kernel(Args a, int sl
       for (int k = 0; k < V; ++k) {
         const int slot = base + (u * kWarp + lane) * V + k;
         const int e = ev[u][k];
-        if (slot >= lo && slot < hi) mine[slot - lo] = e;
-        const unsigned peers = __match_any_sync(kFullMask, e);
-        const unsigned before = __ballot_sync(kFullMask, slot < lo);
-        if (e >= 0 && lane == __ffs(peers) - 1) {
-          const unsigned n = __popc(peers), nb = __popc(peers & before);
-          atomicAdd(packed + e, nb + ((n - nb) << 16));
-        }
+        if (slot >= lo && slot < hi) mine[slot - lo] = e;  // -1 too: read back below
+        if (e >= 0) atomicAdd(packed + e, slot < lo ? 1u : 0x10000u);
       }
     }
   }
@@ -85,10 +80,11 @@ __global__ void __launch_bounds__(kOneshotThreads) oneshot_kernel(Args a, int sl
   for (int e = t; e < E; e += nt) packed[e] = static_cast<unsigned>(cs[e]) + (packed[e] & 0xffffu);
   __syncthreads();
   if (w != 0) return;
+  const int nbits = expert_bits(E);
   for (int base = lo; base < hi; base += kWarp) {
     const int i = base + lane;
     const int e = i < hi ? mine[i - lo] : -1;
-    const unsigned peers = __match_any_sync(kFullMask, e);
+    const unsigned peers = warp_peers(e, nbits);
     const int row = e >= 0 ? static_cast<int>(packed[e]) + __popc(peers & lanemask_lt()) : 0;
     __syncwarp();
     if (e >= 0 && lane == __ffs(peers) - 1) packed[e] += __popc(peers);

@@ -5,8 +5,7 @@
 // stable (identical to the CPU reference) and no workspace needs clearing:
 //
 //   1. each warp histograms its contiguous sub-tile into its own shared row
-//      (__match_any_sync: one shared update per distinct expert per step,
-//      16-byte id loads); rows are prefix-summed across warps and the block's
+//      (shared atomics, 16-byte id loads); rows are prefix-summed across warps and the block's
 //      totals go to H[block][e].                             -- grid barrier
 //   2. one warp per expert scans its column of H over the blocks (in place,
 //      exclusive) and writes the expert's total.             -- grid barrier
@@ -63,9 +62,7 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         const int e = base + lane * V + k < whi ? ev[k] : -1;
-        const unsigned peers = __match_any_sync(kFullMask, e);
-        if (e >= 0 && lane == __ffs(peers) - 1) row[e] += __popc(peers);
-        __syncwarp();
+        if (e >= 0) atomicAdd(row + e, 1);
       }
     }
   }
@@ -131,7 +128,7 @@ __global__ void __launch_bounds__(1024)
       }
       const std::int64_t slot = base + kWarp * r + lane;
       if (slot >= whi) e = -1;
-      const unsigned peers = __match_any_sync(kFullMask, e);
+      const unsigned peers = warp_peers(e, expert_bits(E));
       const int pos = e >= 0 ? row[e] + __popc(peers & lanemask_lt()) : 0;
       __syncwarp();
       if (e >= 0 && lane == __ffs(peers) - 1) row[e] += __popc(peers);

@@ -3,11 +3,12 @@
 // stable rows (identical to the CPU reference).
 //
 //   count  (G blocks): each warp histograms its contiguous sub-tile into its
-//          own shared row (__match_any_sync: one update per distinct expert
-//          per step; 16-byte id loads, 4 in flight per lane); the block's
-//          totals go to H[block][e]. It lets the next kernel launch at once.
+//          own shared row (shared atomics; 16-byte id loads, 4 in flight per
+//          lane); the block's totals go to H[block][e]. It lets the next
+//          kernel launch at once.
 //   place  (G blocks, launched early through PDL): recomputes the same rows
-//          for its tile WHILE `count` still runs, then waits for it
+//          for its tile WHILE `count` still runs (keeping the loaded experts
+//          in registers), then waits for it
 //          (griddepcontrol.wait), reads the whole G x E table (G is capped so
 //          that this stays small) into per-expert totals and "before me" sums,
 //          scans the E padded totals, writes its share of padding rows, tail
@@ -39,30 +40,73 @@ __device__ __forceinline__ void pdl_wait_primary() {
 #endif
 }
 
-// Per-warp histogram of slots [wlo, whi) into row (warp-synchronous).
 template <class IdT>
-__device__ __forceinline__ void warp_histogram(const Args& a, std::int64_t wlo, std::int64_t whi,
-                                               bool aligned, int* row) {
-  constexpr int V = kVec<IdT>, U = kTwoPassUnroll;
+using Group = int[kTwoPassUnroll][kVec<IdT>];
+
+// Experts of slots base .. base + U*32*V - 1 of this warp: U independent
+// 16-byte loads per lane, all in flight together.
+template <class IdT>
+__device__ __forceinline__ void load_group(const Args& a, std::int64_t base, bool aligned,
+                                           Group<IdT>& ev) {
   const int lane = threadIdx.x & (kWarp - 1);
-  for (std::int64_t base = wlo; base < whi; base += U * kWarp * V) {
-    int ev[U][V];
 #pragma unroll
-    for (int u = 0; u < U; ++u) load_experts<IdT>(a, base + (u * kWarp + lane) * V, aligned, ev[u]);
+  for (int u = 0; u < kTwoPassUnroll; ++u)
+    load_experts<IdT>(a, base + (u * kWarp + lane) * kVec<IdT>, aligned, ev[u]);
+}
+
+// Adds the group's slots below whi to this warp's row (order does not matter
+// for counting: plain shared atomics on a row only this warp touches).
+template <class IdT>
+__device__ __forceinline__ void count_group(const Group<IdT>& ev, std::int64_t base,
+                                            std::int64_t whi, int* row) {
+  constexpr int V = kVec<IdT>;
+  const int lane = threadIdx.x & (kWarp - 1);
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
+  for (int u = 0; u < kTwoPassUnroll; ++u) {
+    if (base + u * kWarp * V >= whi) break;  // warp-uniform: past the sub-tile
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const int e = base + (u * kWarp + lane) * V + k < whi ? ev[u][k] : -1;
-        const unsigned peers = __match_any_sync(kFullMask, e);
-        if (e >= 0 && lane == __ffs(peers) - 1) row[e] += __popc(peers);
-        __syncwarp();
-      }
+    for (int k = 0; k < V; ++k) {
+      const int e = ev[u][k];
+      if (e >= 0 && base + (u * kWarp + lane) * V + k < whi) atomicAdd(row + e, 1);
     }
   }
 }
 
-// Dynamic shared memory: rows x E + (count: nothing more | place: 3E + 1).
+// Places the group's slots below whi in slot order: row[e] is the warp's next
+// row of expert e. Lane order must equal slot order, so each 16-byte load is
+// transposed with shuffles: slot base + u*32V + 32r + lane sits in lane
+// (32r + lane) / V, component (32r + lane) % V of load u.
+template <class IdT>
+__device__ __forceinline__ void place_group(const Args& a, const Group<IdT>& ev,
+                                            std::int64_t base, std::int64_t whi, int* row,
+                                            int nbits) {
+  constexpr int V = kVec<IdT>;
+  const int lane = threadIdx.x & (kWarp - 1);
+#pragma unroll
+  for (int u = 0; u < kTwoPassUnroll; ++u) {
+    if (base + u * kWarp * V >= whi) break;  // warp-uniform
+#pragma unroll
+    for (int r = 0; r < V; ++r) {
+      const int src = (kWarp * r + lane) / V, comp = (kWarp * r + lane) % V;
+      int e = -1;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int x = __shfl_sync(kFullMask, ev[u][k], src);
+        if (k == comp) e = x;
+      }
+      const std::int64_t slot = base + (u * V + r) * kWarp + lane;
+      if (slot >= whi) e = -1;
+      const unsigned peers = warp_peers(e, nbits);
+      const int pos = e >= 0 ? row[e] + __popc(peers & lanemask_lt()) : 0;
+      __syncwarp();
+      if (e >= 0 && lane == __ffs(peers) - 1) row[e] += __popc(peers);
+      __syncwarp();
+      if (e >= 0 && pos < a.max_padded) a.sorted[pos] = static_cast<int>(slot);
+    }
+  }
+}
+
+// Dynamic shared memory: rows x E (+ for `place`: 2E + 1).
 template <class IdT, bool kPlace>
 __global__ void __launch_bounds__(1024)
     twopass_kernel(Args a, int* __restrict__ H, int rows, std::int64_t tile,
@@ -73,24 +117,38 @@ __global__ void __launch_bounds__(1024)
   int* rowmem = sm;
   __shared__ int warp_sums[kWarp + 1];
   const int t = threadIdx.x, nt = blockDim.x;
-  const int lane = t & (kWarp - 1), w = t / kWarp;
+  const int w = t / kWarp;
   const int b = blockIdx.x, G = gridDim.x;
+  constexpr int V = kVec<IdT>, U = kTwoPassUnroll;
   const std::int64_t n = a.numel;
   const std::int64_t blo = std::min<std::int64_t>(b * tile, n);
   const std::int64_t bhi = std::min<std::int64_t>(blo + tile, n);
   const std::int64_t wlo = std::min<std::int64_t>(blo + w * subtile, bhi);
   const std::int64_t whi = std::min<std::int64_t>(wlo + subtile, bhi);
   const bool aligned = ids_aligned16(a);
-  int* row = rowmem + w * E;  // only for w < rows
-  int* tot = rowmem + rows * E;  // place only: slots per expert (all blocks)
-  int* before = tot + E;         //             slots per expert in blocks < b
-  int* cs = before + E;          //             E + 1: expert starts
+  // The common case: the whole sub-tile is one group, kept in registers from
+  // counting to placing (no second read of the ids).
+  const bool one_group = whi - wlo <= U * kWarp * V;
+  int* row = rowmem + w * E;       // only for w < rows
+  int* tot = rowmem + rows * E;    // place only: slots per expert, all blocks
+  int* scan = tot + E;             //             E + 1: "before me", then starts
 
   for (int i = t; i < rows * E; i += nt) rowmem[i] = 0;
   if constexpr (kPlace)
-    for (int e = t; e < E; e += nt) tot[e] = before[e] = 0;
+    for (int e = t; e < E; e += nt) tot[e] = scan[e] = 0;
   __syncthreads();
-  if (w < rows) warp_histogram<IdT>(a, wlo, whi, aligned, row);
+  Group<IdT> ev;
+  if (w < rows) {
+    if (one_group) {
+      load_group<IdT>(a, wlo, aligned, ev);
+      count_group<IdT>(ev, wlo, whi, row);
+    } else {
+      for (std::int64_t base = wlo; base < whi; base += U * kWarp * V) {
+        load_group<IdT>(a, base, aligned, ev);
+        count_group<IdT>(ev, base, whi, row);
+      }
+    }
+  }
   __syncthreads();
   if constexpr (!kPlace) {
     for (int e = t; e < E; e += nt) {
@@ -115,49 +173,32 @@ __global__ void __launch_bounds__(1024)
       const int v = __ldcg(H + i);
       if (v != 0) {
         atomicAdd(tot + e, v);
-        if (k < b) atomicAdd(before + e, v);
+        if (k < b) atomicAdd(scan + e, v);
       }
     }
     __syncthreads();
-    for (int e = t; e < E; e += nt) cs[e] = padded(tot[e], a.block_size);
+    for (int e = t; e < E; e += nt) {  // fold "before me" into the rows, free `scan`
+      const int before = scan[e];
+      for (int r = 0; r < rows; ++r) rowmem[r * E + e] += before;
+      scan[e] = padded(tot[e], a.block_size);
+    }
     __syncthreads();
-    const int total = block_exclusive_scan(cs, E, warp_sums);
+    const int total = block_exclusive_scan(scan, E, warp_sums);
     if (b == 0 && t == 0) *a.total = total;
     for (int e = t; e < E; e += nt) {
-      const int start = cs[e] + before[e];
+      const int start = scan[e];
       for (int r = 0; r < rows; ++r) rowmem[r * E + e] += start;
     }
-    write_share(a, cs, b, G, [&](int e) { return tot[e]; });
+    write_share(a, scan, b, G, [&](int e) { return tot[e]; });
     __syncthreads();
     if (w >= rows) return;
-    constexpr int V = kVec<IdT>, U = kTwoPassUnroll;
-    for (std::int64_t base = wlo; base < whi; base += U * kWarp * V) {
-      int ev[U][V];
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        load_experts<IdT>(a, base + (u * kWarp + lane) * V, aligned, ev[u]);
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int r = 0; r < V; ++r) {
-          // Lane order = slot order: slot base + u*32V + 32r + lane sits in
-          // lane (32r + lane) / V, component (32r + lane) % V of load u.
-          const int src = (kWarp * r + lane) / V, comp = (kWarp * r + lane) % V;
-          int e = -1;
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            const int x = __shfl_sync(kFullMask, ev[u][k], src);
-            if (k == comp) e = x;
-          }
-          const std::int64_t slot = base + (u * V + r) * kWarp + lane;
-          if (slot >= whi) e = -1;
-          const unsigned peers = __match_any_sync(kFullMask, e);
-          const int pos = e >= 0 ? row[e] + __popc(peers & lanemask_lt()) : 0;
-          __syncwarp();
-          if (e >= 0 && lane == __ffs(peers) - 1) row[e] += __popc(peers);
-          __syncwarp();
-          if (e >= 0 && pos < a.max_padded) a.sorted[pos] = static_cast<int>(slot);
-        }
+    const int nbits = expert_bits(E);
+    if (one_group) {
+      place_group<IdT>(a, ev, wlo, whi, row, nbits);
+    } else {
+      for (std::int64_t base = wlo; base < whi; base += U * kWarp * V) {
+        load_group<IdT>(a, base, aligned, ev);
+        place_group<IdT>(a, ev, base, whi, row, nbits);
       }
     }
   }
@@ -186,7 +227,7 @@ inline TwoPassPlan twopass_plan(const Problem& p) {
   pl.threads = std::max(256, pl.rows * kWarp);
   pl.smem_count = sizeof(int) * static_cast<std::size_t>(pl.rows) * p.num_experts;
   pl.smem_place =
-      pl.smem_count + sizeof(int) * (3 * static_cast<std::size_t>(p.num_experts) + 1);
+      pl.smem_count + sizeof(int) * (2 * static_cast<std::size_t>(p.num_experts) + 1);
   const std::int64_t gmax =
       std::clamp<std::int64_t>(kTwoPassTableInts / p.num_experts, 1, 64);
   const std::int64_t want = std::max<std::int64_t>(
@@ -209,9 +250,9 @@ inline std::size_t twopass_workspace(const Problem& p) {
 inline const char* twopass_not_applicable(const Problem& p) {
   const int rows = twopass_rows(p.num_experts);
   if (rows < 1 ||
-      sizeof(int) * (static_cast<std::size_t>(rows + 3) * p.num_experts + 1) >
+      sizeof(int) * (static_cast<std::size_t>(rows + 2) * p.num_experts + 1) >
           device_caps().smem_optin)
-    return "needs E <= 24576 (a shared counter row per warp)";
+    return "needs 12*E+4 bytes of shared memory per block (E <= 19370 on H100)";
   return nullptr;
 }
 
