@@ -8,9 +8,31 @@ namespace moekit::dedup::detail {
 // CUB's 4-bit BlockRadixSort were slower on the H100: docs/bench/dedup.md).
 constexpr int kFastRadixBits = 8;
 
+// Block shapes per tile, from the tuning table of docs/bench/dedup.md: the
+// bitmap and bucket paths like many threads (short per-thread runs), the radix
+// passes like fewer, longer ones (fewer warps to rank across and synchronise).
+template <bool SMART, class F>
+void dispatch_fast_tile(std::int64_t n, F&& f) {
+  if constexpr (SMART) {
+    if (n <= 512) return f(Tile<128, 4>{});
+    if (n <= 1024) return f(Tile<256, 4>{});
+    if (n <= 2048) return f(Tile<512, 4>{});
+    if (n <= 4096) return f(Tile<512, 8>{});
+    if (n <= 8192) return f(Tile<1024, 8>{});
+    return f(Tile<1024, 16>{});
+  } else {
+    if (n <= 512) return f(Tile<64, 8>{});
+    if (n <= 1024) return f(Tile<128, 8>{});
+    if (n <= 2048) return f(Tile<256, 8>{});
+    if (n <= 4096) return f(Tile<256, 16>{});
+    if (n <= 8192) return f(Tile<512, 16>{});
+    return f(Tile<1024, 16>{});
+  }
+}
+
 template <bool SMART>
 void fast_launch_impl(const Problem& p, const Buffers& b, Stream stream) {
-  dispatch_tile<512>(p.row_len(), [&](auto tile) {
+  dispatch_fast_tile<SMART>(p.row_len(), [&](auto tile) {
     using T = decltype(tile);
     using K = FastKernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SortAlgo::kMatch, SMART>;
     launch_rows<dedup_fast_kernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SortAlgo::kMatch, SMART>,

@@ -15,7 +15,7 @@
 //     value into a shared bitmap, then every thread pops its own run of words
 //     (held in registers) after one block scan of their counts. No sort at all.
 //  2. buckets, for wide ranges: one unstable pass with shared atomics splits the
-//     keys into tile/8 buckets by their top bits; if no bucket holds more than
+//     keys into tile/2 buckets by their top bits; if no bucket holds more than
 //     64 keys (true for spread-out values), each key's place inside its bucket
 //     is its count of smaller bucket mates. Two data passes instead of four.
 //  3. otherwise (a few huge buckets: clustered values) the range-sort passes.
@@ -63,9 +63,9 @@ struct FastKernel {
   static constexpr int kMaxWordsPerThread = kBitmapWords / THREADS;
   static_assert((kMaxWordsPerThread & (kMaxWordsPerThread - 1)) == 0 && kMaxWordsPerThread >= 4);
 
-  // ~8 keys per bucket when values are spread out; more than kMaxBucket keys in
-  // one bucket sends the row to the radix passes.
-  static constexpr int kBucketBits = ilog2(kTile) - 3;
+  // ~2 keys per bucket when values are spread out (at most 4096 buckets); more
+  // than kMaxBucket keys in one bucket sends the row to the radix passes.
+  static constexpr int kBucketBits = ilog2(kTile) - 1 < 12 ? ilog2(kTile) - 1 : 12;
   static constexpr int kBuckets = 1 << kBucketBits;
   static constexpr int kBucketsPerThread = kBuckets >= THREADS ? kBuckets / THREADS : 1;
   static constexpr int kMaxBucket = 64;
@@ -298,6 +298,7 @@ struct FastKernel {
         const int first = static_cast<int>(b.start[bk]);
         const int last = bk + 1 < static_cast<std::uint32_t>(kBuckets) ? static_cast<int>(b.start[bk + 1]) : valid;
         int r = 0;
+#pragma unroll 4
         for (int q = first; q < last; ++q) {
           const std::uint32_t y = b.src[q];
           r += (y < x) || (y == x && q < p);
