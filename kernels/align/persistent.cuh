@@ -14,7 +14,8 @@
 //      tail and expert_ids, and re-reads its sub-tiles to place the slots in
 //      slot order (ranks recomputed, never stored).
 //
-// This is also the large half of `stable`.
+// `stable` uses it for numel > 32768 with E >= 512, where its single launch
+// beats twopass (docs/bench/align.md).
 #pragma once
 
 #include <cooperative_groups.h>

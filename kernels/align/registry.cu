@@ -171,27 +171,50 @@ std::size_t twopass_ws(const Problem& p) {
   return p.ids_int64 ? twopass_workspace<std::int64_t>(p) : twopass_workspace<std::int32_t>(p);
 }
 
-// Crossover between the two stable designs, in slots (see docs/align.md).
-constexpr std::int64_t kOneshotUpTo = 8192;
+// Stable designs by size (docs/align.md, measured in docs/bench/align.md):
+// oneshot while every block can afford to re-read all slots (<= 32768, but
+// not past 16384 when E <= 16: 8 hot counters per block contend), then the
+// cooperative persistent kernel for E >= 512, else twopass.
+enum class StablePath { kOneshot, kPersistent, kTwoPass };
 
-bool stable_uses_oneshot(const Problem& p) {
-  return oneshot_not_applicable(p) == nullptr &&
-         (p.numel <= kOneshotUpTo || twopass_not_applicable(p) != nullptr);
+bool oneshot_preferred(const Problem& p) {
+  return p.numel <= 32768 && !(p.num_experts <= 16 && p.numel > 16384);
+}
+
+StablePath stable_path(const Problem& p) {
+  const bool one_ok = oneshot_not_applicable(p) == nullptr;
+  const bool two_ok = twopass_not_applicable(p) == nullptr;
+  const bool per_ok = persistent_not_applicable(p) == nullptr;
+  if (one_ok && oneshot_preferred(p)) return StablePath::kOneshot;
+  if (per_ok && p.num_experts >= 512) return StablePath::kPersistent;
+  if (two_ok) return StablePath::kTwoPass;
+  if (per_ok) return StablePath::kPersistent;
+  return StablePath::kOneshot;  // applicable or nothing is
 }
 const char* stable_na(const Problem& p) {
-  if (stable_uses_oneshot(p)) return nullptr;
-  return twopass_not_applicable(p);
+  switch (stable_path(p)) {
+    case StablePath::kPersistent: return persistent_not_applicable(p);
+    case StablePath::kTwoPass: return twopass_not_applicable(p);
+    default: return oneshot_not_applicable(p);
+  }
 }
 template <class IdT>
 struct Stable {
   static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    if (stable_uses_oneshot(p))
-      launch_oneshot<IdT>(p, b, s);
-    else
-      launch_twopass<IdT>(p, b, s);
+    switch (stable_path(p)) {
+      case StablePath::kPersistent: launch_persistent<IdT>(p, b, s); break;
+      case StablePath::kTwoPass: launch_twopass<IdT>(p, b, s); break;
+      default: launch_oneshot<IdT>(p, b, s); break;
+    }
   }
 };
-std::size_t stable_ws(const Problem& p) { return stable_uses_oneshot(p) ? 0 : twopass_ws(p); }
+std::size_t stable_ws(const Problem& p) {
+  switch (stable_path(p)) {
+    case StablePath::kPersistent: return persistent_ws(p);
+    case StablePath::kTwoPass: return twopass_ws(p);
+    default: return 0;
+  }
+}
 
 const Variant& auto_pick(const Problem& p);
 const char* auto_na(const Problem& p) { return auto_pick(p).not_applicable(p); }
@@ -230,8 +253,10 @@ const std::array<Variant, 11> kVariants = {{
       "atomics; stable",
       "E <= 19370 on H100 (12E+4 bytes of shared memory)"},
      twopass_not_applicable, twopass_ws, by_dtype<TwoPass>},
-    {{"stable", "slots ascend inside each expert (bit-exact vs the reference): oneshot or twopass",
-      "as oneshot / twopass"},
+    {{"stable",
+      "slots ascend inside each expert (bit-exact vs the reference): oneshot, persistent or "
+      "twopass by size",
+      "E <= 19370 on H100 (24576 via persistent)"},
      stable_na, stable_ws, by_dtype<Stable>},
     {{"auto", "picks per shape from measured data (docs/align.md)", "any"},
      auto_na, auto_ws, auto_launch},
@@ -243,15 +268,28 @@ const Variant& by_name(std::string_view n) {
   return kVariants[0];
 }
 
-// Measured on H100 (docs/bench/align.md): oneshot wins while every block can
-// afford to re-read all slots; twopass beyond.
+// From the H100 table in docs/bench/align.md (B = 128, E 8..512, 1..65536
+// tokens): tiny inputs whose padding one block can write (<= 64K rows) go to
+// the SGLang-style kernels, whose launch sequence is the cheapest there (the
+// 0x5 small path only while it has few ids and experts, 0x4 in the rest of
+// the small-batch region); larger inputs go to the stable designs.
 const Variant& auto_pick(const Problem& p) {
-  static const Variant& oneshot = by_name("oneshot");
-  static const Variant& twopass = by_name("twopass");
+  static const Variant& fill_overlap = by_name("fill-overlap");
   static const Variant& warpscan = by_name("warpscan");
-  if (p.numel <= kOneshotUpTo && oneshot.not_applicable(p) == nullptr) return oneshot;
-  if (twopass.not_applicable(p) == nullptr) return twopass;
-  if (oneshot.not_applicable(p) == nullptr) return oneshot;
+  static const Variant& stable = by_name("stable");
+  const std::int64_t n = p.numel;
+  const int E = p.num_experts;
+  if (n <= 2048 && p.max_num_tokens_padded <= 65536 &&
+      fill_overlap.not_applicable(p) == nullptr) {
+    if (n < 1024 && E <= 64) return n <= 256 && E <= 16 ? fill_overlap : warpscan;
+    return fill_overlap;
+  }
+  switch (stable_path(p)) {
+    case StablePath::kPersistent: return by_name("persistent");
+    case StablePath::kTwoPass: return by_name("twopass");
+    default: break;
+  }
+  if (oneshot_not_applicable(p) == nullptr) return by_name("oneshot");
   return warpscan;
 }
 
@@ -268,7 +306,9 @@ const Variant* find(std::string_view name) {
 const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
 
 std::string_view auto_rule() {
-  return "oneshot if numel <= 8192, else twopass (fallbacks: oneshot, warpscan)";
+  return "numel <= 2048 and <= 64K padded rows: fill-overlap (warpscan if numel < 1024, E <= 64 "
+         "and not (numel <= 256, E <= 16)); else as stable: oneshot if numel <= 32768 (16384 "
+         "when E <= 16), persistent if E >= 512, else twopass";
 }
 
 }  // namespace moekit::align

@@ -16,6 +16,7 @@
 //
 // Blocks agree on offsets through that table: block b's rows of expert e start
 // at cumsum[e] + sum over blocks k < b of H[k][e], plus the warp prefix.
+// `stable` and `auto` use it above 32768 slots when E < 512.
 #pragma once
 
 #include <algorithm>
