@@ -41,7 +41,7 @@ const std::array<Variant, 7> kVariants = {
                        "ours: min/max first, sort only the range's bits with 8-bit match.any ranking, ballot compaction",
                        "M*k <= 16384"),
     MOEKIT_DEDUP_ENTRY(fast, "fast",
-                       "ours: range-sort, but sort-free (smem bitmap + popcount) when max-min+1 <= 64*tile bits",
+                       "ours: per row, smem bitmap if max-min+1 <= 64*tile, else atomic buckets + in-bucket counting, else range-sort",
                        "M*k <= 16384"),
     MOEKIT_DEDUP_ENTRY(general, "general",
                        "any size: CUB device segmented radix sort into the workspace, then a tiled unique pass per row",
@@ -65,7 +65,7 @@ const Variant& pick_auto(const Problem& p) {
 }
 
 std::string_view auto_rule() {
-  return "M*k <= 16384: fast (one CTA per batch; bitmap when max-min+1 <= 64*tile, else range-bits radix sort); "
+  return "M*k <= 16384: fast (one CTA per batch; picks bitmap, buckets or radix passes per row); "
          "larger: general (device segmented radix sort)";
 }
 
