@@ -13,7 +13,11 @@ deps:
 
 $(BUILD)/build.ninja:
 	@$(MAKE) --no-print-directory deps
-	meson setup $(BUILD) -Dgpu_arch='$(GPU_ARCH)'
+	@mkdir -p $(BUILD)
+	@# nvcc through .ci/nvcc-deps: Meson 1.0 does not ask nvcc for the header
+	@# dependencies ninja needs to rebuild a .cu when a .cuh it includes changes.
+	@printf "[binaries]\ncuda = '%s/.ci/nvcc-deps'\n" "$(CURDIR)" > $(BUILD)/native.ini
+	meson setup $(BUILD) -Dgpu_arch='$(GPU_ARCH)' --native-file $(BUILD)/native.ini
 
 build: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
