@@ -24,13 +24,13 @@ __device__ __forceinline__ void apply(float (&x)[N], const float (&y)[N]) {
   for (int i = 0; i < N; ++i) x[i] = act_mul<A>(x[i], y[i]);
 }
 
-template <class T, Activation A>
-__device__ __forceinline__ Vec16<T> apply_vec(const Vec16<T>& xv, const Vec16<T>& yv) {
-  float x[Vec16<T>::kSize], y[Vec16<T>::kSize];
+template <class T, Activation A, int N>
+__device__ __forceinline__ VecN<T, N> apply_vec(const VecN<T, N>& xv, const VecN<T, N>& yv) {
+  float x[N], y[N];
   xv.to_float(x);
   yv.to_float(y);
   apply<T, A>(x, y);
-  Vec16<T> o;
+  VecN<T, N> o;
   o.from_float(x);
   return o;
 }
@@ -104,23 +104,26 @@ __global__ void seed_kernel(const T* __restrict__ in, T* __restrict__ out, std::
   }
 }
 
-// ---- flat: one grid over all 16-byte output vectors ----------------------------
-// Rows are 16-byte aligned (d % V == 0, aligned bases). Output vector v lives
-// in row t = v / dv (dv = d / V vectors per row); its x vector is input vector
-// v + t * dv and its y vector dv further. Every vector is computed exactly once
-// whatever d is, short rows share a block, a long row spreads over many blocks.
-// Each thread first issues U independent pairs of 16-byte loads (2U in flight),
-// then computes and stores; consecutive threads touch consecutive vectors.
-// kWide: nvec >= 2^32 (64-bit division instead of FastDivU32).
-template <class T, Activation A, int U, bool kWide, bool kPdl>
+// ---- flat: one grid over all N-element output vectors --------------------------
+// Rows split into whole vectors (d % N == 0, bases aligned to N * sizeof(T)).
+// Output vector v lives in row t = v / dv (dv = d / N vectors per row); its x
+// vector is input vector v + t * dv and its y vector dv further. Every vector
+// is computed exactly once whatever d is, short rows share a block, a long row
+// spreads over many blocks. Each thread first issues U independent pairs of
+// loads, then computes and stores; consecutive threads touch consecutive
+// vectors. The grid may be smaller than the work (grid-stride over chunks).
+// N = 16 / sizeof(T) is the bandwidth shape; small N shortens each thread's
+// dependent math chain, which is what a latency-bound (few-token) launch waits
+// for. kWide: nvec >= 2^32 (64-bit division instead of FastDivU32).
+template <class T, Activation A, int N, int U, bool kWide, bool kPdl>
 __global__ void flat_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t nvec,
                             std::int64_t dv, FastDivU32 div_dv) {
-  constexpr int V = Vec16<T>::kSize;
+  constexpr int V = N;
   pdl_begin<kPdl>();
   const std::int64_t chunk = static_cast<std::int64_t>(blockDim.x) * U;
   for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * chunk; base < nvec;
        base += static_cast<std::int64_t>(gridDim.x) * chunk) {
-    Vec16<T> xv[U], yv[U];
+    VecN<T, N> xv[U], yv[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::int64_t v = base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -140,15 +143,15 @@ __global__ void flat_kernel(const T* __restrict__ in, T* __restrict__ out, std::
   }
 }
 
-// Rows not 16-byte aligned (odd d, d % V != 0, or unaligned bases): the output
-// is still one contiguous array, so each thread takes V consecutive outputs
-// (possibly across a row end), gathers their 2V inputs with element loads (all
-// issued before any math) and writes one 16-byte vector when the output base
-// allows. kWide: n >= 2^32.
-template <class T, Activation A, bool kWide, bool kPdl>
+// Rows not split into whole vectors (odd d, d % N != 0, or unaligned bases):
+// the output is still one contiguous array, so each thread takes N consecutive
+// outputs (possibly across a row end), gathers their 2N inputs with element
+// loads (all issued before any math) and writes one N-element vector when the
+// output base allows. kWide: n >= 2^32.
+template <class T, Activation A, int N, bool kWide, bool kPdl>
 __global__ void flat_unaligned_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t n,
                                       std::int64_t d, FastDivU32 div_d, bool out_aligned) {
-  constexpr int V = Vec16<T>::kSize;
+  constexpr int V = N;
   pdl_begin<kPdl>();
   const std::int64_t nv = (n + V - 1) / V;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -175,7 +178,7 @@ __global__ void flat_unaligned_kernel(const T* __restrict__ in, T* __restrict__ 
     }
     apply<T, A>(x, y);
     if (out_aligned && i0 + V <= n) {
-      Vec16<T> o;
+      VecN<T, N> o;
       o.from_float(x);
       o.store(out + i0);
     } else {

@@ -10,6 +10,7 @@
 
 #include "act_and_mul/act_and_mul.hpp"
 #include "act_and_mul/activation.cuh"
+#include "act_and_mul/tuning.hpp"
 #include "common/cuda_check.cuh"
 
 namespace moekit::act {
@@ -36,13 +37,23 @@ void dispatch(const Problem& p, F&& f) {
   }
 }
 
-std::int64_t elems_per_vec(DType t) { return t == DType::f32 ? 4 : 8; }
+bool aligned_to(const void* p, std::uintptr_t bytes) { return (reinterpret_cast<std::uintptr_t>(p) % bytes) == 0; }
 
-bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; }
+// Rows split into whole N-element vectors that can be loaded and stored whole.
+bool rows_aligned(const Problem& p, const Buffers& b, std::int64_t n_elems, std::size_t elem_bytes) {
+  const std::uintptr_t vb = static_cast<std::uintptr_t>(n_elems) * elem_bytes;
+  return p.d % n_elems == 0 && aligned_to(b.input, vb) && aligned_to(b.out, vb);
+}
 
-// Rows can be read and written as whole 16-byte vectors.
-bool rows_aligned(const Problem& p, const Buffers& b) {
-  return p.d % elems_per_vec(p.dtype) == 0 && aligned16(b.input) && aligned16(b.out);
+// Multiprocessors of the current device (queried once; a cheap, capture-safe call).
+int sm_count() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      v = 132;
+    return v > 0 ? v : 132;
+  }();
+  return n;
 }
 
 bool empty(const Problem& p) { return p.tokens <= 0 || p.d <= 0; }
@@ -96,49 +107,73 @@ void launch_vectorized(const Problem& p, const Buffers& b, Stream s) {
     const unsigned block = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(p.d / V, 1024)));
     const unsigned grid = clamp_grid(p.tokens);
     detail::seed_kernel<T, A><<<grid, block, 0, s>>>(static_cast<const T*>(b.input), static_cast<T*>(b.out),
-                                                     p.tokens, p.d, rows_aligned(p, b));
+                                                     p.tokens, p.d, rows_aligned(p, b, V, sizeof(T)));
   });
 }
 
 // ---- flat / spread: one grid over all vectors --------------------------------------
-// kUnroll vectors per thread, kBlock threads per block. Unaligned rows take the
-// element-gather kernel with the same block size.
-template <int kUnroll, unsigned kBlock, bool kPdl>
-void launch_flat_grid(const Problem& p, const Buffers& b, Stream s) {
-  if (empty(p)) return;
-  dispatch(p, [&]<class T, Activation A>() {
-    constexpr std::int64_t V = 16 / sizeof(T);
-    auto in = static_cast<const T*>(b.input);
-    auto out = static_cast<T*>(b.out);
-    if (rows_aligned(p, b)) {
-      const std::int64_t dv = p.d / V;
-      const std::int64_t nvec = p.tokens * dv;
-      const unsigned grid = clamp_grid(ceil_div<std::int64_t>(nvec, std::int64_t{kBlock} * kUnroll));
-      if (nvec < kU32Limit) {
-        launch_plain(kPdl, detail::flat_kernel<T, A, kUnroll, false, kPdl>, grid, kBlock, s, in, out, nvec, dv,
-                     FastDivU32(static_cast<std::uint32_t>(dv)));
-      } else {
-        launch_plain(kPdl, detail::flat_kernel<T, A, kUnroll, true, kPdl>, grid, kBlock, s, in, out, nvec, dv,
-                     FastDivU32());
-      }
+// kN elements per vector (0: 16 bytes), kUnroll vectors per thread, kBlock
+// threads per block; kPersist > 0 caps the grid at kPersist blocks per SM
+// (grid-stride), 0 launches one block per chunk. Rows that do not split into
+// whole vectors take the element-gather kernel with the same kN and block.
+template <int kN, int kUnroll, unsigned kBlock, bool kPdl, int kPersist, class T, Activation A>
+void launch_flat_typed(const Problem& p, const Buffers& b, Stream s) {
+  constexpr int N = kN == 0 ? static_cast<int>(16 / sizeof(T)) : kN;
+  auto in = static_cast<const T*>(b.input);
+  auto out = static_cast<T*>(b.out);
+  if (rows_aligned(p, b, N, sizeof(T))) {
+    const std::int64_t dv = p.d / N;
+    const std::int64_t nvec = p.tokens * dv;
+    std::int64_t blocks = ceil_div<std::int64_t>(nvec, std::int64_t{kBlock} * kUnroll);
+    if (kPersist > 0) blocks = std::min<std::int64_t>(blocks, std::int64_t{sm_count()} * kPersist);
+    const unsigned grid = clamp_grid(blocks);
+    if (nvec < kU32Limit) {
+      launch_plain(kPdl, detail::flat_kernel<T, A, N, kUnroll, false, kPdl>, grid, kBlock, s, in, out, nvec, dv,
+                   FastDivU32(static_cast<std::uint32_t>(dv)));
     } else {
-      const std::int64_t n = p.tokens * p.d;
-      const unsigned grid = clamp_grid(ceil_div<std::int64_t>(ceil_div<std::int64_t>(n, V), kBlock));
-      const bool out_aligned = aligned16(b.out);
-      if (n < kU32Limit) {
-        launch_plain(kPdl, detail::flat_unaligned_kernel<T, A, false, kPdl>, grid, kBlock, s, in, out, n, p.d,
-                     FastDivU32(static_cast<std::uint32_t>(p.d)), out_aligned);
-      } else {
-        launch_plain(kPdl, detail::flat_unaligned_kernel<T, A, true, kPdl>, grid, kBlock, s, in, out, n, p.d,
-                     FastDivU32(), out_aligned);
-      }
+      launch_plain(kPdl, detail::flat_kernel<T, A, N, kUnroll, true, kPdl>, grid, kBlock, s, in, out, nvec, dv,
+                   FastDivU32());
     }
-  });
+  } else {
+    const std::int64_t n = p.tokens * p.d;
+    const unsigned grid = clamp_grid(ceil_div<std::int64_t>(ceil_div<std::int64_t>(n, N), kBlock));
+    const bool out_aligned = aligned_to(b.out, N * sizeof(T));
+    if (n < kU32Limit) {
+      launch_plain(kPdl, detail::flat_unaligned_kernel<T, A, N, false, kPdl>, grid, kBlock, s, in, out, n, p.d,
+                   FastDivU32(static_cast<std::uint32_t>(p.d)), out_aligned);
+    } else {
+      launch_plain(kPdl, detail::flat_unaligned_kernel<T, A, N, true, kPdl>, grid, kBlock, s, in, out, n, p.d,
+                   FastDivU32(), out_aligned);
+    }
+  }
 }
 
-void launch_flat(const Problem& p, const Buffers& b, Stream s) { launch_flat_grid<4, 256, false>(p, b, s); }
-void launch_spread(const Problem& p, const Buffers& b, Stream s) { launch_flat_grid<1, 64, false>(p, b, s); }
-void launch_spread_pdl(const Problem& p, const Buffers& b, Stream s) { launch_flat_grid<1, 64, true>(p, b, s); }
+template <int kN, int kUnroll, unsigned kBlock, bool kPdl, int kPersist>
+void launch_flat_grid(const Problem& p, const Buffers& b, Stream s) {
+  if (empty(p)) return;
+  dispatch(p, [&]<class T, Activation A>() { launch_flat_typed<kN, kUnroll, kBlock, kPdl, kPersist, T, A>(p, b, s); });
+}
+
+// flat: 16-byte vectors, one per thread, 256 threads: the bandwidth layout.
+void launch_flat(const Problem& p, const Buffers& b, Stream s) { launch_flat_grid<0, 1, 256, false, 0>(p, b, s); }
+// spread: 2 elements per thread (4-byte loads for 16-bit types), 128 threads:
+// many short threads so that a single row covers the chip and each thread's
+// math chain is short.
+void launch_spread(const Problem& p, const Buffers& b, Stream s) { launch_flat_grid<2, 1, 128, false, 0>(p, b, s); }
+void launch_spread_pdl(const Problem& p, const Buffers& b, Stream s) { launch_flat_grid<2, 1, 128, true, 0>(p, b, s); }
+
+// Tuning candidates (bench only): other shapes of the flat grid, bf16 silu
+// only to keep the build small.
+template <int kN, int kUnroll, unsigned kBlock, int kPersist>
+void launch_tune(const Problem& p, const Buffers& b, Stream s) {
+  if (empty(p) || p.dtype != DType::bf16 || p.act != Activation::silu) return;
+  launch_flat_typed<kN, kUnroll, kBlock, false, kPersist, __nv_bfloat16, Activation::silu>(p, b, s);
+}
+
+const char* bf16_silu_aligned_only(const Problem& p) {
+  if (p.dtype != DType::bf16 || p.act != Activation::silu) return "bf16 silu only";
+  return nullptr;
+}
 
 const char* any_shape(const Problem&) { return nullptr; }
 std::size_t no_workspace(const Problem&) { return 0; }
@@ -152,13 +187,14 @@ const std::array<Variant, 5> kVariants{{
       "any (rows with d % vec != 0 go element by element)"},
      any_shape, no_workspace, launch_vectorized},
     {{"flat",
-      "one grid over all 16-byte output vectors (no tail recompute, short rows share blocks), "
-      "4 vectors = 8 independent 16-byte loads in flight per thread, 256-thread blocks",
+      "one grid over all 16-byte output vectors (no tail recompute, short rows share blocks, long rows "
+      "span many blocks), one vector per thread, 256-thread blocks",
       "any (d % vec != 0: element gathers, 16-byte stores)"},
      any_shape, no_workspace, launch_flat},
     {{"spread",
-      "latency layout of flat: 1 vector per thread, 64-thread blocks, so even one row covers many SMs",
-      "any (d % vec != 0: element gathers, 16-byte stores)"},
+      "latency layout of flat: 2 elements per thread (4/8-byte loads), 128-thread blocks: one row covers "
+      "many SMs and each thread's math chain is short",
+      "any (odd d: element gathers)"},
      any_shape, no_workspace, launch_spread},
     {{"spread-pdl",
       "spread launched with Hopper programmatic dependent launch (overlaps the previous kernel's tail; "
@@ -167,9 +203,23 @@ const std::array<Variant, 5> kVariants{{
      any_shape, no_workspace, launch_spread_pdl},
 }};
 
+#define MOEKIT_TUNE(n, u, blk, per)                                                               \
+  {{"n" #n "-u" #u "-b" #blk "-p" #per,                                                              \
+    "tuning candidate: " #n " elements per vector, " #u " vectors per thread, " #blk                 \
+    " threads, grid capped at " #per " blocks per SM (0: uncapped)",                                  \
+    "bf16 silu"},                                                                                     \
+   bf16_silu_aligned_only, no_workspace, launch_tune<n, u, blk, per>}
+const std::array<Variant, 9> kTuning{{
+    MOEKIT_TUNE(1, 1, 128, 0), MOEKIT_TUNE(2, 1, 256, 0), MOEKIT_TUNE(4, 1, 128, 0), MOEKIT_TUNE(8, 1, 128, 0),
+    MOEKIT_TUNE(8, 1, 512, 0), MOEKIT_TUNE(8, 2, 512, 0), MOEKIT_TUNE(8, 1, 256, 4), MOEKIT_TUNE(8, 1, 256, 8),
+    MOEKIT_TUNE(8, 4, 256, 2),
+}};
+#undef MOEKIT_TUNE
+
 }  // namespace
 
 std::span<const Variant> variants() { return kVariants; }
+std::span<const Variant> tuning_variants() { return kTuning; }
 
 const Variant* find(std::string_view name) {
   for (const Variant& v : kVariants)
@@ -177,17 +227,30 @@ const Variant* find(std::string_view name) {
   return nullptr;
 }
 
-// Output bytes below which the spread layout wins (measured: docs/bench/act-and-mul.md).
-constexpr std::int64_t kSpreadMaxOutBytes = std::int64_t{2} << 20;
+// Output elements up to which the problem is latency-bound: one wave of spread
+// blocks on a 132-SM H100 (2 elements x 128 threads x 16 blocks x 132 SMs is
+// 540k). Measured crossover: docs/bench/act-and-mul.md.
+constexpr std::int64_t kSmallMaxOutputs = std::int64_t{1} << 19;
+
+// Programmatic dependent launch needs sm_90 (queried once).
+static bool device_has_pdl() {
+  static const bool has = [] {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    return major >= 9;
+  }();
+  return has;
+}
 
 const Variant& pick_auto(const Problem& p) {
-  const std::int64_t elem = p.dtype == DType::f32 ? 4 : 2;
-  const std::int64_t out_bytes = p.tokens * p.d * elem;
-  return *find(out_bytes <= kSpreadMaxOutBytes ? "spread" : "flat");
+  if (p.tokens * p.d <= kSmallMaxOutputs) return *find(device_has_pdl() ? "spread-pdl" : "spread");
+  return *find("flat");
 }
 
 std::string_view auto_rule() {
-  return "spread when the output is at most 2 MiB (few tokens: latency), flat otherwise (bandwidth)";
+  return "tokens*d <= 2^19 outputs (latency-bound, one wave): spread-pdl on sm_90+, spread before; "
+         "otherwise flat (bandwidth)";
 }
 
 }  // namespace moekit::act

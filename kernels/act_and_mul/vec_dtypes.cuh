@@ -1,5 +1,6 @@
-// 16-byte vectors of f16, bf16 or f32 with converting load/store to float
-// registers: one memory instruction moves 8 (16-bit) or 4 (f32) elements.
+// Vectors of N elements of f16, bf16 or f32 moved by one memory instruction
+// (N * sizeof(T) = 2, 4, 8 or 16 bytes), with converting load/store to float
+// registers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,91 +16,94 @@ namespace moekit::act::detail {
 template <class T>
 struct Dtype;
 
+// Pair conversions (kPairs) move two 16-bit elements per instruction: one
+// cvt.rn.{bf16x2,f16x2}.f32 on the way out.
 template <>
 struct Dtype<float> {
+  static constexpr bool kPairs = false;
   __device__ __forceinline__ static float to_float(float v) { return v; }
   __device__ __forceinline__ static float from_float(float v) { return v; }
 };
 template <>
 struct Dtype<__half> {
+  static constexpr bool kPairs = true;
+  using Pair = __half2;
   __device__ __forceinline__ static float to_float(__half v) { return __half2float(v); }
   __device__ __forceinline__ static __half from_float(float v) { return __float2half_rn(v); }
+  __device__ __forceinline__ static float2 pair_to_float(Pair p) { return __half22float2(p); }
+  __device__ __forceinline__ static Pair pair_from_float(float a, float b) { return __floats2half2_rn(a, b); }
 };
 template <>
 struct Dtype<__nv_bfloat16> {
+  static constexpr bool kPairs = true;
+  using Pair = __nv_bfloat162;
   __device__ __forceinline__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
   __device__ __forceinline__ static __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+  __device__ __forceinline__ static float2 pair_to_float(Pair p) { return __bfloat1622float2(p); }
+  __device__ __forceinline__ static Pair pair_from_float(float a, float b) { return __floats2bfloat162_rn(a, b); }
 };
 
-// Sixteen bytes of T, i.e. kSize elements.
-template <class T>
-struct Vec16 {
-  static constexpr int kSize = 16 / sizeof(T);
-  uint4 raw;
+// The unsigned type one memory instruction moves for a given byte count.
+template <int kBytes>
+struct RawWord;
+template <>
+struct RawWord<2> {
+  using type = unsigned short;
+};
+template <>
+struct RawWord<4> {
+  using type = unsigned int;
+};
+template <>
+struct RawWord<8> {
+  using type = uint2;
+};
+template <>
+struct RawWord<16> {
+  using type = uint4;
+};
+
+template <class T, int N>
+struct alignas(N * sizeof(T)) VecN {
+  static constexpr int kSize = N;
+  static constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  using Raw = typename RawWord<kBytes>::type;
+  T v[N];
 
   // Streaming load (evict-first): every input byte is read exactly once.
-  __device__ __forceinline__ void load(const T* p) { raw = __ldcs(reinterpret_cast<const uint4*>(p)); }
-  __device__ __forceinline__ void store(T* p) const { *reinterpret_cast<uint4*>(p) = raw; }
+  __device__ __forceinline__ void load(const T* p) {
+    *reinterpret_cast<Raw*>(v) = __ldcs(reinterpret_cast<const Raw*>(p));
+  }
+  __device__ __forceinline__ void store(T* p) const { *reinterpret_cast<Raw*>(p) = *reinterpret_cast<const Raw*>(v); }
 
-  // Widen to float registers.
-  __device__ __forceinline__ void to_float(float (&f)[kSize]) const;
-  // Round float registers into this vector.
-  __device__ __forceinline__ void from_float(const float (&f)[kSize]);
+  __device__ __forceinline__ void to_float(float (&f)[N]) const {
+    if constexpr (Dtype<T>::kPairs && N % 2 == 0) {
+      using Pair = typename Dtype<T>::Pair;
+#pragma unroll
+      for (int i = 0; i < N; i += 2) {
+        const float2 p = Dtype<T>::pair_to_float(*reinterpret_cast<const Pair*>(&v[i]));
+        f[i] = p.x;
+        f[i + 1] = p.y;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) f[i] = Dtype<T>::to_float(v[i]);
+    }
+  }
+  __device__ __forceinline__ void from_float(const float (&f)[N]) {
+    if constexpr (Dtype<T>::kPairs && N % 2 == 0) {
+      using Pair = typename Dtype<T>::Pair;
+#pragma unroll
+      for (int i = 0; i < N; i += 2) *reinterpret_cast<Pair*>(&v[i]) = Dtype<T>::pair_from_float(f[i], f[i + 1]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] = Dtype<T>::from_float(f[i]);
+    }
+  }
 };
 
-template <>
-__device__ __forceinline__ void Vec16<float>::to_float(float (&f)[4]) const {
-  f[0] = __uint_as_float(raw.x);
-  f[1] = __uint_as_float(raw.y);
-  f[2] = __uint_as_float(raw.z);
-  f[3] = __uint_as_float(raw.w);
-}
-template <>
-__device__ __forceinline__ void Vec16<float>::from_float(const float (&f)[4]) {
-  raw = make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
-                   __float_as_uint(f[3]));
-}
-
-template <>
-__device__ __forceinline__ void Vec16<__nv_bfloat16>::to_float(float (&f)[8]) const {
-  // bf16 is the top half of a float: widening is a shift or a mask.
-  const std::uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-template <>
-__device__ __forceinline__ void Vec16<__nv_bfloat16>::from_float(const float (&f)[8]) {
-  std::uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat162 p = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);  // .x = low half
-    w[i] = *reinterpret_cast<const std::uint32_t*>(&p);
-  }
-  raw = make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-template <>
-__device__ __forceinline__ void Vec16<__half>::to_float(float (&f)[8]) const {
-  const std::uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
-  }
-}
-template <>
-__device__ __forceinline__ void Vec16<__half>::from_float(const float (&f)[8]) {
-  std::uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __half2 p = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
-    w[i] = *reinterpret_cast<const std::uint32_t*>(&p);
-  }
-  raw = make_uint4(w[0], w[1], w[2], w[3]);
-}
+// Sixteen bytes: 8 half-precision or 4 f32 elements.
+template <class T>
+using Vec16 = VecN<T, 16 / sizeof(T)>;
 
 }  // namespace moekit::act::detail
