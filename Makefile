@@ -4,7 +4,7 @@ GPU_ARCH ?= 80;90
 MOEKIT := $(BUILD)/src/moekit
 export PATH := $(PATH):/usr/local/cuda/bin
 
-.PHONY: all deps build demo test gpu-test bench clean
+.PHONY: all deps build demo test gpu-test gpu-verify bench clean
 
 all: build
 
@@ -37,6 +37,20 @@ test: build
 # GPU suite only (run on a machine with a GPU).
 gpu-test: build
 	meson test -C $(BUILD) --suite gpu --print-errorlogs
+
+# Everything a kernel change must pass on a GPU machine: the CLI on the GPU,
+# each family's GPU test, compute-sanitizer memcheck + racecheck, ncu capture.
+gpu-verify: build
+	@mkdir -p $(BUILD)/gpu-bin
+	cp $(MOEKIT) $(BUILD)/tests/align/gpu_align $(BUILD)/tests/dedup/gpu_dedup \
+	  $(BUILD)/tests/act_and_mul/gpu_act $(BUILD)/gpu-bin/
+	bash .ci/gpu-verify $(BUILD)/gpu-bin $(BUILD)/gpu-logs
+
+# Regenerates the benchmark tables in docs/bench/ (GPU machine; several minutes).
+bench: build
+	$(BUILD)/bench/align/bench_align > docs/bench/align.md
+	$(BUILD)/bench/dedup/bench_dedup > docs/bench/dedup.md
+	$(BUILD)/bench/act_and_mul/bench_act > docs/bench/act-and-mul.md
 
 clean:
 	rm -rf $(BUILD)
