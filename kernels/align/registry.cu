@@ -15,6 +15,7 @@
 #include "align/persistent.cuh"
 #include "align/scatter.cuh"
 #include "align/small_batch.cuh"
+#include "align/tiny.cuh"
 #include "align/twopass.cuh"
 #include "align/vecpad.cuh"
 #include "align/warpscan.cuh"
@@ -142,7 +143,14 @@ std::size_t fill_overlap_workspace(const Problem& p) {
   return small_batch_na(p) == nullptr ? 0 : cursor_workspace(p);
 }
 
-// ---- oneshot / persistent / stable (ours) ---------------------------------------
+// ---- tiny / oneshot / persistent / stable (ours) ----------------------------------
+template <class IdT>
+struct Tiny {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    launch_tiny<IdT>(p, b, s);
+  }
+};
+
 template <class IdT>
 struct Oneshot {
   static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
@@ -221,7 +229,7 @@ const char* auto_na(const Problem& p) { return auto_pick(p).not_applicable(p); }
 std::size_t auto_ws(const Problem& p) { return auto_pick(p).workspace_bytes(p); }
 void auto_launch(const Problem& p, const Buffers& b, Stream s) { auto_pick(p).launch(p, b, s); }
 
-const std::array<Variant, 11> kVariants = {{
+const std::array<Variant, 12> kVariants = {{
     {{"baseline", "0x1: fill kernel; one block counts (shared atomics), serial scan; atomic scatter",
       "E <= 16384 (E+1 ints of shared memory)"},
      baseline_na, cursor_workspace, by_dtype<Baseline>},
@@ -239,8 +247,13 @@ const std::array<Variant, 11> kVariants = {{
       "0x5: padding by a 2nd block (or 256 fill threads on the small path) overlapping the count",
       "as baseline; small path for numel < 1024 and E <= 64"},
      baseline_na, fill_overlap_workspace, by_dtype<FillOverlap>},
+    {{"tiny",
+      "ours, small inputs: one launch, every block ranks all slots (shared atomics), writes its "
+      "own chunk of rows; unstable",
+      "numel <= 32768, 4*(numel+2E+1) bytes of shared memory"},
+     tiny_not_applicable, no_workspace, by_dtype<Tiny>},
     {{"oneshot",
-      "ours, tiny: one launch, every block counts all slots, blocks split the writes; stable",
+      "ours, small: one launch, every block counts all slots, blocks split the writes; stable",
       "numel <= 65535"},
      oneshot_not_applicable, no_workspace, by_dtype<Oneshot>},
     {{"persistent",

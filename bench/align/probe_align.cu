@@ -1,0 +1,370 @@
+// Calibration and tuning probe for the align family (device only; not a test).
+//
+//   probe_align calib            harness calibration: trivial kernels and the
+//                                SGLang 0x5 port under several timing setups
+//   probe_align sweep FILE.csv   `tiny` launch shapes (grid x threads x rank)
+//                                per bench shape; best per shape on stdout
+//   probe_align ncu              two launches of each kernel of interest, for
+//                                `ncu --metrics gpu__time_duration.sum ...`
+//
+// No fmt here (.cu file): printf only.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "align/align.hpp"
+#include "align/tiny.cuh"
+#include "cuda_util.hpp"
+#include "ops/align_ref.hpp"
+#include "timing.hpp"
+
+using namespace moekit;
+namespace ad = moekit::align::detail;
+
+namespace {
+
+__global__ void empty_kernel() {}
+__global__ void load_store_kernel(const int* in, int* out) {
+  if (threadIdx.x == 0) out[0] = in[0] + 1;
+}
+// One block: load, 5 barriers, 4 KiB of stores (the skeleton of a one-block align).
+__global__ void skeleton_kernel(const int* in, int* out) {
+  __shared__ int s[1024];
+  s[threadIdx.x] = threadIdx.x < 8 ? in[threadIdx.x] : 0;
+  for (int k = 0; k < 5; ++k) {
+    __syncthreads();
+    s[threadIdx.x] += s[(threadIdx.x + 1) & 1023];
+  }
+  __syncthreads();
+  out[threadIdx.x] = s[threadIdx.x];
+}
+__global__ void spin_kernel(long long ns) {
+  long long t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > ns) break;
+  }
+}
+
+void spin_ms(double ms) {
+  spin_kernel<<<132, 32>>>(static_cast<long long>(ms * 1e6));
+  cuda_sync("spin");
+}
+
+// Local variant of time_launches: warm-up by graph replays for warm_ms, then
+// `samples` replays of a graph of per_graph launches.
+double time_graph(const std::function<void(cudaStream_t, int)>& launch, int copies, double warm_ms,
+                  int samples, int per_graph) {
+  cudaStream_t s;
+  cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  int next = 0;
+  cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int i = 0; i < per_graph; ++i) {
+    launch(s, next);
+    next = (next + 1) % copies;
+  }
+  cuda_check(cudaStreamEndCapture(s, &g), "end capture");
+  cuda_check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  // Warm: replay until warm_ms of device time passed.
+  float done = 0;
+  while (done < warm_ms) {
+    cudaEventRecord(e0, s);
+    for (int i = 0; i < 20; ++i) cudaGraphLaunch(ge, s);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    done += std::max(ms, 0.001f);
+  }
+  std::vector<cudaEvent_t> ev(2 * samples);
+  for (auto& e : ev) cudaEventCreate(&e);
+  for (int i = 0; i < samples; ++i) {
+    cudaEventRecord(ev[2 * i], s);
+    cudaGraphLaunch(ge, s);
+    cudaEventRecord(ev[2 * i + 1], s);
+    if ((i & 15) == 15) cudaStreamSynchronize(s);
+  }
+  cuda_check(cudaStreamSynchronize(s), "samples");
+  std::vector<double> us(samples);
+  for (int i = 0; i < samples; ++i) {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
+    us[i] = 1000.0 * ms / per_graph;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(s);
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+double bench_like(const std::function<void(cudaStream_t, int)>& launch, int copies,
+                  int per_graph = 20) {
+  TimingOptions opt;
+  opt.warmup = 5;
+  opt.samples = 25;
+  opt.launches_per_graph = per_graph;
+  return time_launches([&](Stream s, int c) { launch(reinterpret_cast<cudaStream_t>(s), c); },
+                       copies, opt)
+      .median_us;
+}
+
+struct Shape {
+  int E, topk;
+  bool zipf;
+};
+
+std::vector<std::int32_t> make_ids(const Shape& c, int tokens, std::mt19937_64& rng) {
+  std::vector<double> cdf(static_cast<std::size_t>(c.E));
+  double s = 0;
+  for (int r = 0; r < c.E; ++r) cdf[r] = (s += c.zipf ? 1.0 / std::pow(r + 1.0, 1.2) : 1.0);
+  std::vector<int> perm(static_cast<std::size_t>(c.E));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::uniform_real_distribution<double> u(0, s);
+  std::vector<std::int32_t> ids;
+  std::vector<int> mine;
+  for (int t = 0; t < tokens; ++t) {
+    mine.clear();
+    while (static_cast<int>(mine.size()) < c.topk) {
+      const auto r = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
+      const int e = perm[std::min<std::size_t>(r, cdf.size() - 1)];
+      if (std::find(mine.begin(), mine.end(), e) == mine.end()) mine.push_back(e);
+    }
+    ids.insert(ids.end(), mine.begin(), mine.end());
+  }
+  return ids;
+}
+
+// Device copies of one input plus output buffers.
+struct Setup {
+  align::Problem p;
+  align::Outputs ref;
+  std::vector<DeviceBuffer> ids;
+  DeviceBuffer sorted, eids, total, ws;
+  int copies = 1;
+  Setup(const Shape& c, int tokens, std::mt19937_64& rng) {
+    const auto h = make_ids(c, tokens, rng);
+    p = align::make_problem(static_cast<std::int64_t>(h.size()), c.E, 128, false, 0, false);
+    const std::vector<std::int64_t> h64(h.begin(), h.end());
+    ref = align::reference(p, h64, {});
+    copies = rotation_copies(h.size() * 4, false);
+    for (int k = 0; k < copies; ++k) {
+      ids.emplace_back(std::max<std::size_t>(h.size() * 4, 16));
+      if (!h.empty()) ids.back().upload(h.data(), h.size() * 4);
+    }
+    sorted = DeviceBuffer(std::max<std::int64_t>(p.max_num_tokens_padded, 1) * 4);
+    eids = DeviceBuffer(std::max<std::int64_t>(p.max_num_blocks, 1) * 4);
+    total = DeviceBuffer(4);
+    ws = DeviceBuffer(std::size_t(64) << 20);
+  }
+  align::Buffers buffers(int copy) const {
+    align::Buffers b;
+    b.topk_ids = ids[static_cast<std::size_t>(copy)].get();
+    b.sorted_token_ids = sorted.as<std::int32_t>();
+    b.expert_ids = eids.as<std::int32_t>();
+    b.num_tokens_post_pad = total.as<std::int32_t>();
+    b.workspace = ws.get();
+    return b;
+  }
+  bool verify(const std::function<void(cudaStream_t, int)>& launch) {
+    sorted.fill_bytes(0xAB);
+    eids.fill_bytes(0xAB);
+    total.fill_bytes(0xAB);
+    launch(nullptr, 0);
+    cuda_check_last("verify launch");
+    cuda_sync("verify");
+    align::Outputs got;
+    got.sorted_token_ids.resize(static_cast<std::size_t>(p.max_num_tokens_padded));
+    got.expert_ids.resize(static_cast<std::size_t>(p.max_num_blocks));
+    sorted.download(got.sorted_token_ids.data(), got.sorted_token_ids.size() * 4);
+    eids.download(got.expert_ids.data(), got.expert_ids.size() * 4);
+    total.download(&got.num_tokens_post_pad, 4);
+    return align::check(p, ref, got, false).ok;
+  }
+};
+
+std::function<void(cudaStream_t, int)> variant_launch(const Setup& su, const char* name) {
+  const align::Variant* v = align::find(name);
+  return [&su, v](cudaStream_t s, int c) {
+    v->launch(su.p, su.buffers(c), reinterpret_cast<Stream>(s));
+  };
+}
+
+std::function<void(cudaStream_t, int)> tiny_launch(const Setup& su, ad::TinyPlan pl) {
+  return [&su, pl](cudaStream_t s, int c) {
+    ad::launch_tiny<std::int32_t>(su.p, su.buffers(c), s, pl);
+  };
+}
+
+int calib() {
+  DeviceBuffer in(4096), out(4096);
+  in.fill_bytes(1);
+  std::mt19937_64 rng(42);
+  spin_ms(1);  // module load etc. out of the way
+  auto k_empty = [](cudaStream_t s, int) { empty_kernel<<<1, 32, 0, s>>>(); };
+  auto k_ls = [&](cudaStream_t s, int) {
+    load_store_kernel<<<1, 32, 0, s>>>(in.as<int>(), out.as<int>());
+  };
+  auto k_sk = [&](cudaStream_t s, int) {
+    skeleton_kernel<<<1, 1024, 0, s>>>(in.as<int>(), out.as<int>());
+  };
+  Setup s8(Shape{8, 2, false}, 1, rng), s256(Shape{256, 8, false}, 1, rng);
+  struct K {
+    const char* name;
+    std::function<void(cudaStream_t, int)> f;
+    int copies;
+  };
+  const std::vector<K> ks = {
+      {"empty<<<1,32>>>", k_empty, 1},
+      {"load+store<<<1,32>>>", k_ls, 1},
+      {"skeleton<<<1,1024>>>", k_sk, 1},
+      {"fill-overlap E=8 topk2 1 tok", variant_launch(s8, "fill-overlap"), s8.copies},
+      {"fill-overlap E=256 topk8 1 tok", variant_launch(s256, "fill-overlap"), s256.copies},
+      {"tiny E=8 topk2 1 tok", variant_launch(s8, "tiny"), s8.copies},
+      {"tiny E=256 topk8 1 tok", variant_launch(s256, "tiny"), s256.copies},
+  };
+  std::printf("| kernel | bench-like (5 warm, 25x20) | same after 50 ms spin | 20 ms warm replays, "
+              "200x20 | 20 ms warm, 200x100 | 20 ms warm, 200x1 | bench-like, 1 copy |\n"
+              "|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const K& k : ks) {
+    // Idle gap first (the bench does host work between variants).
+    cuda_sync("idle");
+    const double a = bench_like(k.f, k.copies);
+    spin_ms(50);
+    const double b = bench_like(k.f, k.copies);
+    const double c = time_graph(k.f, k.copies, 20, 200, 20);
+    const double d = time_graph(k.f, k.copies, 20, 200, 100);
+    const double e = time_graph(k.f, k.copies, 20, 200, 1);
+    const double f = bench_like(k.f, 1);
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", k.name, a, b, c, d, e, f);
+    std::fflush(stdout);
+  }
+  std::printf("\nverify tiny: E=8 %s, E=256 %s\n", s8.verify(variant_launch(s8, "tiny")) ? "ok" : "FAIL",
+              s256.verify(variant_launch(s256, "tiny")) ? "ok" : "FAIL");
+  return 0;
+}
+
+int sweep(const char* csv_path) {
+  std::FILE* csv = std::fopen(csv_path, "w");
+  if (!csv) return 1;
+  std::fprintf(csv, "E,topk,dist,tokens,config,grid,threads,rank,us,ok\n");
+  std::mt19937_64 rng(42);
+  const std::vector<Shape> shapes = {{8, 2, false},   {64, 8, false},  {128, 8, false},
+                                     {256, 8, false}, {512, 8, false}, {256, 8, true},
+                                     {1024, 8, false}, {16384, 8, false}};
+  const std::vector<int> tokens = {1, 16, 64, 256, 1024, 2048, 4096};
+  const std::vector<int> grids = {1, 2, 4, 8, 16, 32, 64, 132};
+  const std::vector<int> threads = {256, 512, 1024};
+  spin_ms(20);
+  std::printf("| E, topk, ids | tokens | tiny default (grid, thr, rank) | best tiny (grid, thr, "
+              "rank) | fill-overlap | oneshot | twopass | auto (old rule) |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Shape& sh : shapes) {
+    for (int tok : tokens) {
+      if (sh.E == 16384 && tok > 1024) continue;
+      Setup su(sh, tok, rng);
+      if (ad::tiny_not_applicable(su.p)) continue;
+      const char* dist = sh.zipf ? "zipf" : "uniform";
+      auto row = [&](const char* cfg, const std::function<void(cudaStream_t, int)>& f, int g,
+                     int thr, const char* rk) {
+        const bool ok = su.verify(f);
+        const double us = bench_like(f, su.copies);
+        std::fprintf(csv, "%d,%d,%s,%d,%s,%d,%d,%s,%.3f,%d\n", sh.E, sh.topk, dist, tok, cfg, g,
+                     thr, rk, us, ok ? 1 : 0);
+        return ok ? us : 1e9;
+      };
+      const ad::TinyPlan def = ad::tiny_plan(su.p);
+      const double t_def = row("tiny-default", tiny_launch(su, def), def.grid, def.threads,
+                               def.rank == ad::TinyRank::kPeers ? "peers" : "atomic");
+      double best = 1e9;
+      ad::TinyPlan bp;
+      for (int g : grids)
+        for (int thr : threads)
+          for (ad::TinyRank rk : {ad::TinyRank::kAtomic, ad::TinyRank::kPeers}) {
+            const ad::TinyPlan pl = ad::tiny_plan_with(su.p, g, thr, rk);
+            if (pl.grid != g && g != 1 && pl.grid < g / 2) continue;  // no more rows to split
+            const double us = row("tiny", tiny_launch(su, pl), pl.grid, thr,
+                                  rk == ad::TinyRank::kPeers ? "peers" : "atomic");
+            if (us < best) {
+              best = us;
+              bp = pl;
+            }
+          }
+      double other[4];
+      const char* names[4] = {"fill-overlap", "oneshot", "twopass", "auto"};
+      for (int k = 0; k < 4; ++k) {
+        const align::Variant* v = align::find(names[k]);
+        other[k] = v->not_applicable(su.p) ? 0 : row(names[k], variant_launch(su, names[k]), 0, 0, "");
+      }
+      std::printf("| %d, %d, %s | %d | %.2f (%d, %d, %s) | %.2f (%d, %d, %s) | %.2f | %.2f | %.2f | %.2f |\n",
+                  sh.E, sh.topk, dist, tok, t_def, def.grid, def.threads,
+                  def.rank == ad::TinyRank::kPeers ? "peers" : "atomic", best, bp.grid, bp.threads,
+                  bp.rank == ad::TinyRank::kPeers ? "peers" : "atomic", other[0], other[1],
+                  other[2], other[3]);
+      std::fflush(stdout);
+      std::fflush(csv);
+    }
+  }
+  std::fclose(csv);
+  return 0;
+}
+
+int ncu_mode() {
+  std::mt19937_64 rng(42);
+  DeviceBuffer in(4096), out(4096);
+  in.fill_bytes(1);
+  Setup s8(Shape{8, 2, false}, 1, rng), s256(Shape{256, 8, false}, 1, rng),
+      s256b(Shape{256, 8, false}, 4096, rng);
+  for (int rep = 0; rep < 2; ++rep) {
+    empty_kernel<<<1, 32>>>();
+    skeleton_kernel<<<1, 1024>>>(in.as<int>(), out.as<int>());
+    variant_launch(s8, "fill-overlap")(nullptr, 0);
+    variant_launch(s256, "fill-overlap")(nullptr, 0);
+    variant_launch(s8, "tiny")(nullptr, 0);
+    variant_launch(s256, "tiny")(nullptr, 0);
+    variant_launch(s256b, "tiny")(nullptr, 0);
+    variant_launch(s256b, "oneshot")(nullptr, 0);
+    cuda_sync("ncu");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (cuda_device_count() == 0) {
+    std::puts("probe_align: no CUDA device");
+    return 77;
+  }
+  const std::string mode = argc > 1 ? argv[1] : "calib";
+  try {
+    if (mode == "calib") return calib();
+    if (mode == "sweep") return sweep(argc > 2 ? argv[2] : "sweep.csv");
+    if (mode == "ncu") return ncu_mode();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "probe_align: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | ncu\n");
+  return 2;
+}
