@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -67,6 +68,14 @@ const V& resolve_variant(const CommonOpts& c, const P& p, Report& r, const V& (*
     throw InputError(fmt::format("{} variant '{}' does not apply to this input: {}", r.op, v->info.name, why));
   r.variant = std::string(v->info.name);
   return *v;
+}
+
+// Rejects an unknown --variant name up front, whatever the device: a CPU run
+// never resolves the variant, and a typo must not pass silently as exit 0.
+template <class V>
+void require_known_variant(const CommonOpts& c, const Report& r, const V* (*find)(std::string_view)) {
+  if (c.variant != "auto" && !find(c.variant))
+    throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", r.op, c.variant, r.op));
 }
 
 // `copies` device copies of one host input (rotated through when timing).

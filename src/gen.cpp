@@ -27,10 +27,13 @@ double parse_number(const std::string& s, const std::string& what) {
   throw InputError(fmt::format("--dist: bad number '{}' in {}", s, what));
 }
 
-// Guards against asking for more memory than a sane input needs.
-void check_size(double elements, const char* what) {
-  if (elements > double(std::numeric_limits<std::int32_t>::max()) * 4)
-    throw InputError(fmt::format("gen {}: {:.0f} elements is too large", what, elements));
+constexpr double kInt32Max = double(std::numeric_limits<std::int32_t>::max());
+
+// Guards against asking for more memory than a sane input needs. `limit` is the
+// most elements the op can take at all (align and dedup index in int32).
+void check_size(double elements, const char* what, double limit = kInt32Max * 4) {
+  if (elements > limit)
+    throw InputError(fmt::format("gen {}: {:.0f} elements is too large (at most {:.0f})", what, elements, limit));
 }
 
 }  // namespace
@@ -61,9 +64,15 @@ npy::Array align_ids(std::int64_t tokens, std::int32_t topk, std::int32_t num_ex
   if (topk < 1 || topk > num_experts)
     throw InputError(fmt::format("gen align: --topk must be in [1, {}] (each token's experts are distinct)",
                                  num_experts));
-  check_size(double(tokens) * topk, "align");
+  // align indexes token slots in int32: a larger trace could never be used.
+  check_size(double(tokens) * topk, "align", kInt32Max);
   std::mt19937_64 rng(seed);
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(tokens) * topk);
+  // Written straight into the output array (no wide copy of the whole trace).
+  npy::Array a;
+  a.shape = {tokens, topk};
+  a.dtype = int64 ? npy::DType::i8 : npy::DType::i4;
+  a.data.resize(static_cast<std::size_t>(tokens) * topk * (int64 ? 8 : 4));
+  std::vector<std::int64_t> row_buf(static_cast<std::size_t>(topk));
 
   // Zipf: popularity 1/rank^S, ranks assigned to experts by a seeded shuffle.
   std::vector<double> cdf;
@@ -91,7 +100,7 @@ npy::Array align_ids(std::int64_t tokens, std::int32_t topk, std::int32_t num_ex
   // scan of free experts when it is not.
   std::vector<std::uint8_t> taken(num_experts, 0);
   for (std::int64_t t = 0; t < tokens; ++t) {
-    std::int64_t* row = &ids[static_cast<std::size_t>(t) * topk];
+    std::int64_t* row = row_buf.data();
     int n = 0;
     if (dist.kind == ExpertDist::hot && u01(rng) < dist.param) {
       row[n++] = 0;
@@ -114,19 +123,13 @@ npy::Array align_ids(std::int64_t tokens, std::int32_t topk, std::int32_t num_ex
     }
     std::shuffle(row, row + topk, rng);  // the hot expert is not always first
     for (int j = 0; j < topk; ++j) taken[row[j]] = 0;
-  }
-
-  npy::Array a;
-  a.shape = {tokens, topk};
-  if (int64) {
-    a.dtype = npy::DType::i8;
-    a.data.resize(ids.size() * 8);
-    std::memcpy(a.data.data(), ids.data(), a.data.size());
-  } else {
-    a.dtype = npy::DType::i4;
-    a.data.resize(ids.size() * 4);
-    auto out = a.as<std::int32_t>();
-    for (std::size_t i = 0; i < ids.size(); ++i) out[i] = static_cast<std::int32_t>(ids[i]);
+    const std::size_t at = static_cast<std::size_t>(t) * topk;
+    if (int64) {
+      std::memcpy(a.as<std::int64_t>().data() + at, row, static_cast<std::size_t>(topk) * 8);
+    } else {
+      auto out = a.as<std::int32_t>().data() + at;
+      for (int j = 0; j < topk; ++j) out[j] = static_cast<std::int32_t>(row[j]);
+    }
   }
   return a;
 }
@@ -140,6 +143,8 @@ npy::Array dedup_indices(std::int32_t batch, std::int32_t mtp_step, std::int32_t
     throw InputError("gen dedup: --max-index must be in [1, 2^31]");
   if (!(overlap >= 0 && overlap <= 1)) throw InputError("gen dedup: --overlap must be in [0, 1]");
   if (!(pad >= 0 && pad <= 1)) throw InputError("gen dedup: --pad must be in [0, 1]");
+  // A batch row (M*k values) is indexed in int32 by every dedup variant.
+  check_size(double(mtp_step) * k, "dedup (values per batch, M*k)", kInt32Max);
   check_size(double(batch) * mtp_step * k, "dedup");
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::int64_t> val(0, max_index - 1);
@@ -186,6 +191,8 @@ npy::Array act_input(std::int64_t tokens, std::int64_t d, npy::DType dtype, std:
   if (d < 1) throw InputError("gen act-and-mul: --d must be >= 1");
   if (dtype != npy::DType::f2 && dtype != npy::DType::bf16 && dtype != npy::DType::f4)
     throw InputError("gen act-and-mul: --dtype must be f16, bf16 or f32");
+  // Also bounds one row on its own, so 2*d cannot overflow when tokens is 0.
+  check_size(2.0 * double(d), "act-and-mul (row width 2*d)");
   check_size(double(tokens) * 2 * d, "act-and-mul");
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);

@@ -25,6 +25,7 @@ int run_act(const ActArgs& a, const CommonOpts& c) {
   r.op = "act-and-mul";
   r.variant_requested = c.variant;
   const act::Activation activation = parse_activation(a.activation);
+  require_known_variant(c, r, act::find);
 
   npy::Array in;
   std::string label = a.input;

@@ -1,6 +1,8 @@
 // `moekit align`: moe_align_block_size on a router trace.
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "commands.hpp"
 #include "cuda_util.hpp"
 #include "errors.hpp"
@@ -31,12 +33,16 @@ int run_align(const AlignArgs& a, const CommonOpts& c) {
   r.op = "align";
   r.variant_requested = c.variant;
   if (a.num_experts < 1) throw InputError("--num-experts must be >= 1");
+  require_known_variant(c, r, align::find);
 
   // Input: a file, or a synthetic trace from the shape options.
   npy::Array ids;
   std::string label = a.topk_ids;
   if (a.topk_ids.empty()) {
     if (a.tokens < 0) throw InputError("align: give --topk-ids FILE, or --tokens N to generate a trace");
+    // Shapes whose outputs cannot fit int32 fail here, before gigabytes are generated.
+    if (a.topk >= 1 && double(a.tokens) * a.topk <= double(std::numeric_limits<std::int32_t>::max()))
+      (void)align::make_problem(a.tokens * a.topk, a.num_experts, a.block_size, false, 0, a.pad_sorted_ids);
     ids = gen::align_ids(a.tokens, a.topk, a.num_experts, gen::parse_dist(a.dist), c.seed, false);
     label = fmt::format("generated input ({} tokens x top-{}, {}, seed {})", a.tokens, a.topk, a.dist, c.seed);
     r.notes.push_back(label);

@@ -17,6 +17,7 @@ int run_dedup(const DedupArgs& a, const CommonOpts& c) {
   r.op = "dedup";
   r.variant_requested = c.variant;
   if (a.mtp_step < 1) throw InputError("--mtp-step must be >= 1");
+  require_known_variant(c, r, dedup::find);
   if (a.max_index == 0 || a.max_index < -1 || a.max_index > (std::int64_t(1) << 31))
     throw InputError("--max-index must be in [1, 2^31]");
 

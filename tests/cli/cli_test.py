@@ -409,6 +409,52 @@ def outputs_are_atomic_no_temp_left():
     expect(blocker in p.stderr, p.stderr)
 
 
+def limited_run(*args, mem_gb=2):
+    """run() with the address space capped: a size check that regressed fails as
+    'out of host memory' instead of eating the machine."""
+    import resource
+
+    def cap():
+        lim = mem_gb << 30
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+
+    return subprocess.run([MOEKIT, *map(str, args)], capture_output=True, text=True, timeout=120,
+                          preexec_fn=cap)
+
+
+@case()
+def oversized_shapes_rejected_before_allocating():
+    d = tmp()
+    f = os.path.join(d, "x.npy")
+    cases = [
+        # (args, a word the one-line error must contain)
+        (["gen", "align", "--tokens", 300000000, "--topk", 8, "-E", 256, "-o", f], "too large"),
+        # numel fits int32 but numel + E*(B-1) does not: fail before generating 2e9 ids
+        (["align", "--tokens", 260000000, "--topk", 8, "-E", 100000, "-B", 1024, "--device", "cpu"], "int32"),
+        (["gen", "dedup", "--batch", 1, "-M", 4, "--k", 2000000000, "-o", f], "too large"),
+        (["dedup", "--batch", 1, "-M", 4, "--k", 2000000000, "--device", "cpu"], "too large"),
+        # 2*d overflows int64 when tokens is 0
+        (["gen", "act-and-mul", "--tokens", 0, "--d", 1 << 62, "-o", f], "too large"),
+        (["act-and-mul", "--tokens", 0, "--d", 1 << 62, "--device", "cpu"], "too large"),
+    ]
+    for args, word in cases:
+        p = limited_run(*args)
+        msg = f"moekit {' '.join(map(str, args))}: exit {p.returncode}, stderr {p.stderr!r}"
+        expect(p.returncode == 2, msg)
+        expect(word in p.stderr and "out of host memory" not in p.stderr, msg)
+        expect(len(p.stderr.strip().splitlines()) == 1, msg)
+    expect(not os.path.exists(f), "a rejected gen left a file behind")
+
+
+@case()
+def unknown_variant_is_exit_2_on_cpu_too():
+    for args in [["align", "--topk-ids", TRACE, "-E", 256], ["dedup", "--batch", 2, "-M", 2, "--k", 8],
+                 ["act-and-mul", "--tokens", 2, "--d", 8]]:
+        p = run(*args, "--device", "cpu", "--variant", "no-such-variant", code=2)
+        expect("no-such-variant" in p.stderr, p.stderr)
+        run(*args, "--device", "cpu", "--variant", "auto", code=0)
+
+
 # ---------------------------------------------------------------- GPU
 def gpu_variants(op):
     lines = run("variants", op, "--format", "json", code=0).stdout.splitlines()

@@ -66,6 +66,27 @@ TEST_CASE("gen dedup: values in range, padding at row ends") {
   CHECK_THROWS_AS(gen::dedup_indices(1, 1, 4, 10, 1.5, 0, 1), InputError);
 }
 
+TEST_CASE("generators refuse sizes no op can use, before allocating") {
+  // align indexes slots in int32; a dedup row (M*k) too; 2*d must not overflow.
+  CHECK_THROWS_AS(gen::align_ids(std::int64_t(1) << 28, 8, 256, {}, 1, false), InputError);
+  CHECK_THROWS_AS(gen::dedup_indices(1, 4, 2000000000, 10, 0, 0, 1), InputError);
+  CHECK_THROWS_AS(gen::act_input(0, std::int64_t(1) << 62, npy::DType::f4, 1), InputError);
+  CHECK_THROWS_AS(gen::act_input(1, std::int64_t(1) << 40, npy::DType::f4, 1), InputError);
+}
+
+TEST_CASE("gen align: int32 and int64 traces hold the same ids") {
+  auto a = gen::align_ids(200, 5, 33, gen::parse_dist("zipf:1.1"), 4, false);
+  auto b = gen::align_ids(200, 5, 33, gen::parse_dist("zipf:1.1"), 4, true);
+  REQUIRE(a.dtype == npy::DType::i4);
+  REQUIRE(b.dtype == npy::DType::i8);
+  REQUIRE(a.shape == b.shape);
+  auto va = a.as<std::int32_t>();
+  auto vb = b.as<std::int64_t>();
+  REQUIRE(va.size() == 1000);
+  REQUIRE(vb.size() == 1000);
+  for (std::size_t i = 0; i < va.size(); ++i) CHECK(std::int64_t(va[i]) == vb[i]);
+}
+
 TEST_CASE("report renderings carry the stable fields") {
   Report r;
   r.op = "dedup";
