@@ -30,10 +30,12 @@ __global__ void __launch_bounds__(THREADS) dedup_unique_sorted_kernel(const std:
     const std::uint32_t* seg = sorted + static_cast<std::int64_t>(b) * n;
     std::int32_t* out_row = out + static_cast<std::int64_t>(b) * n;
     int written = 0;
-    for (int tile = 0; tile < n; tile += kTile) {
+    // 64-bit positions: n may be within a tile of 2^31, where int tile + kTile
+    // (or i + THREADS below) would overflow.
+    for (std::int64_t tile = 0; tile < n; tile += kTile) {
       // Blocked: thread t holds seg[i0 .. i0+IPT); its left neighbour is read
       // straight from global memory, so no exchange is needed.
-      const int i0 = tile + tid * IPT;
+      const std::int64_t i0 = tile + tid * IPT;
       std::uint32_t keys[IPT];
 #pragma unroll
       for (int j = 0; j < IPT; ++j) keys[j] = i0 + j < n ? seg[i0 + j] : kPad;
@@ -54,7 +56,7 @@ __global__ void __launch_bounds__(THREADS) dedup_unique_sorted_kernel(const std:
       written += total;
       __syncthreads();  // scan storage is reused by the next tile
     }
-    for (int i = written + tid; i < n; i += THREADS) out_row[i] = -1;
+    for (std::int64_t i = written + tid; i < n; i += THREADS) out_row[i] = -1;
   }
 }
 
