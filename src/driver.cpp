@@ -54,6 +54,7 @@ void measure_gpu(const CommonOpts& c, Report& r, const std::function<void(Stream
 }
 
 void measure_cpu(const CommonOpts& c, Report& r, const std::function<void()>& run) {
+  if (c.profile) r.notes.push_back("--profile ignored: there is no GPU kernel to profile on the CPU");
   if (!c.bench) return;
   using clk = std::chrono::steady_clock;
   std::vector<double> us;
