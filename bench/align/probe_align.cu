@@ -2,7 +2,7 @@
 //
 //   probe_align calib            harness calibration: trivial kernels and the
 //                                SGLang 0x5 port under several timing setups
-//   probe_align sweep FILE.csv   `tiny` launch shapes (grid x threads x rank)
+//   probe_align sweep FILE.csv   `tiny` launch shapes (grid x threads)
 //                                per bench shape; best per shape on stdout
 //   probe_align ncu              two launches of each kernel of interest, for
 //                                `ncu --metrics gpu__time_duration.sum ...`
@@ -46,6 +46,24 @@ __global__ void skeleton_kernel(const int* in, int* out) {
   }
   __syncthreads();
   out[threadIdx.x] = s[threadIdx.x];
+}
+// Same dynamic work (4096 dependent shared-memory steps), once as a rolled
+// loop (a few hundred bytes of code) and once fully unrolled (tens of KiB):
+// the difference is what running through cold instruction-cache lines costs.
+template <bool kUnrolled>
+__global__ void code_size_kernel(const int* in, int* out) {
+  __shared__ int s[32];
+  if (threadIdx.x < 32) s[threadIdx.x] = in[threadIdx.x];
+  __syncthreads();
+  int x = threadIdx.x;
+  if constexpr (kUnrolled) {
+#pragma unroll
+    for (int k = 0; k < 4096; ++k) x = (x ^ s[(x + k) & 31]) + k;
+  } else {
+#pragma unroll 1
+    for (int k = 0; k < 4096; ++k) x = (x ^ s[(x + k) & 31]) + k;
+  }
+  out[threadIdx.x] = x;
 }
 __global__ void spin_kernel(long long ns) {
   long long t0;
@@ -234,8 +252,16 @@ int calib() {
     std::function<void(cudaStream_t, int)> f;
     int copies;
   };
+  auto k_rolled = [&](cudaStream_t s, int) {
+    code_size_kernel<false><<<1, 32, 0, s>>>(in.as<int>(), out.as<int>());
+  };
+  auto k_unrolled = [&](cudaStream_t s, int) {
+    code_size_kernel<true><<<1, 32, 0, s>>>(in.as<int>(), out.as<int>());
+  };
   const std::vector<K> ks = {
       {"empty<<<1,32>>>", k_empty, 1},
+      {"4096 smem steps, rolled loop", k_rolled, 1},
+      {"4096 smem steps, unrolled", k_unrolled, 1},
       {"load+store<<<1,32>>>", k_ls, 1},
       {"skeleton<<<1,1024>>>", k_sk, 1},
       {"fill-overlap E=8 topk2 1 tok", variant_launch(s8, "fill-overlap"), s8.copies},
@@ -267,7 +293,7 @@ int calib() {
 int sweep(const char* csv_path) {
   std::FILE* csv = std::fopen(csv_path, "w");
   if (!csv) return 1;
-  std::fprintf(csv, "E,topk,dist,tokens,config,grid,threads,rank,us,ok\n");
+  std::fprintf(csv, "E,topk,dist,tokens,config,grid,threads,extra,us,ok\n");
   std::mt19937_64 rng(42);
   const std::vector<Shape> shapes = {{8, 2, false},   {64, 8, false},  {128, 8, false},
                                      {256, 8, false}, {512, 8, false}, {256, 8, true},
@@ -276,8 +302,7 @@ int sweep(const char* csv_path) {
   const std::vector<int> grids = {1, 2, 4, 8, 16, 32, 64, 132};
   const std::vector<int> threads = {256, 512, 1024};
   spin_ms(20);
-  std::printf("| E, topk, ids | tokens | tiny default (grid, thr, rank) | best tiny (grid, thr, "
-              "rank) | fill-overlap | oneshot | twopass | auto (old rule) |\n"
+  std::printf("| E, topk, ids | tokens | tiny default (grid, thr) | best tiny (grid, thr) | fill-overlap | oneshot | twopass | auto |\n"
               "|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Shape& sh : shapes) {
     for (int tok : tokens) {
@@ -294,33 +319,28 @@ int sweep(const char* csv_path) {
         return ok ? us : 1e9;
       };
       const ad::TinyPlan def = ad::tiny_plan(su.p);
-      const double t_def = row("tiny-default", tiny_launch(su, def), def.grid, def.threads,
-                               def.rank == ad::TinyRank::kPeers ? "peers" : "atomic");
+      const double t_def = row("tiny-default", tiny_launch(su, def), def.grid, def.threads, "");
       double best = 1e9;
       ad::TinyPlan bp;
       for (int g : grids)
-        for (int thr : threads)
-          for (ad::TinyRank rk : {ad::TinyRank::kAtomic, ad::TinyRank::kPeers}) {
-            const ad::TinyPlan pl = ad::tiny_plan_with(su.p, g, thr, rk);
-            if (pl.grid != g && g != 1 && pl.grid < g / 2) continue;  // no more rows to split
-            const double us = row("tiny", tiny_launch(su, pl), pl.grid, thr,
-                                  rk == ad::TinyRank::kPeers ? "peers" : "atomic");
-            if (us < best) {
-              best = us;
-              bp = pl;
-            }
+        for (int thr : threads) {
+          const ad::TinyPlan pl = ad::tiny_plan_with(su.p, g, thr);
+          if (pl.grid < g / 2) continue;  // no more rows to split
+          const double us = row("tiny", tiny_launch(su, pl), pl.grid, thr, "");
+          if (us < best) {
+            best = us;
+            bp = pl;
           }
+        }
       double other[4];
       const char* names[4] = {"fill-overlap", "oneshot", "twopass", "auto"};
       for (int k = 0; k < 4; ++k) {
         const align::Variant* v = align::find(names[k]);
         other[k] = v->not_applicable(su.p) ? 0 : row(names[k], variant_launch(su, names[k]), 0, 0, "");
       }
-      std::printf("| %d, %d, %s | %d | %.2f (%d, %d, %s) | %.2f (%d, %d, %s) | %.2f | %.2f | %.2f | %.2f |\n",
-                  sh.E, sh.topk, dist, tok, t_def, def.grid, def.threads,
-                  def.rank == ad::TinyRank::kPeers ? "peers" : "atomic", best, bp.grid, bp.threads,
-                  bp.rank == ad::TinyRank::kPeers ? "peers" : "atomic", other[0], other[1],
-                  other[2], other[3]);
+      std::printf("| %d, %d, %s | %d | %.2f (%d, %d) | %.2f (%d, %d) | %.2f | %.2f | %.2f | %.2f |\n",
+                  sh.E, sh.topk, dist, tok, t_def, def.grid, def.threads, best, bp.grid,
+                  bp.threads, other[0], other[1], other[2], other[3]);
       std::fflush(stdout);
       std::fflush(csv);
     }

@@ -249,7 +249,7 @@ const std::array<Variant, 12> kVariants = {{
      baseline_na, fill_overlap_workspace, by_dtype<FillOverlap>},
     {{"tiny",
       "ours, small inputs: one launch, every block ranks all slots (shared atomics), writes its "
-      "own chunk of rows; unstable",
+      "own chunk of rows; no workspace; unstable",
       "numel <= 32768, 4*(numel+2E+1) bytes of shared memory"},
      tiny_not_applicable, no_workspace, by_dtype<Tiny>},
     {{"oneshot",
@@ -281,28 +281,22 @@ const Variant& by_name(std::string_view n) {
   return kVariants[0];
 }
 
-// From the H100 table in docs/bench/align.md (B = 128, E 8..512, 1..65536
-// tokens): tiny inputs whose padding one block can write (<= 64K rows) go to
-// the SGLang-style kernels, whose launch sequence is the cheapest there (the
-// 0x5 small path only while it has few ids and experts, 0x4 in the rest of
-// the small-batch region); larger inputs go to the stable designs.
+// From the H100 measurements in docs/bench/align.md and the probe_align sweep
+// (B = 128, E 8..1024, 1..4096 tokens): `tiny` (one launch, padding spread
+// over up to one block per SM) wherever it applies up to 16384 slots; larger
+// inputs go to the stable designs (oneshot / twopass / persistent by size);
+// warpscan is the last resort (always applicable for E <= 16384).
 const Variant& auto_pick(const Problem& p) {
-  static const Variant& fill_overlap = by_name("fill-overlap");
+  static const Variant& tiny = by_name("tiny");
   static const Variant& warpscan = by_name("warpscan");
-  static const Variant& stable = by_name("stable");
-  const std::int64_t n = p.numel;
-  const int E = p.num_experts;
-  if (n <= 2048 && p.max_num_tokens_padded <= 65536 &&
-      fill_overlap.not_applicable(p) == nullptr) {
-    if (n < 1024 && E <= 64) return n <= 256 && E <= 16 ? fill_overlap : warpscan;
-    return fill_overlap;
-  }
+  if (p.numel <= 16384 && tiny.not_applicable(p) == nullptr) return tiny;
   switch (stable_path(p)) {
     case StablePath::kPersistent: return by_name("persistent");
     case StablePath::kTwoPass: return by_name("twopass");
     default: break;
   }
   if (oneshot_not_applicable(p) == nullptr) return by_name("oneshot");
+  if (tiny.not_applicable(p) == nullptr) return tiny;
   return warpscan;
 }
 
@@ -319,9 +313,8 @@ const Variant* find(std::string_view name) {
 const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
 
 std::string_view auto_rule() {
-  return "numel <= 2048 and <= 64K padded rows: fill-overlap (warpscan if numel < 1024, E <= 64 "
-         "and not (numel <= 256, E <= 16)); else as stable: oneshot if numel <= 32768 (16384 "
-         "when E <= 16), persistent if E >= 512, else twopass";
+  return "tiny if numel <= 16384 (and its shared memory fits); else as stable: oneshot if "
+         "numel <= 32768 (16384 when E <= 16), persistent if E >= 512, else twopass";
 }
 
 }  // namespace moekit::align

@@ -6,10 +6,8 @@
 //   1. loads ALL ids (few: numel <= kTinyMaxNumel; the first loads are issued
 //      before the counters are zeroed so their latency overlaps) and ranks each
 //      slot inside its expert with a shared-memory atomicAdd whose return value
-//      is the rank (or, for few experts, one atomic per group of equal lanes
-//      found by ballots, see warp_peers), keeping (expert, rank) per slot in
-//      shared memory;
-//   2. scans the padded counts (one block scan over E);
+//      is the rank, keeping (expert, rank) per slot in shared memory;
+//   2. scans the padded counts (warp-contiguous block scan, 2 barriers);
 //   3. writes ONLY its own contiguous chunk [r0, r1) of sorted_token_ids:
 //      the padding rows of the chunk (16-byte stores where four rows are all
 //      padding), the expert_ids of the blocks that start in the chunk, and the
@@ -19,7 +17,7 @@
 // Atomic ranks differ between blocks, which is why one block places all the
 // slots of an expert: each expert is placed by exactly one block, with that
 // block's ranks, so every slot lands exactly once. The order of slots inside
-// an expert is not defined (not a stable variant).
+// an expert is not defined (not a stable variant). 4 barriers in all.
 #pragma once
 
 #include "align/common.cuh"
@@ -33,13 +31,8 @@ constexpr int kTinyMaxNumel = 32768;  // every block re-reads all ids: a small-i
 constexpr int kTinyExpertBits = 14;   // E <= 16384: expert in the low bits of a packed slot
 constexpr int kTinyExpertMask = (1 << kTinyExpertBits) - 1;
 constexpr int kTinyMaxExperts = 1 << kTinyExpertBits;
-constexpr int kTinyUnroll = 4;  // 16-byte id loads in flight per thread
-
-// How a block ranks the slots of one 32-lane group.
-enum class TinyRank {
-  kAtomic,  // one shared atomicAdd per slot (same-expert lanes serialise)
-  kPeers,   // lanes of one expert found by log2(E)+1 ballots, one atomic per group
-};
+constexpr int kTinyNarrow = 4;  // narrow path: up to 4 slots per thread, scalar loads
+constexpr int kTinyUnroll = 2;  // wide path: 16-byte id loads in flight per thread
 
 // Shared memory: packed slots (numel rounded up to 4, first so vector stores
 // are 16-byte aligned), E counters, E + 1 scan entries.
@@ -48,57 +41,41 @@ inline std::size_t tiny_smem(std::int64_t numel, int num_experts) {
                         2 * static_cast<std::size_t>(num_experts) + 1);
 }
 
-// cs[0, n) = exclusive scan of padded(cnt[i], B); cs[n] = total, also
-// returned. Each thread owns a contiguous chunk of experts (so n may exceed
-// the block); 2 barriers, plus one so every thread sees cs on return.
+// cs[0, E) = exclusive scan of padded(cnt[e], B); cs[E] = total, returned.
+// Warp w owns experts [w*per, (w+1)*per) (per a multiple of 32) and walks
+// them 32 at a time, so every shared access is consecutive (no bank
+// conflicts whatever E is). 2 barriers.
 template <int kThreads>
-__device__ __forceinline__ int tiny_padded_scan(const int* cnt, int* cs, int n, int B,
+__device__ __forceinline__ int tiny_padded_scan(const int* cnt, int* cs, int E, int B,
                                                 int* warp_sums) {
   constexpr int kWarps = kThreads / kWarp;
-  const int t = threadIdx.x, lane = t & (kWarp - 1), w = t / kWarp;
-  const int per = (n + kThreads - 1) / kThreads;
-  const int lo = min(t * per, n), hi = min(lo + per, n);
+  const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp;
+  const int per = (E + kWarps * kWarp - 1) / (kWarps * kWarp) * kWarp;
+  const int lo = min(w * per, E), hi = min(lo + per, E);
   int s = 0;
-  for (int i = lo; i < hi; ++i) s += padded(cnt[i], B);
-  const int incl = warp_inclusive_scan(s);
-  if (lane == kWarp - 1) warp_sums[w] = incl;
+#pragma unroll 1
+  for (int i = lo + lane; i < hi; i += kWarp) s += padded(cnt[i], B);
+#pragma unroll
+  for (int d = kWarp / 2; d > 0; d >>= 1) s += __shfl_xor_sync(kFullMask, s, d);
+  if (lane == 0) warp_sums[w] = s;
   __syncthreads();
-  if (w == 0) {
-    const int v = lane < kWarps ? warp_sums[lane] : 0;
+  int run = lane < w ? warp_sums[lane] : 0;  // kWarps <= 32
+#pragma unroll
+  for (int d = kWarp / 2; d > 0; d >>= 1) run += __shfl_xor_sync(kFullMask, run, d);
+#pragma unroll 1
+  for (int i = lo; i < hi; i += kWarp) {
+    const int v = i + lane < hi ? padded(cnt[i + lane], B) : 0;
     const int inc = warp_inclusive_scan(v);
-    warp_sums[lane] = inc - v;
-    if (lane == kWarp - 1) warp_sums[kWarp] = inc;
+    if (i + lane < hi) cs[i + lane] = run + inc - v;
+    run += __shfl_sync(kFullMask, inc, kWarp - 1);
   }
+  if (w == kWarps - 1 && lane == 0) cs[E] = run;  // the last warp ends at E
   __syncthreads();
-  int run = warp_sums[w] + incl - s;
-  for (int i = lo; i < hi; ++i) {
-    cs[i] = run;
-    run += padded(cnt[i], B);
-  }
-  const int total = warp_sums[kWarp];
-  if (t == 0) cs[n] = total;
-  __syncthreads();
-  return total;
+  return cs[E];
 }
 
-// Packed (expert, rank) of each of the V slots of one thread, -1 if dropped.
-template <TinyRank kRank, int V>
-__device__ __forceinline__ void tiny_rank(const int (&e)[V], int* cnt, int nbits, int (&out)[V]) {
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    if constexpr (kRank == TinyRank::kAtomic) {
-      out[k] = e[k] >= 0 ? e[k] | (atomicAdd(cnt + e[k], 1) << kTinyExpertBits) : -1;
-    } else {
-      const unsigned peers = warp_peers(e[k], nbits);
-      const int leader = __ffs(peers) - 1;
-      const int lane = threadIdx.x & (kWarp - 1);
-      int base = 0;
-      if (e[k] >= 0 && lane == leader) base = atomicAdd(cnt + e[k], __popc(peers));
-      base = __shfl_sync(kFullMask, base, leader);
-      out[k] = e[k] >= 0 ? e[k] | ((base + __popc(peers & lanemask_lt())) << kTinyExpertBits)
-                         : -1;
-    }
-  }
+__device__ __forceinline__ int tiny_pack(int e, int* cnt) {
+  return e >= 0 ? e | (atomicAdd(cnt + e, 1) << kTinyExpertBits) : -1;
 }
 
 // Is row r (< total) a padding row? e: a guess of its owner, updated.
@@ -108,42 +85,66 @@ __device__ __forceinline__ bool tiny_is_pad(int r, const int* cs, const int* cnt
   return r >= cs[e] + cnt[e];
 }
 
-template <class IdT, int kThreads, TinyRank kRank>
+// Code size matters as much as work here: a launch this short pays for every
+// instruction-cache line it runs through, so loops are kept rolled
+// (`#pragma unroll 1`) except where registers must hold loads in flight.
+// kWide: numel > kTinyNarrow * kThreads (16-byte loads, kTinyUnroll in flight).
+template <class IdT, int kThreads, bool kWide>
 __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
   extern __shared__ int4 sm4[];
   __shared__ int warp_sums[kWarp + 1];
-  constexpr int V = kVec<IdT>, U = kTinyUnroll;
   const int E = a.num_experts, n = a.numel;
   int* slot = reinterpret_cast<int*>(sm4);  // (n + 3) / 4 * 4
   int* cnt = slot + (n + 3) / 4 * 4;        // E
   int* cs = cnt + E;                        // E + 1
   const int t = threadIdx.x;
-  const bool aligned = ids_aligned16(a);
-  const int nbits = expert_bits(E);
 
-  // 1. Rank. The first loads go out before the counters are zeroed.
-  int ev[U][V];
+  // 1. Rank every slot inside its expert. The first loads go out before the
+  // counters are zeroed, so their latency overlaps the zeroing barrier.
+  if constexpr (!kWide) {
+    const IdT* ids = static_cast<const IdT*>(a.ids);
+    IdT raw[kTinyNarrow];
 #pragma unroll
-  for (int u = 0; u < U; ++u) load_experts<IdT>(a, (u * kThreads + t) * V, aligned, ev[u]);
-  for (int e = t; e < E; e += kThreads) cnt[e] = 0;
-  __syncthreads();
-  for (int base = 0; base < n; base += U * kThreads * V) {  // uniform trip count (ballots)
-    if (base > 0) {
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        load_experts<IdT>(a, base + (u * kThreads + t) * V, aligned, ev[u]);
+    for (int k = 0; k < kTinyNarrow; ++k) {
+      const int i = t + k * kThreads;
+      raw[k] = i < n ? __ldg(ids + i) : IdT(-1);
     }
+#pragma unroll 1
+    for (int e = t; e < E; e += kThreads) cnt[e] = 0;
+    __syncthreads();
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int first = base + (u * kThreads + t) * V;
-      if (kRank == TinyRank::kAtomic && first >= n) break;
-      int pk[V];
-      tiny_rank<kRank, V>(ev[u], cnt, nbits, pk);
-      if (first < n) {
-        if constexpr (V == 4)
-          *reinterpret_cast<int4*>(slot + first) = make_int4(pk[0], pk[1], pk[2], pk[3]);
-        else
-          *reinterpret_cast<int2*>(slot + first) = make_int2(pk[0], pk[1]);
+    for (int k = 0; k < kTinyNarrow; ++k) {
+      const int i = t + k * kThreads;
+      if (i < n) slot[i] = tiny_pack(expert_of<IdT>(raw[k], a), cnt);
+    }
+  } else {
+    constexpr int V = kVec<IdT>, U = kTinyUnroll;
+    const bool aligned = ids_aligned16(a);
+    int ev[U][V];
+#pragma unroll
+    for (int u = 0; u < U; ++u) load_experts<IdT>(a, (u * kThreads + t) * V, aligned, ev[u]);
+#pragma unroll 1
+    for (int e = t; e < E; e += kThreads) cnt[e] = 0;
+    __syncthreads();
+#pragma unroll 1
+    for (int base = 0; base < n; base += U * kThreads * V) {
+      if (base > 0) {
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          load_experts<IdT>(a, base + (u * kThreads + t) * V, aligned, ev[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int first = base + (u * kThreads + t) * V;
+        if (first < n) {
+          if constexpr (V == 4)
+            *reinterpret_cast<int4*>(slot + first) =
+                make_int4(tiny_pack(ev[u][0], cnt), tiny_pack(ev[u][1], cnt),
+                          tiny_pack(ev[u][2], cnt), tiny_pack(ev[u][3], cnt));
+          else
+            *reinterpret_cast<int2*>(slot + first) =
+                make_int2(tiny_pack(ev[u][0], cnt), tiny_pack(ev[u][1], cnt));
+        }
       }
     }
   }
@@ -153,55 +154,47 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
   const int total = tiny_padded_scan<kThreads>(cnt, cs, E, a.block_size, warp_sums);
   if (blockIdx.x == 0 && t == 0) *a.total = total;
 
-  // 3. This block's chunk of rows.
-  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.x) * chunk;
-  const std::int64_t r1 = min(r0 + chunk, static_cast<std::int64_t>(a.max_padded));
-  if (r0 >= r1) return;
+  // 3. This block's rows [r0, r1) (r0 < max_padded by the grid size).
+  const int r0 = static_cast<int>(blockIdx.x) * chunk;
+  const int r1 = r0 + min(chunk, a.max_padded - r0);
 
   // Slots of the experts whose rows start in the chunk.
+#pragma unroll 1
   for (int i = t; i < n; i += kThreads) {
     const int v = slot[i];
     if (v < 0) continue;
-    const int e = v & kTinyExpertMask;
-    const int st = cs[e];
+    const int st = cs[v & kTinyExpertMask];
     if (st < r0 || st >= r1) continue;
     const int row = st + (v >> kTinyExpertBits);
     if (row < a.max_padded) a.sorted[row] = i;
   }
 
-  // Padding rows of the chunk: scalar head and tail up to 16-byte alignment,
-  // four rows per vector store in between (mixed vectors: scalars, pad rows only).
+  // Padding rows: scalar rows up to 16-byte alignment at both ends, four rows
+  // per vector store between (mixed vectors: scalar stores, padding rows only).
   const std::int32_t pad = a.numel;
-  const auto mis = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(a.sorted + r0) & 15) / 4);
-  const std::int64_t mid = min(r1, mis == 0 ? r0 : r0 + (4 - mis));
-  const std::int64_t nvec = (r1 - mid) / 4;
-  const std::int64_t vend = mid + 4 * nvec;
+  const int mis = static_cast<int>((reinterpret_cast<std::uintptr_t>(a.sorted + r0) & 15) / 4);
+  const int mid = min(r1, mis == 0 ? r0 : r0 + (4 - mis));
+  const int nvec = (r1 - mid) / 4;
+  const int vend = mid + 4 * nvec;
   int eg = 0;  // owner guess, per thread
-  for (std::int64_t r = r0 + t; r < mid; r += kThreads)
-    if (r >= total || tiny_is_pad(static_cast<int>(r), cs, cnt, E, eg)) a.sorted[r] = pad;
-  for (std::int64_t r = vend + t; r < r1; r += kThreads)
-    if (r >= total || tiny_is_pad(static_cast<int>(r), cs, cnt, E, eg)) a.sorted[r] = pad;
+#pragma unroll 1
+  for (int k = t; k < (mid - r0) + (r1 - vend); k += kThreads) {
+    const int r = k < mid - r0 ? r0 + k : vend + (k - (mid - r0));
+    if (r >= total || tiny_is_pad(r, cs, cnt, E, eg)) a.sorted[r] = pad;
+  }
   int4* q = reinterpret_cast<int4*>(a.sorted + mid);
-  for (std::int64_t v = t; v < nvec; v += kThreads) {
-    const int r = static_cast<int>(mid + 4 * v);
-    if (r + 3 < total) {
-      bool p[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) p[k] = tiny_is_pad(r + k, cs, cnt, E, eg);
-      if (!(p[0] && p[1] && p[2] && p[3])) {
-#pragma unroll
+#pragma unroll 1
+  for (int v = t; v < nvec; v += kThreads) {
+    const int r = mid + 4 * v;
+    if (r < total) {  // may hold slots: row by row
+      int mask = 0;
+#pragma unroll 1
+      for (int k = 0; k < 4; ++k)
+        if (r + k >= total || tiny_is_pad(r + k, cs, cnt, E, eg)) mask |= 1 << k;
+      if (mask != 15) {
+#pragma unroll 1
         for (int k = 0; k < 4; ++k)
-          if (p[k]) a.sorted[r + k] = pad;
-        continue;
-      }
-    } else if (r < total) {
-      bool p[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) p[k] = r + k >= total || tiny_is_pad(r + k, cs, cnt, E, eg);
-      if (!(p[0] && p[1] && p[2] && p[3])) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-          if (p[k]) a.sorted[r + k] = pad;
+          if ((mask >> k) & 1) a.sorted[r + k] = pad;
         continue;
       }
     }
@@ -209,12 +202,14 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
   }
 
   // expert_ids of the blocks whose first row lies in the chunk.
-  const std::int64_t B = a.block_size;
-  const std::int64_t j0 = (r0 + B - 1) / B;
-  const std::int64_t j1 = min((r1 + B - 1) / B, static_cast<std::int64_t>(a.max_blocks));
-  for (std::int64_t j = j0 + t; j < j1; j += kThreads) {
-    const std::int64_t row = j * B;
-    a.eids[j] = row < total ? owner_of(cs, E, static_cast<int>(row)) : -1;
+  // 32-bit unsigned: r1 + B - 1 < 2^32, and a 64-bit division costs code.
+  const unsigned B = static_cast<unsigned>(a.block_size);
+  const int j0 = static_cast<int>((static_cast<unsigned>(r0) + B - 1) / B);
+  const int j1 = min(static_cast<int>((static_cast<unsigned>(r1) + B - 1) / B), a.max_blocks);
+#pragma unroll 1
+  for (int j = j0 + t; j < j1; j += kThreads) {
+    const int row = j * static_cast<int>(B);
+    a.eids[j] = row < total ? owner_of(cs, E, row) : -1;
   }
 }
 
@@ -223,15 +218,13 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
 struct TinyPlan {
   int grid = 1;
   int chunk = 4;
-  int threads = 512;
-  TinyRank rank = TinyRank::kAtomic;
+  int threads = 256;
 };
 
 // Rows per block from a wanted grid size (clamped to [1, rows / 4]).
-inline TinyPlan tiny_plan_with(const Problem& p, int want_grid, int threads, TinyRank rank) {
+inline TinyPlan tiny_plan_with(const Problem& p, int want_grid, int threads) {
   TinyPlan pl;
   pl.threads = threads;
-  pl.rank = rank;
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
   const std::int64_t g = std::clamp<std::int64_t>(want_grid, 1, ceil_div<std::int64_t>(rows, 4));
   const std::int64_t chunk = ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, g), 4) * 4;
@@ -240,15 +233,19 @@ inline TinyPlan tiny_plan_with(const Problem& p, int want_grid, int threads, Tin
   return pl;
 }
 
-// Default shape (docs/align.md, "tiny"): ~8 KiB of sorted_token_ids per block,
-// at most one block per SM, and fewer blocks as numel grows (each re-reads all
-// ids); ballots for few experts, where atomics on the same counter collide.
+// Default shape, from the H100 sweep (probe_align sweep, docs/align.md):
+// ~1024 rows (4 KiB) of sorted_token_ids per block, at most one block per SM;
+// 256 threads while numel <= 1024 (fewer warps = shorter barriers), 512 up to
+// 4096, 1024 beyond (every block ranks all slots: more threads, more atomics
+// in flight), and never fewer than one thread per 16 rows of a chunk.
 inline TinyPlan tiny_plan(const Problem& p) {
   const int sms = device_caps().sm_count;
-  const std::int64_t by_rows = ceil_div<std::int64_t>(p.max_num_tokens_padded, 2048);
-  const std::int64_t by_ids = std::max<std::int64_t>(8, (std::int64_t(1) << 20) / std::max<std::int64_t>(p.numel, 1));
-  const int g = static_cast<int>(std::min<std::int64_t>({by_rows, by_ids, sms}));
-  return tiny_plan_with(p, g, 512, p.num_experts <= 16 ? TinyRank::kPeers : TinyRank::kAtomic);
+  const std::int64_t g = std::clamp<std::int64_t>(
+      ceil_div<std::int64_t>(p.max_num_tokens_padded, 1024), 1, sms);
+  int threads = p.numel <= 1024 ? 256 : p.numel <= 4096 ? 512 : 1024;
+  const std::int64_t chunk = ceil_div<std::int64_t>(std::max<std::int64_t>(p.max_num_tokens_padded, 1), g);
+  while (threads < 1024 && chunk > 16 * threads) threads *= 2;
+  return tiny_plan_with(p, static_cast<int>(g), threads);
 }
 
 inline const char* tiny_not_applicable(const Problem& p) {
@@ -259,20 +256,19 @@ inline const char* tiny_not_applicable(const Problem& p) {
   return nullptr;
 }
 
-template <class IdT, int kThreads, TinyRank kRank>
+template <class IdT, int kThreads, bool kWide>
 inline void launch_tiny_as(const Args& a, const TinyPlan& pl, std::size_t smem, cudaStream_t s) {
-  allow_smem(tiny_kernel<IdT, kThreads, kRank>, smem);
-  tiny_kernel<IdT, kThreads, kRank><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
+  allow_smem(tiny_kernel<IdT, kThreads, kWide>, smem);
+  tiny_kernel<IdT, kThreads, kWide><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
 }
 
-template <class IdT, TinyRank kRank>
-inline void launch_tiny_rank(const Args& a, const TinyPlan& pl, std::size_t smem,
-                             cudaStream_t s) {
-  switch (pl.threads) {
-    case 256: launch_tiny_as<IdT, 256, kRank>(a, pl, smem, s); break;
-    case 1024: launch_tiny_as<IdT, 1024, kRank>(a, pl, smem, s); break;
-    default: launch_tiny_as<IdT, 512, kRank>(a, pl, smem, s); break;
-  }
+template <class IdT, int kThreads>
+inline void launch_tiny_threads(const Args& a, const TinyPlan& pl, std::size_t smem,
+                                cudaStream_t s) {
+  if (a.numel > kTinyNarrow * kThreads)
+    launch_tiny_as<IdT, kThreads, true>(a, pl, smem, s);
+  else
+    launch_tiny_as<IdT, kThreads, false>(a, pl, smem, s);
 }
 
 template <class IdT>
@@ -280,10 +276,11 @@ inline void launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s,
                         const TinyPlan& pl) {
   const Args a = make_args(p, bufs);
   const std::size_t smem = tiny_smem(p.numel, p.num_experts);
-  if (pl.rank == TinyRank::kPeers)
-    launch_tiny_rank<IdT, TinyRank::kPeers>(a, pl, smem, s);
-  else
-    launch_tiny_rank<IdT, TinyRank::kAtomic>(a, pl, smem, s);
+  switch (pl.threads) {
+    case 512: launch_tiny_threads<IdT, 512>(a, pl, smem, s); break;
+    case 1024: launch_tiny_threads<IdT, 1024>(a, pl, smem, s); break;
+    default: launch_tiny_threads<IdT, 256>(a, pl, smem, s); break;
+  }
 }
 
 template <class IdT>
