@@ -282,14 +282,15 @@ const Variant& by_name(std::string_view n) {
 }
 
 // From the H100 measurements in docs/bench/align.md and the probe_align sweep
-// (B = 128, E 8..1024, 1..4096 tokens): `tiny` (one launch, padding spread
-// over up to one block per SM) wherever it applies up to 16384 slots; larger
-// inputs go to the stable designs (oneshot / twopass / persistent by size);
-// warpscan is the last resort (always applicable for E <= 16384).
+// (B = 128, E 8..16384, 1..4096 tokens): `tiny` (one launch, padding spread
+// over up to one block per SM) wherever it applies up to 8192 slots; it beat
+// every other variant there, and lost to oneshot by 0.1-0.3 µs at 16384 slots.
+// Larger inputs go to the stable designs (oneshot / twopass / persistent by
+// size); warpscan is the last resort (always applicable for E <= 16384).
 const Variant& auto_pick(const Problem& p) {
   static const Variant& tiny = by_name("tiny");
   static const Variant& warpscan = by_name("warpscan");
-  if (p.numel <= 16384 && tiny.not_applicable(p) == nullptr) return tiny;
+  if (p.numel <= 8192 && tiny.not_applicable(p) == nullptr) return tiny;
   switch (stable_path(p)) {
     case StablePath::kPersistent: return by_name("persistent");
     case StablePath::kTwoPass: return by_name("twopass");
@@ -313,7 +314,7 @@ const Variant* find(std::string_view name) {
 const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
 
 std::string_view auto_rule() {
-  return "tiny if numel <= 16384 (and its shared memory fits); else as stable: oneshot if "
+  return "tiny if numel <= 8192 (and its shared memory fits); else as stable: oneshot if "
          "numel <= 32768 (16384 when E <= 16), persistent if E >= 512, else twopass";
 }
 
