@@ -35,17 +35,30 @@ __device__ __forceinline__ VecN<T, N> apply_vec(const VecN<T, N>& xv, const VecN
   return o;
 }
 
-// Hopper programmatic dependent launch: when launched with the attribute, wait
-// for the previous grid in the stream (its writes become visible) before
-// reading, and let the next grid start launching right away; it waits on us in
-// turn. Both are no-ops before sm_90 and when not compiled in.
-template <bool kPdl>
+// Hopper programmatic dependent launch (PDL), for kernels launched with the
+// programmatic-serialization attribute. Every mode waits for the previous grid
+// in the stream (its writes become visible) before reading. They differ in when
+// the next grid may start launching:
+//   kPdlEarly: at once. Best for one-wave, latency-bound grids.
+//   kPdlLate:  as each block finishes its work, so the next grid launches only
+//              when every block of this one is done or finishing: dependents
+//              never occupy SM slots a multi-wave grid still needs, but their
+//              launch overlaps this grid's tail.
+// All are no-ops before sm_90 and without the launch attribute.
+enum PdlMode : int { kPdlNone = 0, kPdlEarly = 1, kPdlLate = 2 };
+
+template <int kPdl>
 __device__ __forceinline__ void pdl_begin() {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  if constexpr (kPdl) {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  }
+  if constexpr (kPdl != kPdlNone) asm volatile("griddepcontrol.wait;" ::: "memory");
+  if constexpr (kPdl == kPdlEarly) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <int kPdl>
+__device__ __forceinline__ void pdl_end() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  if constexpr (kPdl == kPdlLate) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
@@ -117,7 +130,7 @@ __global__ void __launch_bounds__(1024, 2) seed_kernel(const T* __restrict__ in,
 // N = 16 / sizeof(T) is the bandwidth shape; small N shortens each thread's
 // dependent math chain, which is what a latency-bound (few-token) launch waits
 // for. kWide: nvec >= 2^32 (64-bit division instead of FastDivU32).
-template <class T, Activation A, int N, int U, bool kWide, bool kPdl>
+template <class T, Activation A, int N, int U, bool kWide, int kPdl>
 __global__ void flat_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t nvec,
                             std::int64_t dv, FastDivU32 div_dv) {
   constexpr int V = N;
@@ -143,6 +156,7 @@ __global__ void flat_kernel(const T* __restrict__ in, T* __restrict__ out, std::
       if (v < nvec) apply_vec<T, A>(xv[u], yv[u]).store(out + v * V);
     }
   }
+  pdl_end<kPdl>();
 }
 
 // Rows not split into whole vectors (odd d, d % N != 0, or unaligned bases):
@@ -150,7 +164,7 @@ __global__ void flat_kernel(const T* __restrict__ in, T* __restrict__ out, std::
 // outputs (possibly across a row end), gathers their 2N inputs with element
 // loads (all issued before any math) and writes one N-element vector when the
 // output base allows. kWide: n >= 2^32.
-template <class T, Activation A, int N, bool kWide, bool kPdl>
+template <class T, Activation A, int N, bool kWide, int kPdl>
 __global__ void flat_unaligned_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t n,
                                       std::int64_t d, FastDivU32 div_d, bool out_aligned) {
   constexpr int V = N;
@@ -190,6 +204,7 @@ __global__ void flat_unaligned_kernel(const T* __restrict__ in, T* __restrict__ 
       }
     }
   }
+  pdl_end<kPdl>();
 }
 
 }  // namespace moekit::act::detail
