@@ -1,6 +1,7 @@
 #!/bin/bash
 # Device run for the align family: GPU test, sanitizers on the subset, bench,
-# then (when probe_align is there) harness calibration and the tiny sweep.
+# then (when probe_align is there) harness calibration, the tiny sweep and
+# the tiny phase breakdown.
 # Copy build-*/tests/align/gpu_align, build-*/bench/align/bench_align,
 # build-*/bench/align/probe_align and this script into .dev/<dir>/, then on
 # the device: bash .dev/<dir>/device_run.sh
@@ -15,11 +16,13 @@ timeout 100 ./bench_align > $OUT/bench.md 2> $OUT/bench.err; echo "bench rc=$? t
 if [ -x ./probe_align ]; then
   timeout 20 ./probe_align calib > $OUT/calib.md 2>&1; echo "calib rc=$? t=$SECONDS" >> $OUT/times.txt
   timeout 60 ./probe_align sweep $OUT/sweep.csv > $OUT/sweep.md 2>&1; echo "sweep rc=$? t=$SECONDS" >> $OUT/times.txt
+  timeout 20 ./probe_align phases > $OUT/phases.md 2>&1; echo "phases rc=$? t=$SECONDS" >> $OUT/times.txt
 fi
 echo "=== env"; cat $OUT/env.log $OUT/times.txt
 echo "=== gpu"; grep -E "FAIL|align GPU|ERROR|error|doctest\] (test|assert)" $OUT/gpu.log | head -30
 echo "=== memcheck"; grep -E "FAIL|align GPU|ERROR SUMMARY|Invalid" $OUT/memcheck.log | head -10
 echo "=== racecheck"; grep -E "FAIL|align GPU|RACECHECK SUMMARY|ERROR SUMMARY|hazard" $OUT/racecheck.log | head -10
 echo "=== calib"; cat $OUT/calib.md 2>/dev/null
+echo "=== phases"; cat $OUT/phases.md 2>/dev/null
 echo "=== sweep"; cat $OUT/sweep.md 2>/dev/null
 echo "=== bench"; tail -3 $OUT/bench.err; grep -E "^\| (1|16|64|256|1024|4096) \|" $OUT/bench.md | head -0

@@ -4,6 +4,9 @@
 //                                SGLang 0x5 port under several timing setups
 //   probe_align sweep FILE.csv   `tiny` launch shapes (grid x threads)
 //                                per bench shape; best per shape on stdout
+//   probe_align phases           `tiny` at 1 token (E = 8, 256, 512): clock64
+//                                per phase per block and global-timer block
+//                                start skew, from an instrumented copy
 //   probe_align ncu              two launches of each kernel of interest, for
 //                                `ncu --metrics gpu__time_duration.sum ...`
 //
@@ -349,6 +352,164 @@ int sweep(const char* csv_path) {
   return 0;
 }
 
+
+// ---- phases: an instrumented copy of `tiny` (tiny_kernel<..., StampProbe>).
+// Thread 0 of every block stamps clock64 at: 0 entry, 1 its first id arrived
+// (the probe waits for it there), 2 counters zeroed (barrier), 3 slots ranked
+// (barrier), 4 scan done (2 barriers), 5 slots placed, 6 padding written,
+// 7 expert_ids written and a closing barrier; plus the global timer at entry
+// and exit (to compare blocks on different SMs).
+constexpr int kStampBlocks = 256;
+constexpr int kPhases = 8;
+__device__ long long g_clk[kStampBlocks][kPhases];
+__device__ unsigned long long g_gt[kStampBlocks][2];
+__device__ int g_sink[kStampBlocks];
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+  return t;
+}
+__device__ __forceinline__ long long clk() {
+  long long c;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+  return c;
+}
+struct StampProbe {
+  __device__ static void mark(int ph) {
+    if (threadIdx.x != 0 || blockIdx.x >= kStampBlocks) return;
+    if (ph == 0) g_gt[blockIdx.x][0] = global_ns();
+    g_clk[blockIdx.x][ph] = clk();
+  }
+  __device__ static void loaded(int v) {
+    if (threadIdx.x != 0 || blockIdx.x >= kStampBlocks) return;
+    *reinterpret_cast<volatile int*>(&g_sink[blockIdx.x]) = v;  // waits for the load
+    g_clk[blockIdx.x][1] = clk();
+  }
+  __device__ static void end() {
+    __syncthreads();
+    mark(7);
+    if (threadIdx.x == 0 && blockIdx.x < kStampBlocks) g_gt[blockIdx.x][1] = global_ns();
+  }
+};
+
+__global__ void clock_rate_kernel(long long ns, long long* out) {
+  const long long c0 = clk();
+  const unsigned long long t0 = global_ns();
+  unsigned long long t = t0;
+  while (static_cast<long long>(t - t0) < ns) t = global_ns();
+  out[0] = clk() - c0;
+  out[1] = static_cast<long long>(t - t0);
+}
+
+template <int kThreads, class Probe>
+void launch_tiny_narrow(const Setup& su, int copy, cudaStream_t s, const ad::TinyPlan& pl) {
+  const ad::Args a = ad::make_args(su.p, su.buffers(copy));
+  const std::size_t smem = ad::tiny_smem(su.p.numel, su.p.num_experts);
+  ad::allow_smem(ad::tiny_kernel<std::int32_t, kThreads, false, Probe>, smem);
+  ad::tiny_kernel<std::int32_t, kThreads, false, Probe><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int phases() {
+  std::mt19937_64 rng(42);
+  spin_ms(20);
+  DeviceBuffer rate(16);
+  clock_rate_kernel<<<1, 1>>>(2000000, rate.as<long long>());
+  cuda_sync("clock rate");
+  long long r[2];
+  rate.download(r, sizeof(r));
+  const double ghz = static_cast<double>(r[0]) / static_cast<double>(r[1]);
+  std::printf("SM clock during the probe: %.3f GHz (clock64 / globaltimer over 2 ms)\n\n", ghz);
+  std::printf("ns from block entry (thread 0, block 0 | slowest block), median of 40 launches, "
+              "each the last of a 20-launch graph replay\n\n");
+  std::printf("| E, topk | grid x thr | tiny us | stamped us | id arrived | zeroed+bar | ranked+bar | "
+              "scanned | slots | padding | eids+bar = body | slowest body | start skew max / med | "
+              "span (global timer) | tiny 128 thr us | tiny 64 thr us |\n"
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  const std::vector<Shape> shapes = {{8, 2, false}, {256, 8, false}, {512, 8, false}};
+  unsigned long long res = ~0ull;  // smallest non-zero global timer step seen
+  for (const Shape& sh : shapes) {
+    Setup su(sh, 1, rng);
+    const ad::TinyPlan pl = ad::tiny_plan(su.p);
+    if (pl.threads != 256 || su.p.numel > ad::kTinyNarrow * 64 || pl.grid > kStampBlocks) {
+      std::printf("| %d, %d | unexpected plan (%d x %d) |\n", sh.E, sh.topk, pl.grid, pl.threads);
+      continue;
+    }
+    auto f_def = variant_launch(su, "tiny");
+    auto f_st = [&su, pl](cudaStream_t s, int c) { launch_tiny_narrow<256, StampProbe>(su, c, s, pl); };
+    auto f_128 = [&su, pl](cudaStream_t s, int c) {
+      launch_tiny_narrow<128, ad::TinyNoProbe>(su, c, s, pl);
+    };
+    auto f_64 = [&su, pl](cudaStream_t s, int c) {
+      launch_tiny_narrow<64, ad::TinyNoProbe>(su, c, s, pl);
+    };
+    const bool ok = su.verify(f_st) && su.verify(f_128) && su.verify(f_64);
+    const double us_def = bench_like(f_def, su.copies);
+    const double us_st = bench_like(f_st, su.copies);
+    const double us_128 = bench_like(f_128, su.copies);
+    const double us_64 = bench_like(f_64, su.copies);
+
+    // Graph of 20 stamped launches; the stamps left are the last launch's.
+    cudaStream_t s;
+    cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
+    for (int i = 0; i < 20; ++i) f_st(s, i % su.copies);
+    cuda_check(cudaStreamEndCapture(s, &g), "end capture");
+    cuda_check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+    for (int i = 0; i < 10; ++i) cudaGraphLaunch(ge, s);
+    cuda_check(cudaStreamSynchronize(s), "warm");
+    const int G = pl.grid;
+    std::vector<std::vector<double>> ph(kPhases);  // block 0, ns since entry
+    std::vector<double> slow, skew_max, skew_med, span;
+    std::vector<long long> hc(static_cast<std::size_t>(kStampBlocks) * kPhases);
+    std::vector<unsigned long long> hg(static_cast<std::size_t>(kStampBlocks) * 2);
+    for (int rep = 0; rep < 40; ++rep) {
+      cudaGraphLaunch(ge, s);
+      cuda_check(cudaStreamSynchronize(s), "stamps");
+      cuda_check(cudaMemcpyFromSymbol(hc.data(), g_clk, hc.size() * sizeof(long long)), "clk");
+      cuda_check(cudaMemcpyFromSymbol(hg.data(), g_gt, hg.size() * sizeof(long long)), "gt");
+      for (int k = 1; k < kPhases; ++k)
+        ph[k].push_back(static_cast<double>(hc[k] - hc[0]) / ghz);
+      double sl = 0;
+      unsigned long long t0 = ~0ull, t1 = 0;
+      std::vector<double> starts;
+      for (int b = 0; b < G; ++b) {
+        const long long* c = &hc[static_cast<std::size_t>(b) * kPhases];
+        sl = std::max(sl, static_cast<double>(c[7] - c[0]) / ghz);
+        t0 = std::min(t0, hg[2 * b]);
+        t1 = std::max(t1, hg[2 * b + 1]);
+      }
+      for (int b = 0; b < G; ++b) starts.push_back(static_cast<double>(hg[2 * b] - t0));
+      std::vector<unsigned long long> all(hg.begin(), hg.begin() + 2 * G);
+      std::sort(all.begin(), all.end());
+      for (std::size_t k = 1; k < all.size(); ++k)
+        if (all[k] > all[k - 1]) res = std::min(res, all[k] - all[k - 1]);
+      slow.push_back(sl);
+      skew_max.push_back(*std::max_element(starts.begin(), starts.end()));
+      skew_med.push_back(median_of(starts));
+      span.push_back(static_cast<double>(t1 - t0));
+    }
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+    std::printf("| %d, %d | %d x %d | %.2f | %.2f |", sh.E, sh.topk, G, pl.threads, us_def, us_st);
+    for (int k = 1; k < kPhases; ++k) std::printf(" %.0f |", median_of(ph[k]));
+    std::printf(" %.0f | %.0f / %.0f | %.0f | %.2f | %.2f |%s\n", median_of(slow),
+                median_of(skew_max), median_of(skew_med), median_of(span), us_128, us_64,
+                ok ? "" : " FAIL");
+    std::fflush(stdout);
+  }
+  std::printf("\nglobal timer: smallest non-zero step seen %llu ns\n", res);
+  return 0;
+}
+
 int ncu_mode() {
   std::mt19937_64 rng(42);
   DeviceBuffer in(4096), out(4096);
@@ -381,10 +542,11 @@ int main(int argc, char** argv) {
     if (mode == "calib") return calib();
     if (mode == "sweep") return sweep(argc > 2 ? argv[2] : "sweep.csv");
     if (mode == "ncu") return ncu_mode();
+    if (mode == "phases") return phases();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "probe_align: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | ncu\n");
+  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | ncu\n");
   return 2;
 }
