@@ -356,9 +356,11 @@ int sweep(const char* csv_path) {
 // ---- phases: an instrumented copy of `tiny` (tiny_kernel<..., StampProbe>).
 // Thread 0 of every block stamps clock64 at: 0 entry, 1 its first id arrived
 // (the probe waits for it there), 2 counters zeroed (barrier), 3 slots ranked
-// (barrier), 4 scan done (2 barriers), 5 slots placed, 6 padding written,
-// 7 expert_ids written and a closing barrier; plus the global timer at entry
-// and exit (to compare blocks on different SMs).
+// (barrier), 4 scan pass 1 + warp offsets (1 barrier), 5 pass 2: final
+// starts, the experts' padding rows and expert_ids, 6 rows past
+// num_tokens_post_pad + -1 expert_ids + barrier, 7 slots placed and a closing
+// barrier; plus the global timer at entry and exit (to compare blocks on
+// different SMs).
 constexpr int kStampBlocks = 256;
 constexpr int kPhases = 8;
 __device__ long long g_clk[kStampBlocks][kPhases];
@@ -428,7 +430,7 @@ int phases() {
   std::printf("ns from block entry (thread 0, block 0 | slowest block), median of 40 launches, "
               "each the last of a 20-launch graph replay\n\n");
   std::printf("| E, topk | grid x thr | tiny us | stamped us | id arrived | zeroed+bar | ranked+bar | "
-              "scanned | slots | padding | eids+bar = body | slowest body | start skew max / med | "
+              "scanned | expert pad+eids | tail+bar | slots+bar = body | slowest body | start skew max / med | "
               "span (global timer) | tiny 128 thr us | tiny 64 thr us |\n"
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   const std::vector<Shape> shapes = {{8, 2, false}, {256, 8, false}, {512, 8, false}};

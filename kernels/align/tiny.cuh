@@ -7,12 +7,14 @@
 //      before the counters are zeroed so their latency overlaps) and ranks each
 //      slot inside its expert with a shared-memory atomicAdd whose return value
 //      is the rank, keeping (expert, rank) per slot in shared memory;
-//   2. scans the padded counts (warp-contiguous block scan, 2 barriers);
-//   3. writes ONLY its own contiguous chunk [r0, r1) of sorted_token_ids:
-//      the padding rows of the chunk (16-byte stores where four rows are all
-//      padding), the expert_ids of the blocks that start in the chunk, and the
-//      slots of every expert whose row range STARTS in the chunk (they may run
-//      into the next chunk, whose owner skips them as non-padding rows).
+//   2. scans the padded counts (warp-contiguous block scan, 1 barrier), then,
+//      expert by expert, adds each warp's offset and writes the padding rows
+//      and expert_ids that the expert's row range has in this block's chunk
+//      [r0, r1) of sorted_token_ids (no owner lookups);
+//   3. fills the chunk's rows past num_tokens_post_pad (16-byte stores) and
+//      the -1 tail of expert_ids, and after a barrier writes the slots of every
+//      expert whose row range STARTS in the chunk (they may run into the next
+//      chunk, whose block skips them as non-padding rows).
 //
 // Atomic ranks differ between blocks, which is why one block places all the
 // slots of an expert: each expert is placed by exactly one block, with that
@@ -41,48 +43,35 @@ inline std::size_t tiny_smem(std::int64_t numel, int num_experts) {
                         2 * static_cast<std::size_t>(num_experts) + 1);
 }
 
-// cs[0, E) = exclusive scan of padded(cnt[e], B); cs[E] = total, returned.
-// Warp w owns experts [w*per, (w+1)*per) (per a multiple of 32) and walks
-// them 32 at a time, so every shared access is consecutive (no bank
-// conflicts whatever E is). 2 barriers.
-template <int kThreads>
-__device__ __forceinline__ int tiny_padded_scan(const int* cnt, int* cs, int E, int B,
-                                                int* warp_sums) {
-  constexpr int kWarps = kThreads / kWarp;
-  const int lane = threadIdx.x & (kWarp - 1), w = threadIdx.x / kWarp;
-  const int per = (E + kWarps * kWarp - 1) / (kWarps * kWarp) * kWarp;
-  const int lo = min(w * per, E), hi = min(lo + per, E);
-  int s = 0;
-#pragma unroll 1
-  for (int i = lo + lane; i < hi; i += kWarp) s += padded(cnt[i], B);
-#pragma unroll
-  for (int d = kWarp / 2; d > 0; d >>= 1) s += __shfl_xor_sync(kFullMask, s, d);
-  if (lane == 0) warp_sums[w] = s;
-  __syncthreads();
-  int run = lane < w ? warp_sums[lane] : 0;  // kWarps <= 32
-#pragma unroll
-  for (int d = kWarp / 2; d > 0; d >>= 1) run += __shfl_xor_sync(kFullMask, run, d);
-#pragma unroll 1
-  for (int i = lo; i < hi; i += kWarp) {
-    const int v = i + lane < hi ? padded(cnt[i + lane], B) : 0;
-    const int inc = warp_inclusive_scan(v);
-    if (i + lane < hi) cs[i + lane] = run + inc - v;
-    run += __shfl_sync(kFullMask, inc, kWarp - 1);
+// Division by the block size B: a shift when B is a power of two (the usual
+// case), else a real division (~20 dependent instructions, paid per use).
+struct TinyDivB {
+  int B, shift;  // shift < 0: B is not a power of two
+  __device__ __forceinline__ int div(int x) const { return shift >= 0 ? x >> shift : x / B; }
+  __device__ __forceinline__ int pad(int c) const {
+    return shift >= 0 ? (c + B - 1) & -B : padded(c, B);
   }
-  if (w == kWarps - 1 && lane == 0) cs[E] = run;  // the last warp ends at E
-  __syncthreads();
-  return cs[E];
+};
+
+__device__ __forceinline__ TinyDivB tiny_divb(int b) {
+  return TinyDivB{b, (b & (b - 1)) == 0 ? __ffs(b) - 1 : -1};
+}
+
+// Inclusive scan over the first kWidth lanes (a power of two <= 32): only
+// log2(kWidth) shuffle steps, e.g. 3 for the 8 warp sums of 256 threads.
+template <int kWidth>
+__device__ __forceinline__ int tiny_lane_scan(int v) {
+  const int lane = threadIdx.x & (kWarp - 1);
+#pragma unroll
+  for (int d = 1; d < kWidth; d <<= 1) {
+    const int n = __shfl_up_sync(kFullMask, v, d);
+    if (lane >= d) v += n;
+  }
+  return v;
 }
 
 __device__ __forceinline__ int tiny_pack(int e, int* cnt) {
   return e >= 0 ? e | (atomicAdd(cnt + e, 1) << kTinyExpertBits) : -1;
-}
-
-// Is row r (< total) a padding row? e: a guess of its owner, updated.
-__device__ __forceinline__ bool tiny_is_pad(int r, const int* cs, const int* cnt, int E,
-                                            int& e) {
-  if (r >= cs[e + 1] || r < cs[e]) e = owner_of(cs, E, r);
-  return r >= cs[e] + cnt[e];
 }
 
 // Timing hook. The default does nothing, so the production kernels compile
@@ -94,32 +83,6 @@ struct TinyNoProbe {
   __device__ static void loaded(int) {}
   __device__ static void end() {}
 };
-
-// Padding mask (bit k: row r + k is padding) of rows r..r+3, r < total. One
-// owner lookup for the four rows (the guess e, else a binary search), another
-// only where an expert boundary falls inside them, which never happens when
-// B % 4 == 0 (every cs[e] is a multiple of B). Classifying row by row cost
-// four lookups per vector: 1.1-1.3 us of a 1-token launch (probe_align phases).
-__device__ __forceinline__ int tiny_pad_mask4(int r, const int* cs, const int* cnt, int E,
-                                              int total, int& e) {
-  if (r >= cs[e + 1] || r < cs[e]) e = owner_of(cs, E, r);
-  int lim = cs[e + 1], from = cs[e] + cnt[e], mask = 0;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int rk = r + k;
-    if (rk >= total) {
-      mask |= 1 << k;
-    } else {
-      if (rk >= lim) {
-        e = owner_of(cs, E, rk);
-        lim = cs[e + 1];
-        from = cs[e] + cnt[e];
-      }
-      if (rk >= from) mask |= 1 << k;
-    }
-  }
-  return mask;
-}
 
 // Code size matters as much as work here: a launch this short pays for every
 // instruction-cache line it runs through, so loops are kept rolled
@@ -192,16 +155,118 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
   __syncthreads();
   Probe::mark(3);
 
-  // 2. Layout.
-  const int total = tiny_padded_scan<kThreads>(cnt, cs, E, a.block_size, warp_sums);
+  // 2. Layout: cs[e] = exclusive scan of the padded counts. Warp w owns the
+  // experts [lo, hi) (a 32-aligned contiguous range, so every shared access
+  // is consecutive, no bank conflicts whatever E is) and walks them 32 at a
+  // time. Pass 1 stores warp-relative starts and the warp's sum; pass 2 adds
+  // the warp's offset, from one short shuffle scan of the warp sums. (The
+  // first version summed in pass 1 and scanned in pass 2: one division by B
+  // and one shuffle chain more per expert group.)
+  constexpr int kWarps = kThreads / kWarp;
+  const int lane = t & (kWarp - 1), w = t / kWarp;
+  const TinyDivB db = tiny_divb(a.block_size);
+  const int per = (E + kThreads - 1) / kThreads * kWarp;
+  const int lo = min(w * per, E), hi = min(lo + per, E);
+  {
+    int run = 0;
+#pragma unroll 1
+    for (int i = lo; i < hi; i += kWarp) {
+      const int e = i + lane;
+      const int v = e < hi ? db.pad(cnt[e]) : 0;
+      const int inc = warp_inclusive_scan(v);
+      if (e < hi) cs[e] = run + inc - v;
+      run += __shfl_sync(kFullMask, inc, kWarp - 1);
+    }
+    if (lane == 0) warp_sums[w] = run;
+  }
+  __syncthreads();
+  int excl, total;  // lane k < kWarps: the start of warp k's experts
+  {
+    const int x = lane < kWarps ? warp_sums[lane] : 0;
+    const int xi = tiny_lane_scan<kWarps>(x);
+    excl = xi - x;
+    total = __shfl_sync(kFullMask, xi, kWarps - 1);
+  }
   Probe::mark(4);
   if (blockIdx.x == 0 && t == 0) *a.total = total;
 
-  // 3. This block's rows [r0, r1) (r0 < max_padded by the grid size).
+  // 3. This block's rows [r0, r1) (r0 < max_padded by the grid size) and the
+  // expert_ids [j0, j1) of the blocks whose first row lies in them.
   const int r0 = static_cast<int>(blockIdx.x) * chunk;
   const int r1 = r0 + min(chunk, a.max_padded - r0);
+  const std::int32_t pad = a.numel;
+  const int j0 = db.div(r0 + db.B - 1);  // no overflow: r1 + B <= 2^25 here
+  const int j1 = min(db.div(r1 + db.B - 1), a.max_blocks);
 
-  // Slots of the experts whose rows start in the chunk.
+  // Pass 2, expert by expert: the final start s and, for every expert whose
+  // rows [s, s + padded) meet the chunk, the whole warp writes the padding
+  // rows [s + count, s + padded) and the expert_ids entries of that meet.
+  // No owner lookup anywhere (before: a binary search over the scan per row
+  // vector and per expert_ids entry). Every row below num_tokens_post_pad
+  // belongs to one expert, so each padding row is written once, by the block
+  // of its chunk. The experts that meet a chunk are consecutive, so pass 2
+  // deals consecutive experts to different warps (lane l of warp w takes
+  // l * kWarps + (w ^ g(l)) of each group of kThreads, g making the 32 lanes
+  // hit 32 banks); with pass 1's contiguous ranges one warp did the whole
+  // chunk alone (first device run: +0.1-0.35 us at 16-1024 tokens, 2x at
+  // E = 16384).
+  constexpr int kLanesPerWarpRow = kWarp / kWarps;  // lanes sharing l * kWarps / 32
+  const int mine = lane * kWarps + (w ^ ((lane / kLanesPerWarpRow) & (kWarps - 1)));
+  const int q = per / kWarp;  // pass 1: warp w owns [w * 32q, (w + 1) * 32q)
+#pragma unroll 1
+  for (int base = 0; base < E; base += kThreads) {
+    const int e = base + mine;
+    const int owner = q == 1 ? e / kWarp : (e / kWarp) / q;
+    const int off = __shfl_sync(kFullMask, excl, owner & (kWarp - 1));
+    int s = 0, c = 0, v = 0;
+    if (e < E) {
+      s = cs[e] + off;
+      cs[e] = s;
+      c = cnt[e];
+      v = db.pad(c);
+    }
+    unsigned meet = __ballot_sync(kFullMask, v > 0 && s < r1 && s + v > r0);
+    while (meet != 0) {
+      const int src = __ffs(meet) - 1;
+      meet &= meet - 1;
+      const int es = __shfl_sync(kFullMask, s, src);
+      const int ec = __shfl_sync(kFullMask, c, src);
+      const int ee = __shfl_sync(kFullMask, s + v, src);
+      const int ex = __shfl_sync(kFullMask, e, src);
+      const int pe = min(ee, r1);
+#pragma unroll 1
+      for (int r = max(es + ec, r0) + lane; r < pe; r += kWarp) a.sorted[r] = pad;
+      const int je = min(db.div(ee), j1);
+#pragma unroll 1
+      for (int j = max(db.div(es), j0) + lane; j < je; j += kWarp) a.eids[j] = ex;
+    }
+  }
+  Probe::mark(5);
+
+  // Rows past num_tokens_post_pad, all padding: scalar stores up to 16-byte
+  // alignment at both ends, four rows per vector store between. expert_ids
+  // past the used blocks: -1. Before the barrier: only `total` is needed.
+  {
+    const int a0 = max(r0, min(total, r1));
+    const int mis = static_cast<int>((reinterpret_cast<std::uintptr_t>(a.sorted + a0) & 15) / 4);
+    const int head = min(r1 - a0, mis == 0 ? 0 : 4 - mis);
+    const int mid = a0 + head;
+    const int nvec = (r1 - mid) / 4;
+    const int vend = mid + 4 * nvec;
+#pragma unroll 1
+    for (int k = t; k < head + (r1 - vend); k += kThreads)
+      a.sorted[k < head ? a0 + k : vend + (k - head)] = pad;
+    int4* q = reinterpret_cast<int4*>(a.sorted + mid);
+#pragma unroll 1
+    for (int k = t; k < nvec; k += kThreads) q[k] = make_int4(pad, pad, pad, pad);
+#pragma unroll 1
+    for (int j = max(j0, db.div(total)) + t; j < j1; j += kThreads) a.eids[j] = -1;
+  }
+  __syncthreads();  // every final cs[e]
+  Probe::mark(6);
+
+  // Slots of the experts whose rows start in the chunk (they may run into the
+  // next chunk, whose block skips them: they are not padding rows).
 #pragma unroll 1
   for (int i = t; i < n; i += kThreads) {
     const int v = slot[i];
@@ -210,48 +275,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
     if (st < r0 || st >= r1) continue;
     const int row = st + (v >> kTinyExpertBits);
     if (row < a.max_padded) a.sorted[row] = i;
-  }
-  Probe::mark(5);
-
-  // Padding rows: scalar rows up to 16-byte alignment at both ends, four rows
-  // per vector store between (mixed vectors: scalar stores, padding rows only).
-  const std::int32_t pad = a.numel;
-  const int mis = static_cast<int>((reinterpret_cast<std::uintptr_t>(a.sorted + r0) & 15) / 4);
-  const int mid = min(r1, mis == 0 ? r0 : r0 + (4 - mis));
-  const int nvec = (r1 - mid) / 4;
-  const int vend = mid + 4 * nvec;
-  int eg = 0;  // owner guess, per thread
-#pragma unroll 1
-  for (int k = t; k < (mid - r0) + (r1 - vend); k += kThreads) {
-    const int r = k < mid - r0 ? r0 + k : vend + (k - (mid - r0));
-    if (r >= total || tiny_is_pad(r, cs, cnt, E, eg)) a.sorted[r] = pad;
-  }
-  int4* q = reinterpret_cast<int4*>(a.sorted + mid);
-#pragma unroll 1
-  for (int v = t; v < nvec; v += kThreads) {
-    const int r = mid + 4 * v;
-    if (r < total) {  // may hold slots
-      const int mask = tiny_pad_mask4(r, cs, cnt, E, total, eg);
-      if (mask != 15) {
-#pragma unroll 1
-        for (int k = 0; k < 4; ++k)
-          if ((mask >> k) & 1) a.sorted[r + k] = pad;
-        continue;
-      }
-    }
-    q[v] = make_int4(pad, pad, pad, pad);
-  }
-  Probe::mark(6);
-
-  // expert_ids of the blocks whose first row lies in the chunk.
-  // 32-bit unsigned: r1 + B - 1 < 2^32, and a 64-bit division costs code.
-  const unsigned B = static_cast<unsigned>(a.block_size);
-  const int j0 = static_cast<int>((static_cast<unsigned>(r0) + B - 1) / B);
-  const int j1 = min(static_cast<int>((static_cast<unsigned>(r1) + B - 1) / B), a.max_blocks);
-#pragma unroll 1
-  for (int j = j0 + t; j < j1; j += kThreads) {
-    const int row = j * static_cast<int>(B);
-    a.eids[j] = row < total ? owner_of(cs, E, row) : -1;
   }
   Probe::end();
 }
