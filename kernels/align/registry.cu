@@ -283,14 +283,17 @@ const Variant& by_name(std::string_view n) {
 
 // From the H100 measurements in docs/bench/align.md and the probe_align sweep
 // (B = 128, E 8..16384, 1..4096 tokens): `tiny` (one launch, padding spread
-// over up to one block per SM) wherever it applies up to 8192 slots; it beat
-// every other variant there, and lost to oneshot by 0.1-0.3 µs at 16384 slots.
-// Larger inputs go to the stable designs (oneshot / twopass / persistent by
-// size); warpscan is the last resort (always applicable for E <= 16384).
+// over up to one block per SM) wherever it applies up to 32768 slots; it beat
+// every other variant there (at 4096 tokens x 8: 11.8-12.7 µs, oneshot
+// 12.6-13.5). With E <= 16 past 8192 slots its few shared counters contend
+// in every block (E = 8, 32768 slots: 13.4 µs, twopass 11.5), so there it
+// stops at 8192. Larger inputs go to the stable designs (oneshot / twopass /
+// persistent by size); warpscan is the last resort (E <= 16384 always fits).
 const Variant& auto_pick(const Problem& p) {
   static const Variant& tiny = by_name("tiny");
   static const Variant& warpscan = by_name("warpscan");
-  if (p.numel <= 8192 && tiny.not_applicable(p) == nullptr) return tiny;
+  const bool tiny_size = p.numel <= 8192 || (p.numel <= 32768 && p.num_experts > 16);
+  if (tiny_size && tiny.not_applicable(p) == nullptr) return tiny;
   switch (stable_path(p)) {
     case StablePath::kPersistent: return by_name("persistent");
     case StablePath::kTwoPass: return by_name("twopass");
@@ -314,7 +317,7 @@ const Variant* find(std::string_view name) {
 const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
 
 std::string_view auto_rule() {
-  return "tiny if numel <= 8192 (and its shared memory fits); else as stable: oneshot if "
+  return "tiny if numel <= 32768 (8192 when E <= 16) and its shared memory fits; else as stable: oneshot if "
          "numel <= 32768 (16384 when E <= 16), persistent if E >= 512, else twopass";
 }
 
