@@ -237,11 +237,7 @@ const std::array<Variant, 9> kTuning{{
 std::span<const Variant> variants() { return kVariants; }
 std::span<const Variant> tuning_variants() { return kTuning; }
 
-const Variant* find(std::string_view name) {
-  for (const Variant& v : kVariants)
-    if (v.info.name == name) return &v;
-  return nullptr;
-}
+const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
 
 // Output elements up to which the problem is latency-bound: one wave of spread
 // blocks on a 132-SM H100 (2 elements x 128 threads x 16 blocks x 132 SMs is

@@ -276,9 +276,8 @@ const std::array<Variant, 12> kVariants = {{
 }};
 
 const Variant& by_name(std::string_view n) {
-  for (const Variant& v : kVariants)
-    if (v.info.name == n) return v;
-  return kVariants[0];
+  const Variant* v = find_variant<Variant>(kVariants, n);
+  return v ? *v : kVariants[0];
 }
 
 // From the H100 measurements in docs/bench/align.md and the probe_align sweep
@@ -308,11 +307,7 @@ const Variant& auto_pick(const Problem& p) {
 
 std::span<const Variant> variants() { return kVariants; }
 
-const Variant* find(std::string_view name) {
-  for (const Variant& v : kVariants)
-    if (v.info.name == name) return &v;
-  return nullptr;
-}
+const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
 
 const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
 

@@ -34,4 +34,12 @@ struct Variant {
   void (*launch)(const Problem& p, const Buffers& b, Stream stream);
 };
 
+// The entry of `registry` named `name`, or nullptr. Every family's find().
+template <class V>
+const V* find_variant(std::span<const V> registry, std::string_view name) {
+  for (const V& v : registry)
+    if (v.info.name == name) return &v;
+  return nullptr;
+}
+
 }  // namespace moekit

@@ -54,11 +54,7 @@ const std::array<Variant, 7> kVariants = {
 
 std::span<const Variant> variants() { return kVariants; }
 
-const Variant* find(std::string_view name) {
-  for (const Variant& v : kVariants)
-    if (v.info.name == name) return &v;
-  return nullptr;
-}
+const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
 
 const Variant& pick_auto(const Problem& p) {
   return *find(p.row_len() <= kMaxTile ? "fast" : "general");
