@@ -1,6 +1,8 @@
 // Benchmark of the align family: prints the Markdown of docs/bench/align.md.
 //
 //   bench_align > docs/bench/align.md
+//   bench_align VARIANTS [TOKENS]     e.g. `bench_align micro,tiny 1,4`:
+//                                     only those columns / rows (exploration)
 //
 // Median microseconds per launch (CUDA-graph replay, moekit::time_launches),
 // B = 128, int32 ids, every variant x tokens x (E, topk). Every token picks
@@ -31,7 +33,8 @@ using namespace moekit;
 namespace {
 
 constexpr int kBlockSize = 128;
-const std::vector<int> kTokens = {1, 16, 64, 256, 1024, 4096, 16384, 65536};
+std::vector<int> g_tokens = {1, 4, 16, 64, 256, 1024, 2048, 4096, 16384, 65536};
+std::vector<std::string> g_only;  // empty: every variant
 
 struct Config {
   int E, topk;
@@ -76,7 +79,24 @@ std::vector<std::int32_t> make_ids(const Config& c, int tokens, std::mt19937_64&
 }
 
 bool promises_order(std::string_view n) {
-  return n == "stable" || n == "oneshot" || n == "persistent" || n == "twopass";
+  return n == "stable" || n == "oneshot" || n == "persistent" || n == "twopass" ||
+         n == "micro";
+}
+
+bool wanted(std::string_view n) {
+  return g_only.empty() || n == "auto" ||
+         std::find(g_only.begin(), g_only.end(), n) != g_only.end();
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    const std::size_t k = std::min(s.find(',', at), s.size());
+    if (k > at) out.push_back(s.substr(at, k - at));
+    at = k + 1;
+  }
+  return out;
 }
 
 // One table: rows = tokens, columns = variants.
@@ -85,6 +105,7 @@ void run_config(const Config& c, std::mt19937_64& rng) {
   fmt::print("\n### E = {}, topk = {}, {} ids\n\n", c.E, c.topk, c.zipf ? "zipf(1.2)" : "uniform");
   std::string head = "| tokens |", rule = "|---:|";
   for (const auto& v : vars) {
+    if (!wanted(v.info.name)) continue;
     head += fmt::format(" {} |", v.info.name);
     rule += "---:|";
   }
@@ -92,7 +113,7 @@ void run_config(const Config& c, std::mt19937_64& rng) {
   rule += "---|---:|---:|";
   fmt::print("{}\n{}\n", head, rule);
 
-  for (int tokens : kTokens) {
+  for (int tokens : g_tokens) {
     const std::int64_t numel = static_cast<std::int64_t>(tokens) * c.topk;
     const align::Problem p = align::make_problem(numel, c.E, kBlockSize, false, 0, false);
     const auto ids = make_ids(c, tokens, rng);
@@ -112,6 +133,7 @@ void run_config(const Config& c, std::mt19937_64& rng) {
     std::string line = fmt::format("| {} |", tokens);
     double auto_us = 0;
     for (const auto& v : vars) {
+      if (!wanted(v.info.name)) continue;
       if (v.not_applicable(p) != nullptr) {
         line += " n/a |";
         continue;
@@ -170,7 +192,12 @@ void run_config(const Config& c, std::mt19937_64& rng) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) g_only = split(argv[1]);
+  if (argc > 2) {
+    g_tokens.clear();
+    for (const std::string& x : split(argv[2])) g_tokens.push_back(std::stoi(x));
+  }
   if (cuda_device_count() == 0) {
     std::puts("bench_align: no CUDA device");
     return 77;

@@ -102,18 +102,26 @@ __device__ __forceinline__ void load_experts(const Args& a, std::int64_t first, 
 }
 
 // dst[lo, hi) = v by threads t of nt, 16-byte stores in the aligned middle.
-__device__ __forceinline__ void fill_range(std::int32_t* dst, std::int64_t lo, std::int64_t hi,
-                                           std::int32_t v, std::int64_t t, std::int64_t nt) {
+// Every row index fits int32 (make_problem), so the math is 32-bit, and the
+// unaligned head and tail share one rolled loop: this is inlined at many call
+// sites of short kernels, where code size costs instruction fetches.
+__device__ __forceinline__ void fill_range(std::int32_t* dst, std::int64_t lo64, std::int64_t hi64,
+                                           std::int32_t v, std::int64_t t64, std::int64_t nt64) {
+  const int lo = static_cast<int>(lo64), hi = static_cast<int>(hi64);
+  const int t = static_cast<int>(t64), nt = static_cast<int>(nt64);
   if (lo >= hi) return;
-  const auto mis = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(dst + lo) & 15) / 4);
-  std::int64_t mid = mis == 0 ? lo : lo + (4 - mis);
-  if (mid > hi) mid = hi;
-  for (std::int64_t i = lo + t; i < mid; i += nt) dst[i] = v;
-  const std::int64_t nvec = (hi - mid) / 4;
+  const int mis = static_cast<int>((reinterpret_cast<std::uintptr_t>(dst + lo) & 15) / 4);
+  const int head = min(hi - lo, (4 - mis) & 3);
+  const int mid = lo + head;
+  const int nvec = (hi - mid) >> 2;
+  const int tail = mid + 4 * nvec;
+  const int nscalar = head + (hi - tail);
+#pragma unroll 1
+  for (int k = t; k < nscalar; k += nt) dst[k < head ? lo + k : tail + (k - head)] = v;
   int4* q = reinterpret_cast<int4*>(dst + mid);
   const int4 vv = make_int4(v, v, v, v);
-  for (std::int64_t i = t; i < nvec; i += nt) q[i] = vv;
-  for (std::int64_t i = mid + nvec * 4 + t; i < hi; i += nt) dst[i] = v;
+#pragma unroll 1
+  for (int i = t; i < nvec; i += nt) q[i] = vv;
 }
 
 // Plain element-by-element fill, for the variants that predate vector padding.

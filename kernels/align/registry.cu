@@ -11,6 +11,7 @@
 #include "align/blelloch.cuh"
 #include "align/common.cuh"
 #include "align/host_util.cuh"
+#include "align/micro.cuh"
 #include "align/oneshot.cuh"
 #include "align/persistent.cuh"
 #include "align/scatter.cuh"
@@ -152,6 +153,13 @@ struct Tiny {
 };
 
 template <class IdT>
+struct Micro {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    launch_micro<IdT>(p, b, s);
+  }
+};
+
+template <class IdT>
 struct Oneshot {
   static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
     launch_oneshot<IdT>(p, b, s);
@@ -180,21 +188,21 @@ std::size_t twopass_ws(const Problem& p) {
 }
 
 // Stable designs by size (docs/align.md, measured in docs/bench/align.md):
-// oneshot while every block can afford to re-read all slots (<= 32768, but
-// not past 16384 when E <= 16: 8 hot counters per block contend), then the
-// cooperative persistent kernel for E >= 512, else twopass.
-enum class StablePath { kOneshot, kPersistent, kTwoPass };
+// micro for decode-sized inputs (<= 32 slots), oneshot while every block can
+// afford to re-read all slots (<= 8192: it beat twopass at 1024 tokens x 8 by
+// 0.3-3.9 µs), then twopass (since its launch-shape fit it beats persistent
+// at every measured shape: E = 512, 16384 tokens 17.1 vs 18.3 µs); the
+// cooperative persistent kernel only where twopass does not apply.
+enum class StablePath { kMicro, kOneshot, kPersistent, kTwoPass };
 
-bool oneshot_preferred(const Problem& p) {
-  return p.numel <= 32768 && !(p.num_experts <= 16 && p.numel > 16384);
-}
+bool oneshot_preferred(const Problem& p) { return p.numel <= 8192; }
 
 StablePath stable_path(const Problem& p) {
   const bool one_ok = oneshot_not_applicable(p) == nullptr;
   const bool two_ok = twopass_not_applicable(p) == nullptr;
   const bool per_ok = persistent_not_applicable(p) == nullptr;
+  if (micro_not_applicable(p) == nullptr) return StablePath::kMicro;
   if (one_ok && oneshot_preferred(p)) return StablePath::kOneshot;
-  if (per_ok && p.num_experts >= 512) return StablePath::kPersistent;
   if (two_ok) return StablePath::kTwoPass;
   if (per_ok) return StablePath::kPersistent;
   return StablePath::kOneshot;  // applicable or nothing is
@@ -203,6 +211,7 @@ const char* stable_na(const Problem& p) {
   switch (stable_path(p)) {
     case StablePath::kPersistent: return persistent_not_applicable(p);
     case StablePath::kTwoPass: return twopass_not_applicable(p);
+    case StablePath::kMicro: return micro_not_applicable(p);
     default: return oneshot_not_applicable(p);
   }
 }
@@ -212,6 +221,7 @@ struct Stable {
     switch (stable_path(p)) {
       case StablePath::kPersistent: launch_persistent<IdT>(p, b, s); break;
       case StablePath::kTwoPass: launch_twopass<IdT>(p, b, s); break;
+      case StablePath::kMicro: launch_micro<IdT>(p, b, s); break;
       default: launch_oneshot<IdT>(p, b, s); break;
     }
   }
@@ -229,7 +239,7 @@ const char* auto_na(const Problem& p) { return auto_pick(p).not_applicable(p); }
 std::size_t auto_ws(const Problem& p) { return auto_pick(p).workspace_bytes(p); }
 void auto_launch(const Problem& p, const Buffers& b, Stream s) { auto_pick(p).launch(p, b, s); }
 
-const std::array<Variant, 12> kVariants = {{
+const std::array<Variant, 13> kVariants = {{
     {{"baseline", "0x1: fill kernel; one block counts (shared atomics), serial scan; atomic scatter",
       "E <= 16384 (E+1 ints of shared memory)"},
      baseline_na, cursor_workspace, by_dtype<Baseline>},
@@ -252,6 +262,11 @@ const std::array<Variant, 12> kVariants = {{
       "own chunk of rows; no workspace; unstable",
       "numel <= 32768, 4*(numel+2E+1) bytes of shared memory"},
      tiny_not_applicable, no_workspace, by_dtype<Tiny>},
+    {{"micro",
+      "ours, decode: one launch; one warp lays out the <= 32 slots from their distinct experts "
+      "(no scan over E), every block fills its rows while the ids load; stable",
+      "numel <= 32"},
+     micro_not_applicable, no_workspace, by_dtype<Micro>},
     {{"oneshot",
       "ours, small: one launch, every block counts all slots, blocks split the writes; stable",
       "numel <= 65535"},
@@ -267,8 +282,8 @@ const std::array<Variant, 12> kVariants = {{
       "E <= 19370 on H100 (12E+4 bytes of shared memory)"},
      twopass_not_applicable, twopass_ws, by_dtype<TwoPass>},
     {{"stable",
-      "slots ascend inside each expert (bit-exact vs the reference): oneshot, persistent or "
-      "twopass by size",
+      "slots ascend inside each expert (bit-exact vs the reference): micro, oneshot or "
+      "twopass by size (persistent where twopass does not apply)",
       "E <= 19370 on H100 (24576 via persistent)"},
      stable_na, stable_ws, by_dtype<Stable>},
     {{"auto", "picks per shape from measured data (docs/align.md)", "any"},
@@ -280,18 +295,22 @@ const Variant& by_name(std::string_view n) {
   return v ? *v : kVariants[0];
 }
 
-// From the H100 measurements in docs/bench/align.md and the probe_align sweep
-// (B = 128, E 8..16384, 1..4096 tokens): `tiny` (one launch, padding spread
-// over up to one block per SM) wherever it applies up to 32768 slots; it beat
-// every other variant there (at 4096 tokens x 8: 11.8-12.7 µs, oneshot
-// 12.6-13.5). With E <= 16 past 8192 slots its few shared counters contend
-// in every block (E = 8, 32768 slots: 13.4 µs, twopass 11.5), so there it
-// stops at 8192. Larger inputs go to the stable designs (oneshot / twopass /
-// persistent by size); warpscan is the last resort (E <= 16384 always fits).
+// From the H100 measurements in docs/bench/align.md (bench_align, probe_align
+// twopass; B = 128, E 8..512, 1..65536 tokens):
+//  - `micro` up to 32 slots (1-4 tokens): 0-0.6 µs faster than `tiny` and
+//    stable;
+//  - `tiny` up to 16384 slots (8192 when E <= 16: its few shared counters
+//    contend in every block): one launch, the padding spread over the SMs;
+//  - beyond, the stable rule, i.e. `twopass`: since its launch-shape fit it
+//    beats `tiny` at 32768 slots (4096 tokens x 8, E = 64: 8.6 vs 12.0 µs)
+//    and `persistent` everywhere measured.
+// warpscan is the last resort (E <= 16384 always fits it).
 const Variant& auto_pick(const Problem& p) {
+  static const Variant& micro = by_name("micro");
   static const Variant& tiny = by_name("tiny");
   static const Variant& warpscan = by_name("warpscan");
-  const bool tiny_size = p.numel <= 8192 || (p.numel <= 32768 && p.num_experts > 16);
+  if (micro.not_applicable(p) == nullptr) return micro;
+  const bool tiny_size = p.numel <= (p.num_experts <= 16 ? 8192 : 16384);
   if (tiny_size && tiny.not_applicable(p) == nullptr) return tiny;
   switch (stable_path(p)) {
     case StablePath::kPersistent: return by_name("persistent");
@@ -312,8 +331,9 @@ const Variant* find(std::string_view name) { return find_variant<Variant>(kVaria
 const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
 
 std::string_view auto_rule() {
-  return "tiny if numel <= 32768 (8192 when E <= 16) and its shared memory fits; else as stable: oneshot if "
-         "numel <= 32768 (16384 when E <= 16), persistent if E >= 512, else twopass";
+  return "micro if numel <= 32; tiny if numel <= 16384 (8192 when E <= 16) and its shared memory fits; "
+         "else as stable: oneshot if numel <= 8192, else twopass (persistent where twopass does not "
+         "apply)";
 }
 
 }  // namespace moekit::align

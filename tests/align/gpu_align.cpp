@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -152,7 +153,8 @@ Problem problem_of(const Case& c) {
 }
 
 bool promises_order(std::string_view name) {
-  return name == "stable" || name == "oneshot" || name == "persistent" || name == "twopass";
+  return name == "stable" || name == "oneshot" || name == "persistent" || name == "twopass" ||
+         name == "micro";
 }
 
 // Runs every variant on one case; returns failures.
@@ -190,6 +192,7 @@ void run_case(const Case& c, Stats& st) {
     bool must = true, known = true;
     if (name == "small-batch") must = c.numel < 1024 && c.E <= 64;
     if (name == "oneshot") must = c.numel <= 65535;
+    if (name == "micro") must = c.numel <= 32;
     if (name == "tiny") {  // shared memory 4*(numel + 2E + 1) bytes: sure below 160 KiB
       must = c.numel <= 32768;
       known = !must || 4 * (c.numel + 2 * c.E + 4) <= 160 * 1024;
@@ -251,6 +254,7 @@ const std::vector<std::int64_t> kNumels = {0, 1, 2, 7, 63, 64, 1023, 1024, 1025,
 const std::vector<std::int32_t> kExperts = {1, 2, 8, 60, 64, 65, 128, 256, 257, 512, 1024, 4096,
                                             16384};
 const std::vector<std::int32_t> kBlocks = {1, 16, 32, 64, 128, 256};
+const std::vector<std::int32_t> kBlocksSmall = {1, 3, 16, 64, 128, 256, 1024};
 
 void report(const char* what, const Stats& st) {
   std::printf(
@@ -283,6 +287,45 @@ TEST_CASE("sanitizer subset") {
         run_case(c, st);
       }
   report("sanitizer subset", st);
+  CHECK(st.failed == 0);
+}
+
+// Every numel up to a few past micro's bound, and tiles that end inside a
+// warp's sub-tile, a block's tile and the last block of the multi-block variants.
+TEST_CASE("small and tile-edge shapes") {
+  Stats st;
+  std::uint64_t seed = 5000;
+  std::mt19937_64 rng(99);
+  for (std::int64_t n = 0; n <= 40; ++n) {
+    Case c;
+    c.numel = n;
+    c.E = std::array<std::int32_t, 6>{1, 3, 8, 64, 256, 16384}[n % 6];
+    c.B = kBlocksSmall[rng() % kBlocksSmall.size()];
+    c.dist = static_cast<Dist>(rng() % 3);
+    c.i64 = rng() % 2;
+    c.map = rng() % 3 == 0;
+    c.invalid = rng() % 3 == 0;
+    c.pad = rng() % 2;
+    c.tight = rng() % 2;
+    c.misalign = rng() % 4 == 0;
+    c.seed = seed++;
+    run_case(c, st);
+  }
+  for (std::int64_t n : {511, 2049, 16 * 512 + 3, 32768, 65536 + 17, 131072 * 3 + 1})
+    for (std::int32_t E : {2, 60, 257, 4096}) {
+      Case c;
+      c.numel = n;
+      c.E = E;
+      c.B = kBlocksSmall[rng() % kBlocksSmall.size()];
+      c.dist = static_cast<Dist>(rng() % 3);
+      c.i64 = rng() % 2;
+      c.map = rng() % 3 == 0;
+      c.invalid = rng() % 3 == 0;
+      c.misalign = rng() % 4 == 0;
+      c.seed = seed++;
+      run_case(c, st);
+    }
+  report("small and tile-edge shapes", st);
   CHECK(st.failed == 0);
 }
 
