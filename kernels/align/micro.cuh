@@ -54,15 +54,23 @@ __global__ void __launch_bounds__(kMicroThreads) micro_kernel(Args a, int chunk)
     const bool leader = e >= 0 && lane == __ffs(peers) - 1;
     const int mine = leader ? padded(__popc(peers), a.block_size) : 0;
     // First row of my expert = padded counts of the smaller distinct experts.
+    // Eight lanes per step: the 16 shuffles of a step issue back to back
+    // (one at a time, each waited for, 32 slots cost ~0.8 µs more than 8).
     int first = 0, below = 0;
 #pragma unroll 1
-    for (int j = 0; j < n; ++j) {
-      const int ej = __shfl_sync(kFullMask, e, j);
-      const int pj = __shfl_sync(kFullMask, mine, j);
-      if (pj > 0 && ej < e) {
-        first += pj;
-        ++below;
+    for (int j0 = 0; j0 < n; j0 += 8) {
+      int ej[8], pj[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        ej[k] = __shfl_sync(kFullMask, e, j0 + k);  // lanes past n hold mine = 0
+        pj[k] = __shfl_sync(kFullMask, mine, j0 + k);
       }
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        if (pj[k] > 0 && ej[k] < e) {
+          first += pj[k];
+          ++below;
+        }
     }
     s_row[lane] = e >= 0 ? first + __popc(peers & lanemask_lt()) : -1;
     if (leader) {

@@ -300,17 +300,20 @@ const Variant& by_name(std::string_view n) {
 //  - `micro` up to 32 slots (1-4 tokens): 0-0.6 µs faster than `tiny` and
 //    stable;
 //  - `tiny` up to 16384 slots (8192 when E <= 16: its few shared counters
-//    contend in every block): one launch, the padding spread over the SMs;
+//    contend in every block; 32768 when E >= 512, where twopass's per-block
+//    E loops cost more: 4096 tokens x 8, 11.9 vs 13.1 µs): one launch, the
+//    padding spread over the SMs;
 //  - beyond, the stable rule, i.e. `twopass`: since its launch-shape fit it
-//    beats `tiny` at 32768 slots (4096 tokens x 8, E = 64: 8.6 vs 12.0 µs)
-//    and `persistent` everywhere measured.
+//    beats `tiny` at 32768 slots for E <= 256 (4096 tokens x 8, E = 64: 8.9
+//    vs 12.0 µs) and `persistent` everywhere measured.
 // warpscan is the last resort (E <= 16384 always fits it).
 const Variant& auto_pick(const Problem& p) {
   static const Variant& micro = by_name("micro");
   static const Variant& tiny = by_name("tiny");
   static const Variant& warpscan = by_name("warpscan");
   if (micro.not_applicable(p) == nullptr) return micro;
-  const bool tiny_size = p.numel <= (p.num_experts <= 16 ? 8192 : 16384);
+  const int E = p.num_experts;
+  const bool tiny_size = p.numel <= (E <= 16 ? 8192 : E >= 512 ? 32768 : 16384);
   if (tiny_size && tiny.not_applicable(p) == nullptr) return tiny;
   switch (stable_path(p)) {
     case StablePath::kPersistent: return by_name("persistent");
@@ -331,7 +334,8 @@ const Variant* find(std::string_view name) { return find_variant<Variant>(kVaria
 const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
 
 std::string_view auto_rule() {
-  return "micro if numel <= 32; tiny if numel <= 16384 (8192 when E <= 16) and its shared memory fits; "
+  return "micro if numel <= 32; tiny if numel <= 16384 (8192 when E <= 16, 32768 when E >= 512) and "
+         "its shared memory fits; "
          "else as stable: oneshot if numel <= 8192, else twopass (persistent where twopass does not "
          "apply)";
 }
