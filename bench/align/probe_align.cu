@@ -7,8 +7,6 @@
 //   probe_align phases           `tiny` at 1 token (E = 8, 256, 512): clock64
 //                                per phase per block and global-timer block
 //                                start skew, from an instrumented copy
-//   probe_align cluster          `cluster` with 8 and 16 blocks per cluster
-//                                against twopass / tiny / auto, per shape
 //   probe_align twopass          `twopass` over grid x counting warps
 //   probe_align ncu              two launches of each kernel of interest, for
 //                                `ncu --metrics gpu__time_duration.sum ...`
@@ -28,7 +26,6 @@
 #include <vector>
 
 #include "align/align.hpp"
-#include "align/cluster.cuh"
 #include "align/tiny.cuh"
 #include "align/twopass.cuh"
 #include "cuda_util.hpp"
@@ -242,8 +239,6 @@ std::function<void(cudaStream_t, int)> tiny_launch(const Setup& su, ad::TinyPlan
   };
 }
 
-__global__ void empty_cluster_kernel() {}
-
 int twopass_mode() {
   std::mt19937_64 rng(11);
   const std::vector<Shape> shapes = {{8, 2, false}, {64, 8, false}, {256, 8, false},
@@ -281,66 +276,6 @@ int twopass_mode() {
         }
       std::printf("| %d, %d | %d | %.2f (%d, %d) | %.2f (%d, %d) |%s |\n", sh.E, sh.topk, tok,
                   t_def, def.grid, def.rows, best, bp.grid, bp.rows, all.c_str());
-      std::fflush(stdout);
-    }
-  return 0;
-}
-
-// `cluster` at a given cluster size (falls back as cluster_plan does).
-int cluster_mode() {
-  {  // what a cluster launch costs by itself: an empty kernel, 1024 threads
-    const std::vector<int> sizes = {0, 8, 16};
-    for (int G : sizes) {
-      if (G > 8)
-        cudaFuncSetAttribute(empty_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-      const auto f = [G](cudaStream_t s, int) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(G > 0 ? G : 16);
-        cfg.blockDim = dim3(1024);
-        cfg.stream = s;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = G;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = G > 0 ? 1 : 0;
-        cudaLaunchKernelEx(&cfg, empty_cluster_kernel);
-      };
-      std::printf("empty kernel, 16 blocks x 1024 threads, cluster %d: %.2f us\n", G,
-                  bench_like(f, 1));
-    }
-  }
-  std::mt19937_64 rng(7);
-  const std::vector<Shape> shapes = {{8, 2, false},   {64, 8, false}, {256, 8, false},
-                                     {512, 8, false}, {256, 8, true}, {4096, 8, false}};
-  const std::vector<int> tokens = {1, 64, 256, 1024, 2048, 4096, 8192, 16384, 65536};
-  spin_ms(20);
-  std::printf("| E, topk, ids | tokens | cluster 8 | cluster 16 | twopass | tiny | auto (pick) |\n"
-              "|---|---:|---:|---:|---:|---:|---|\n");
-  for (const Shape& sh : shapes)
-    for (int tok : tokens) {
-      Setup su(sh, tok, rng);
-      double us[2] = {0, 0};
-      for (int k = 0; k < 2; ++k) {
-        const ad::ClusterPlan pl = ad::cluster_plan<std::int32_t>(su.p, k == 0 ? 8 : 16);
-        if (pl.G != (k == 0 ? 8 : 16)) continue;
-        const auto f = [&su, pl](cudaStream_t s, int c) {
-          ad::launch_cluster<std::int32_t>(su.p, su.buffers(c), s, pl);
-        };
-        us[k] = su.verify(f) ? bench_like(f, su.copies) : -1;
-      }
-      double other[3] = {0, 0, 0};
-      const char* names[3] = {"twopass", "tiny", "auto"};
-      for (int k = 0; k < 3; ++k) {
-        const align::Variant* v = align::find(names[k]);
-        if (v->not_applicable(su.p)) continue;
-        const auto f = variant_launch(su, names[k]);
-        other[k] = su.verify(f) ? bench_like(f, su.copies) : -1;
-      }
-      std::printf("| %d, %d, %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f (%s) |\n", sh.E, sh.topk,
-                  sh.zipf ? "zipf" : "uniform", tok, us[0], us[1], other[0], other[1], other[2],
-                  align::pick_auto(su.p).info.name.data());
       std::fflush(stdout);
     }
   return 0;
@@ -653,13 +588,12 @@ int main(int argc, char** argv) {
     if (mode == "calib") return calib();
     if (mode == "sweep") return sweep(argc > 2 ? argv[2] : "sweep.csv");
     if (mode == "ncu") return ncu_mode();
-    if (mode == "cluster") return cluster_mode();
     if (mode == "twopass") return twopass_mode();
     if (mode == "phases") return phases();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "probe_align: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | cluster | twopass | ncu\n");
+  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | ncu\n");
   return 2;
 }
