@@ -24,6 +24,7 @@
 
 #include "align/common.cuh"
 #include "align/host_util.cuh"
+#include "align/warp_rows.cuh"
 
 namespace moekit::align::detail {
 
@@ -176,10 +177,9 @@ inline PersistentPlan persistent_plan(const Problem& p) {
       {1, ceil_div<std::int64_t>(p.numel, pl.threads * 4LL),
        ceil_div<std::int64_t>(p.max_num_tokens_padded, pl.threads * 16LL)});
   pl.grid = static_cast<int>(std::min<std::int64_t>({want, resident, kPersistentMaxGrid}));
-  const std::int64_t chunk = kWarp * kVec<IdT>;
-  pl.tile = ceil_div<std::int64_t>(ceil_div<std::int64_t>(p.numel, pl.grid), chunk) * chunk;
-  pl.subtile = ceil_div<std::int64_t>(ceil_div<std::int64_t>(pl.tile, pl.rows), chunk) * chunk;
-  if (pl.tile == 0) pl.tile = pl.subtile = chunk;
+  const RowTiles rt = row_tiles<IdT>(p.numel, pl.grid, pl.rows);
+  pl.tile = rt.tile;
+  pl.subtile = rt.subtile;
   return pl;
 }
 

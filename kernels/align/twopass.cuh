@@ -153,10 +153,9 @@ inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_ro
       std::max(ceil_div<std::int64_t>(p.numel, pl.rows * kWarp * per_lane),
                ceil_div<std::int64_t>(p.max_num_tokens_padded, pl.threads * 16LL));  // padding rows
   pl.grid = static_cast<int>(want_grid > 0 ? want_grid : std::clamp<std::int64_t>(want, 1, gmax));
-  const std::int64_t chunk = kWarp * kVec<IdT>;
-  pl.tile = ceil_div<std::int64_t>(ceil_div<std::int64_t>(p.numel, pl.grid), chunk) * chunk;
-  pl.subtile = ceil_div<std::int64_t>(ceil_div<std::int64_t>(pl.tile, pl.rows), chunk) * chunk;
-  if (pl.tile == 0) pl.tile = pl.subtile = chunk;
+  const RowTiles rt = row_tiles<IdT>(p.numel, pl.grid, pl.rows);
+  pl.tile = rt.tile;
+  pl.subtile = rt.subtile;
   return pl;
 }
 

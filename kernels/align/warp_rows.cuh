@@ -23,6 +23,19 @@ namespace moekit::align::detail {
 
 constexpr int kRowsUnroll = 2;  // 16-byte id loads in flight per lane while counting
 
+// Host side: slots per block (tile) and per counting warp (subtile) for
+// `grid` blocks of `rows` counting warps, both whole 16-byte warp loads.
+struct RowTiles {
+  std::int64_t tile, subtile;
+};
+template <class IdT>
+inline RowTiles row_tiles(std::int64_t numel, int grid, int rows) {
+  const std::int64_t chunk = kWarp * kVec<IdT>;
+  const std::int64_t tile = ceil_div<std::int64_t>(ceil_div<std::int64_t>(numel, grid), chunk) * chunk;
+  if (tile == 0) return {chunk, chunk};
+  return {tile, ceil_div<std::int64_t>(ceil_div<std::int64_t>(tile, rows), chunk) * chunk};
+}
+
 // Adds the experts of slots [lo, hi) of this warp to its row: kRowsUnroll
 // 16-byte loads per lane in flight, plain shared atomics (no order needed).
 template <class IdT>
