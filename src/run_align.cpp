@@ -119,6 +119,7 @@ int run_align(const AlignArgs& a, const CommonOpts& c) {
     d_map.upload(map_v.data(), map_v.size() * 4);
     DeviceBuffer d_sorted(p.max_num_tokens_padded * 4), d_eids(p.max_num_blocks * 4), d_ntpp(4);
     DeviceBuffer d_ws(v->workspace_bytes(p));
+    if (needs_zeroed_workspace(*v, p)) d_ws.fill_bytes(0);  // once: the variant keeps it zero
     for (auto* b : {&d_sorted, &d_eids, &d_ntpp}) b->fill_bytes(0xAB);  // poison: unwritten shows up
 
     auto launch = [&](Stream s, int copy) {

@@ -8,6 +8,10 @@
 //                                per phase per block and global-timer block
 //                                start skew, from an instrumented copy
 //   probe_align twopass          `twopass` over grid x counting warps
+//   probe_align micro            `micro` at 1 token over threads x rows per block
+//   probe_align onepass          `onepass` over threads x loads x grid, with
+//                                and without the cooperative attribute, next
+//                                to tiny / twopass / auto
 //   probe_align ncu              two launches of each kernel of interest, for
 //                                `ncu --metrics gpu__time_duration.sum ...`
 //
@@ -26,6 +30,8 @@
 #include <vector>
 
 #include "align/align.hpp"
+#include "align/micro.cuh"
+#include "align/onepass.cuh"
 #include "align/tiny.cuh"
 #include "align/twopass.cuh"
 #include "cuda_util.hpp"
@@ -199,6 +205,7 @@ struct Setup {
     eids = DeviceBuffer(std::max<std::int64_t>(p.max_num_blocks, 1) * 4);
     total = DeviceBuffer(4);
     ws = DeviceBuffer(std::size_t(64) << 20);
+    ws.fill_bytes(0);  // onepass keeps its counters zero between launches
   }
   align::Buffers buffers(int copy) const {
     align::Buffers b;
@@ -276,6 +283,101 @@ int twopass_mode() {
         }
       std::printf("| %d, %d | %d | %.2f (%d, %d) | %.2f (%d, %d) |%s |\n", sh.E, sh.topk, tok,
                   t_def, def.grid, def.rows, best, bp.grid, bp.rows, all.c_str());
+      std::fflush(stdout);
+    }
+  return 0;
+}
+
+// `micro` at 1 token with 64-512 threads per block and 512-2048 rows per
+// block (the default is 256 threads x 1024 rows).
+int micro_mode() {
+  std::mt19937_64 rng(13);
+  spin_ms(20);
+  std::printf("| E, topk | default | 64/512 | 128/512 | 128/1024 | 256/512 | 256/2048 | 512/1024 | "
+              "512/2048 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Shape& sh : {Shape{8, 2, false}, Shape{64, 8, false}, Shape{256, 8, false},
+                          Shape{512, 8, false}}) {
+    Setup su(sh, 1, rng);
+    const auto run = [&](auto kernel, int threads, int chunk) {
+      const auto f = [&su, kernel, threads, chunk](cudaStream_t s, int c) {
+        const std::int64_t rows = std::max<std::int64_t>(su.p.max_num_tokens_padded, 1);
+        const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
+        kernel<<<grid, threads, 0, s>>>(ad::make_args(su.p, su.buffers(c)), chunk);
+      };
+      return su.verify(f) ? bench_like(f, su.copies) : 1e9;
+    };
+    const double d = bench_like(variant_launch(su, "micro"), su.copies);
+    std::printf("| %d, %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", sh.E,
+                sh.topk, d, run(ad::micro_kernel<std::int32_t, 64>, 64, 512),
+                run(ad::micro_kernel<std::int32_t, 128>, 128, 512),
+                run(ad::micro_kernel<std::int32_t, 128>, 128, 1024),
+                run(ad::micro_kernel<std::int32_t, 256>, 256, 512),
+                run(ad::micro_kernel<std::int32_t, 256>, 256, 2048),
+                run(ad::micro_kernel<std::int32_t, 512>, 512, 1024),
+                run(ad::micro_kernel<std::int32_t, 512>, 512, 2048));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int onepass_mode() {
+  std::mt19937_64 rng(12);
+  const std::vector<Shape> shapes = {{8, 2, false},   {64, 8, false},  {128, 8, false},
+                                     {256, 8, false}, {512, 8, false}, {256, 8, true},
+                                     {1024, 8, false}, {4096, 8, false}, {16384, 8, false}};
+  const std::vector<int> tokens = {16, 64, 256, 1024, 2048, 4096, 16384, 65536};
+  spin_ms(20);
+  std::printf("| E, topk, ids | tokens | default (thr, K, grid) | not coop | best (thr, K, grid) | "
+              "tiny | twopass | auto | all (thr/K/grid: us) |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+  for (const Shape& sh : shapes)
+    for (int tok : tokens) {
+      Setup su(sh, tok, rng);
+      const auto time_plan = [&](const ad::OnePassPlan& pl, bool coop) {
+        const auto f = [&su, pl, coop](cudaStream_t s, int c) {
+          ad::launch_onepass<std::int32_t>(su.p, su.buffers(c), s, pl, coop);
+        };
+        return su.verify(f) ? bench_like(f, su.copies) : 1e9;
+      };
+      const ad::OnePassPlan def = ad::onepass_plan<std::int32_t>(su.p);
+      if (def.loads == 0) continue;
+      const double t_def = time_plan(def, true);
+      const double t_nc = time_plan(def, false);
+      double best = t_def;
+      ad::OnePassPlan bp = def;
+      std::string all;
+      for (int thr : {128, 256, 512, 1024})
+        for (int k : {1, 2, 4})
+          for (int gm : {1, 2}) {
+            ad::OnePassPlan pl = ad::onepass_plan<std::int32_t>(su.p, thr, k);
+            if (pl.loads == 0) continue;
+            if (gm == 2) {
+              if (2 * pl.grid > 132) continue;
+              pl = ad::onepass_plan<std::int32_t>(su.p, thr, k, 2 * pl.grid);
+            }
+            const double us = time_plan(pl, true);
+            char buf[64];
+            std::snprintf(buf, sizeof buf, " %d/%d/%d: %.2f", pl.threads, pl.loads, pl.grid, us);
+            all += buf;
+            if (us < best) {
+              best = us;
+              bp = pl;
+            }
+          }
+      double other[3];
+      const char* names[3] = {"tiny", "twopass", "auto"};
+      for (int k = 0; k < 3; ++k) {
+        const align::Variant* v = align::find(names[k]);
+        other[k] = v->not_applicable(su.p) ? 0
+                   : su.verify(variant_launch(su, names[k]))
+                       ? bench_like(variant_launch(su, names[k]), su.copies)
+                       : 1e9;
+      }
+      std::printf("| %d, %d, %s | %d | %.2f (%d, %d, %d) | %.2f | %.2f (%d, %d, %d) | %.2f | %.2f "
+                  "| %.2f |%s |\n",
+                  sh.E, sh.topk, sh.zipf ? "zipf" : "uniform", tok, t_def, def.threads, def.loads,
+                  def.grid, t_nc, best, bp.threads, bp.loads, bp.grid, other[0], other[1],
+                  other[2], all.c_str());
       std::fflush(stdout);
     }
   return 0;
@@ -589,11 +691,13 @@ int main(int argc, char** argv) {
     if (mode == "sweep") return sweep(argc > 2 ? argv[2] : "sweep.csv");
     if (mode == "ncu") return ncu_mode();
     if (mode == "twopass") return twopass_mode();
+    if (mode == "onepass") return onepass_mode();
+    if (mode == "micro") return micro_mode();
     if (mode == "phases") return phases();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "probe_align: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | ncu\n");
+  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | onepass | micro | ncu\n");
   return 2;
 }

@@ -32,8 +32,8 @@ constexpr int kMicroMaxNumel = kWarp;  // one slot per lane of one warp
 constexpr int kMicroThreads = 256;
 constexpr int kMicroChunk = 1024;  // rows per block (one 16-byte store per thread)
 
-template <class IdT>
-__global__ void __launch_bounds__(kMicroThreads) micro_kernel(Args a, int chunk) {
+template <class IdT, int kThreads = kMicroThreads>
+__global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   __shared__ int s_row[kWarp];    // row of slot i, -1 if dropped
   __shared__ int s_first[kWarp];  // k-th smallest distinct expert: its first row
   __shared__ int s_expert[kWarp];  // ... and its id
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kMicroThreads) micro_kernel(Args a, int chunk)
 
   const int r0 = static_cast<int>(blockIdx.x) * chunk;
   const int r1 = r0 + min(chunk, max(a.max_padded - r0, 0));  // r0 <= max_padded by the grid
-  fill_range(a.sorted, r0, r1, a.numel, t, kMicroThreads);
+  fill_range(a.sorted, r0, r1, a.numel, t, kThreads);
 
   if (t < kWarp) {
     const int lane = t;
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kMicroThreads) micro_kernel(Args a, int chunk)
   const int j0 = static_cast<int>((static_cast<unsigned>(r0) + B - 1) / B);
   const int j1 = min(static_cast<int>((static_cast<unsigned>(r1) + B - 1) / B), a.max_blocks);
   const int last = s_distinct - 1;
-  for (int j = j0 + t; j < j1; j += kMicroThreads) {
+  for (int j = j0 + t; j < j1; j += kThreads) {
     int v = -1;
     if (j < used) {  // the last distinct expert whose first row is <= j*B
       const int pos = j * B;

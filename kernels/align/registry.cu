@@ -12,6 +12,7 @@
 #include "align/common.cuh"
 #include "align/host_util.cuh"
 #include "align/micro.cuh"
+#include "align/onepass.cuh"
 #include "align/oneshot.cuh"
 #include "align/persistent.cuh"
 #include "align/scatter.cuh"
@@ -178,6 +179,18 @@ std::size_t persistent_ws(const Problem& p) {
 }
 
 template <class IdT>
+struct OnePass {
+  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    launch_onepass<IdT>(p, b, s);
+  }
+};
+const char* onepass_na(const Problem& p) {
+  return p.ids_int64 ? onepass_not_applicable<std::int64_t>(p)
+                     : onepass_not_applicable<std::int32_t>(p);
+}
+bool zeroed(const Problem&) { return true; }
+
+template <class IdT>
 struct TwoPass {
   static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
     launch_twopass<IdT>(p, b, s);
@@ -191,18 +204,24 @@ std::size_t twopass_ws(const Problem& p) {
 // micro for decode-sized inputs (<= 32 slots), oneshot while every block can
 // afford to re-read all slots (<= 8192: it beat twopass at 1024 tokens x 8 by
 // 0.3-3.9 µs), then twopass (since its launch-shape fit it beats persistent
-// at every measured shape: E = 512, 16384 tokens 17.1 vs 18.3 µs); the
-// cooperative persistent kernel only where twopass does not apply.
+// at every measured shape with E <= 1024: E = 512, 16384 tokens 17.1 vs
+// 17.8 µs); the cooperative persistent kernel only where twopass does not
+// apply. From E = 4096 twopass's G x E table cap leaves it <= 8 blocks with
+// one counting warp each (E = 16384, 4096 tokens: 528 µs), so there oneshot
+// runs as long as it applies (43.7 µs) and persistent after it (E = 4096,
+// 16384 tokens: 59.6 vs 102.8 µs).
 enum class StablePath { kMicro, kOneshot, kPersistent, kTwoPass };
 
 bool oneshot_preferred(const Problem& p) { return p.numel <= 8192; }
+bool huge_experts(const Problem& p) { return p.num_experts >= 4096; }
 
 StablePath stable_path(const Problem& p) {
   const bool one_ok = oneshot_not_applicable(p) == nullptr;
   const bool two_ok = twopass_not_applicable(p) == nullptr;
   const bool per_ok = persistent_not_applicable(p) == nullptr;
   if (micro_not_applicable(p) == nullptr) return StablePath::kMicro;
-  if (one_ok && oneshot_preferred(p)) return StablePath::kOneshot;
+  if (one_ok && (oneshot_preferred(p) || huge_experts(p))) return StablePath::kOneshot;
+  if (per_ok && huge_experts(p)) return StablePath::kPersistent;
   if (two_ok) return StablePath::kTwoPass;
   if (per_ok) return StablePath::kPersistent;
   return StablePath::kOneshot;  // applicable or nothing is
@@ -239,7 +258,8 @@ const char* auto_na(const Problem& p) { return auto_pick(p).not_applicable(p); }
 std::size_t auto_ws(const Problem& p) { return auto_pick(p).workspace_bytes(p); }
 void auto_launch(const Problem& p, const Buffers& b, Stream s) { auto_pick(p).launch(p, b, s); }
 
-const std::array<Variant, 13> kVariants = {{
+bool auto_zeroed(const Problem& p);
+const std::array<Variant, 14> kVariants = {{
     {{"baseline", "0x1: fill kernel; one block counts (shared atomics), serial scan; atomic scatter",
       "E <= 16384 (E+1 ints of shared memory)"},
      baseline_na, cursor_workspace, by_dtype<Baseline>},
@@ -276,6 +296,13 @@ const std::array<Variant, 13> kVariants = {{
       "barriers; stable",
       "E <= 24576"},
      persistent_not_applicable, persistent_ws, by_dtype<Persistent>},
+    {{"onepass",
+      "ours, mid/large: one cooperative launch, every slot loaded once; block ranks + one global "
+      "atomic per (block, expert) give offsets; one grid barrier; self-clearing workspace; "
+      "unstable",
+      "numel <= 4 16-byte loads x 1024 threads x SMs (2.1M int32 / 1.08M int64 ids on H100), "
+      "E <= 29000"},
+     onepass_na, onepass_workspace, by_dtype<OnePass>, zeroed},
     {{"twopass",
       "ours, large: count + place kernels chained by PDL, blocks x experts table, no global "
       "atomics; stable",
@@ -283,11 +310,12 @@ const std::array<Variant, 13> kVariants = {{
      twopass_not_applicable, twopass_ws, by_dtype<TwoPass>},
     {{"stable",
       "slots ascend inside each expert (bit-exact vs the reference): micro, oneshot or "
-      "twopass by size (persistent where twopass does not apply)",
+      "twopass by size (persistent where twopass does not apply; E >= 4096: oneshot, then "
+      "persistent)",
       "E <= 19370 on H100 (24576 via persistent)"},
      stable_na, stable_ws, by_dtype<Stable>},
     {{"auto", "picks per shape from measured data (docs/align.md)", "any"},
-     auto_na, auto_ws, auto_launch},
+     auto_na, auto_ws, auto_launch, auto_zeroed},
 }};
 
 const Variant& by_name(std::string_view n) {
@@ -295,26 +323,31 @@ const Variant& by_name(std::string_view n) {
   return v ? *v : kVariants[0];
 }
 
+bool auto_zeroed(const Problem& p) { return needs_zeroed_workspace(auto_pick(p), p); }
+
 // From the H100 measurements in docs/bench/align.md (bench_align, probe_align
-// twopass; B = 128, E 8..512, 1..65536 tokens):
+// onepass / twopass; B = 128, E 8..16384, 1..65536 tokens):
 //  - `micro` up to 32 slots (1-4 tokens): 0-0.6 µs faster than `tiny` and
 //    stable;
-//  - `tiny` up to 16384 slots (8192 when E <= 16: its few shared counters
-//    contend in every block; 32768 when E >= 512, where twopass's per-block
-//    E loops cost more: 4096 tokens x 8, 11.9 vs 13.1 µs): one launch, the
-//    padding spread over the SMs;
-//  - beyond, the stable rule, i.e. `twopass`: since its launch-shape fit it
-//    beats `tiny` at 32768 slots for E <= 256 (4096 tokens x 8, E = 64: 8.9
-//    vs 12.0 µs) and `persistent` everywhere measured.
+//  - `tiny` up to 8192 slots (4096 when E <= 16: its few shared counters
+//    contend in every block; 16384 when E >= 1024, where onepass's per-block
+//    E-wide passes cost more): one launch, no barrier between blocks;
+//  - `onepass` beyond: one launch, each slot loaded once (4096 tokens x 8,
+//    E = 256: 6.0 µs, tiny 11.9, twopass 11.0; E = 16384: 32.5 vs twopass
+//    528, whose G x E table cap leaves it two blocks);
+//  - where onepass does not apply (more slots than a wave of blocks holds),
+//    the stable rule: twopass, persistent where twopass does not apply.
 // warpscan is the last resort (E <= 16384 always fits it).
 const Variant& auto_pick(const Problem& p) {
   static const Variant& micro = by_name("micro");
   static const Variant& tiny = by_name("tiny");
+  static const Variant& onepass = by_name("onepass");
   static const Variant& warpscan = by_name("warpscan");
   if (micro.not_applicable(p) == nullptr) return micro;
   const int E = p.num_experts;
-  const bool tiny_size = p.numel <= (E <= 16 ? 8192 : E >= 512 ? 32768 : 16384);
+  const bool tiny_size = p.numel <= (E <= 16 ? 4096 : E >= 1024 ? 16384 : 8192);
   if (tiny_size && tiny.not_applicable(p) == nullptr) return tiny;
+  if (onepass.not_applicable(p) == nullptr) return onepass;
   switch (stable_path(p)) {
     case StablePath::kPersistent: return by_name("persistent");
     case StablePath::kTwoPass: return by_name("twopass");
@@ -334,10 +367,10 @@ const Variant* find(std::string_view name) { return find_variant<Variant>(kVaria
 const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
 
 std::string_view auto_rule() {
-  return "micro if numel <= 32; tiny if numel <= 16384 (8192 when E <= 16, 32768 when E >= 512) and "
-         "its shared memory fits; "
-         "else as stable: oneshot if numel <= 8192, else twopass (persistent where twopass does not "
-         "apply)";
+  return "micro if numel <= 32; tiny if numel <= 8192 (4096 when E <= 16, 16384 when E >= 1024) "
+         "and its shared memory fits; else onepass (one launch, one grid barrier) if numel fits "
+         "one wave of its blocks; else as stable: twopass (persistent where twopass does not "
+         "apply, or when E >= 4096)";
 }
 
 }  // namespace moekit::align

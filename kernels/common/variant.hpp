@@ -24,7 +24,8 @@ struct VariantInfo {
 // Contract for launch(): asynchronous on `stream`, and capturable into a CUDA
 // graph: no allocation, no synchronisation, no host<->device copies. All scratch
 // memory comes from Buffers::workspace (workspace_bytes(problem) bytes, contents
-// undefined on entry). Errors surface through cudaGetLastError() after it.
+// undefined on entry unless zeroed_workspace says otherwise). Errors surface
+// through cudaGetLastError() after it.
 template <class Problem, class Buffers>
 struct Variant {
   VariantInfo info;
@@ -32,7 +33,18 @@ struct Variant {
   const char* (*not_applicable)(const Problem& p);
   std::size_t (*workspace_bytes)(const Problem& p);
   void (*launch)(const Problem& p, const Buffers& b, Stream stream);
+  // Non-null and true for `p`: the workspace must be all zero bytes before the
+  // first launch, and every launch that completes leaves it all zero again
+  // (kernels that agree through counters in it; the caller zeroes it once at
+  // allocation, so graph replays need no memset node).
+  bool (*zeroed_workspace)(const Problem& p) = nullptr;
 };
+
+// Whether the caller must zero the workspace once before launching v on p.
+template <class V, class Problem>
+bool needs_zeroed_workspace(const V& v, const Problem& p) {
+  return v.zeroed_workspace != nullptr && v.zeroed_workspace(p);
+}
 
 // The entry of `registry` named `name`, or nullptr. Every family's find().
 template <class V>

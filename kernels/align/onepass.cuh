@@ -1,0 +1,234 @@
+// Variant `onepass` (ours, mid-sized and large inputs): ONE launch of up to a
+// full wave of blocks that all count, ONE grid barrier, unstable rows.
+//
+// `twopass` pays two launches and a G x E table read by every block; `tiny`
+// makes every block rank every slot. Here each slot is loaded once, by one
+// thread, and stays in registers with its rank:
+//
+//   1. every block issues its 16-byte id loads, fills its 1/G share of
+//      sorted_token_ids with the padding value while they are in flight, and
+//      ranks its slots with shared atomics on one counter row of E;
+//   2. one global atomicAdd per (block, expert present in the block) on the
+//      workspace counters both sums the counts and hands the block its offset
+//      inside the expert (the order between blocks is the atomics' order,
+//      hence unstable);
+//   3. grid barrier (one counter in the workspace; the grid is sized and
+//      launched cooperatively so that every block is resident);
+//   4. every block reads the E totals, scans them, writes its slots at
+//      start[e] + offset[e] + rank and its 1/G share of expert_ids. The
+//      barrier orders every block's padding fill before any slot write.
+//
+// The workspace (counters + barrier) must be all zero before the first
+// launch and every launch leaves it all zero again: the last block to leave
+// (a second counter) clears it. So one memset at allocation serves any number
+// of launches, graph replays included, and no launch needs a memset node.
+// With a dirty workspace the output is wrong but no write leaves the output
+// arrays and no barrier waits forever (the counter only grows).
+#pragma once
+
+#include <algorithm>
+
+#include "align/common.cuh"
+#include "align/host_util.cuh"
+
+namespace moekit::align::detail {
+
+// Workspace: [0] arrivals, [1] departures, then (from int 32, its own cache
+// line) the E global counters.
+constexpr int kOnePassHeader = 32;
+constexpr int kOnePassMaxLoads = 4;  // 16-byte id loads per thread, kept in registers
+
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Dynamic shared memory: 2E + 1 ints (offsets, then the scan).
+template <class IdT, int K>
+__global__ void __launch_bounds__(1024)
+    onepass_kernel(Args a, unsigned* __restrict__ ws, int chunk) {
+  extern __shared__ int sm[];
+  __shared__ int warp_sums[kWarp + 1];
+  __shared__ int s_last;
+  constexpr int V = kVec<IdT>;
+  const int E = a.num_experts;
+  int* off = sm;       // per expert: count in this block, then its offset
+  int* cs = sm + E;    // E + 1: padded totals, scanned
+  const int t = threadIdx.x, nt = blockDim.x;
+  const int b = blockIdx.x, G = gridDim.x;
+  int* C = reinterpret_cast<int*>(ws + kOnePassHeader);
+
+  // 1. loads (coalesced per k), padding share, ranks.
+  const bool aligned = ids_aligned16(a);
+  const std::int64_t first = (static_cast<std::int64_t>(b) * K * nt + t) * V;
+  int ev[K][V];
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    load_experts<IdT>(a, first + static_cast<std::int64_t>(k) * nt * V, aligned, ev[k]);
+  for (int e = t; e < E; e += nt) off[e] = 0;
+  const int r0 = min(b * chunk, a.max_padded);
+  fill_range(a.sorted, r0, min(r0 + chunk, a.max_padded), a.numel, t, nt);
+  __syncthreads();
+  int rk[K][V];
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int v = 0; v < V; ++v) rk[k][v] = ev[k][v] >= 0 ? atomicAdd(off + ev[k][v], 1) : 0;
+  __syncthreads();
+
+  // 2. offsets inside each expert from the global counters.
+  for (int e = t; e < E; e += nt) {
+    const int c = off[e];
+    if (c != 0) off[e] = atomicAdd(C + e, c);
+  }
+  __syncthreads();
+
+  // 3. grid barrier: the bar.sync above orders the block's stores and atomics
+  // before thread 0's fence; its acquire load and the bar.sync below order
+  // everything after it.
+  if (t == 0) {
+    __threadfence();
+    atomicAdd(ws, 1u);
+    while (ld_acquire_gpu(ws) < static_cast<unsigned>(G)) {
+    }
+  }
+  __syncthreads();
+
+  // 4. layout, slots, expert_ids, clean-up.
+  for (int e = t; e < E; e += nt) cs[e] = padded(__ldcg(C + e), a.block_size);
+  __syncthreads();
+  const int total = block_exclusive_scan(cs, E, warp_sums);  // ends with a barrier
+  // Every thread of this block has read C (before the scan's barriers).
+  if (t == 0) s_last = atomicAdd(ws + 1, 1u) == static_cast<unsigned>(G - 1);
+  if (b == 0 && t == 0) *a.total = total;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int e = ev[k][v];
+      if (e < 0) continue;
+      const int pos = cs[e] + off[e] + rk[k][v];
+      if (static_cast<unsigned>(pos) < static_cast<unsigned>(a.max_padded))
+        a.sorted[pos] = static_cast<int>(first + static_cast<std::int64_t>(k) * nt * V + v);
+    }
+  const std::int64_t jchunk = (static_cast<std::int64_t>(a.max_blocks) + G - 1) / G;
+  write_expert_ids(a, cs, jchunk * b, jchunk * (b + 1), t, nt);
+  __syncthreads();
+  if (s_last) {  // every block has read C and passed the barrier
+    for (int e = t; e < E; e += nt) C[e] = 0;
+    if (t == 0) ws[0] = ws[1] = 0;
+  }
+}
+
+struct OnePassPlan {
+  int loads = 0;  // K: 16-byte id loads per thread (0: not applicable)
+  int threads = 0;
+  int grid = 0;
+  int chunk = 0;  // rows of sorted_token_ids each block pads
+  std::size_t smem = 0;
+};
+
+inline std::size_t onepass_smem(int num_experts) {
+  return sizeof(int) * (2 * static_cast<std::size_t>(num_experts) + 1);
+}
+
+// Launch shape, fitted to the H100 sweep `probe_align onepass` (threads
+// 128-1024 x loads 1/2/4 x grid, E 8..1024, 16..65536 tokens;
+// docs/bench/align.md):
+//  - one 16-byte load per thread: a second or fourth load per thread always
+//    lost (each adds a serial round of shared atomics and registers), so the
+//    block grows before the loads do;
+//  - at most one block per SM, which also makes residency certain without an
+//    occupancy query (one block of <= 1024 threads always fits);
+//  - 256 threads, 512 where each block's E-wide passes weigh more (E >= 1024,
+//    or E >= 256 past 65536 slots: E = 512, 16384 tokens x 8, 7.9 vs 8.6 us),
+//    1024 for E >= 4096 (E = 16384, 4096 tokens x 8: 32.5 vs 50.8 us);
+//  - at least one block per 8 padding rows per thread (large E, few slots).
+// want_* > 0 override the fit, for the sweep itself.
+template <class IdT>
+inline OnePassPlan onepass_plan(const Problem& p, int want_threads = 0, int want_loads = 0,
+                                int want_grid = 0) {
+  OnePassPlan pl;
+  const int E = p.num_experts;
+  pl.smem = onepass_smem(E);
+  if (pl.smem > device_caps().smem_optin) return pl;
+  const std::int64_t n = std::max<std::int64_t>(p.numel, 1);
+  const std::int64_t sms = device_caps().sm_count;
+  const int t0 = E >= 4096 ? 1024 : E >= 1024 || (E >= 256 && p.numel > 65536) ? 512 : 256;
+  constexpr int V = kVec<IdT>;
+  for (int loads : {1, 2, 4}) {
+    if (want_loads > 0 && loads != want_loads) continue;
+    for (int threads : {128, 256, 512, 1024}) {
+      if (want_threads > 0 ? threads != want_threads : threads < t0) continue;
+      const std::int64_t need =
+          ceil_div<std::int64_t>(n, static_cast<std::int64_t>(threads) * loads * V);
+      if (need > sms) continue;
+      const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
+      const std::int64_t pad = std::min(ceil_div<std::int64_t>(rows, threads * 8LL), sms);
+      const std::int64_t grid =
+          want_grid > 0 ? std::clamp<std::int64_t>(want_grid, need, sms) : std::max(need, pad);
+      pl.loads = loads;
+      pl.threads = threads;
+      pl.grid = static_cast<int>(grid);
+      pl.chunk =
+          static_cast<int>(ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, grid), 4) * 4);
+      return pl;
+    }
+  }
+  return pl;
+}
+
+inline std::size_t onepass_workspace(const Problem& p) {
+  return sizeof(int) * (kOnePassHeader + static_cast<std::size_t>(p.num_experts));
+}
+
+template <class IdT>
+inline const char* onepass_not_applicable(const Problem& p) {
+  if (!device_caps().cooperative) return "needs cooperative launch support";
+  if (onepass_smem(p.num_experts) > device_caps().smem_optin)
+    return "needs 8*E+4 bytes of shared memory per block (E <= 29000 on H100)";
+  if (onepass_plan<IdT>(p).loads == 0)
+    return "needs numel <= 4 16-byte loads x 1024 threads x SMs (2.1M int32, 1.08M int64 ids on "
+           "H100)";
+  return nullptr;
+}
+
+template <class IdT>
+inline void launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s,
+                           const OnePassPlan& pl, bool cooperative = true) {
+  const Args a = make_args(p, bufs);
+  unsigned* ws = static_cast<unsigned*>(bufs.workspace);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(pl.grid);
+  cfg.blockDim = dim3(pl.threads);
+  cfg.dynamicSmemBytes = pl.smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = cooperative ? 1 : 0;
+  const int chunk = pl.chunk;
+  switch (pl.loads) {
+    case 1:
+      allow_smem(onepass_kernel<IdT, 1>, pl.smem);
+      cudaLaunchKernelEx(&cfg, onepass_kernel<IdT, 1>, a, ws, chunk);
+      break;
+    case 2:
+      allow_smem(onepass_kernel<IdT, 2>, pl.smem);
+      cudaLaunchKernelEx(&cfg, onepass_kernel<IdT, 2>, a, ws, chunk);
+      break;
+    default:
+      allow_smem(onepass_kernel<IdT, 4>, pl.smem);
+      cudaLaunchKernelEx(&cfg, onepass_kernel<IdT, 4>, a, ws, chunk);
+      break;
+  }
+}
+
+template <class IdT>
+inline void launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  launch_onepass<IdT>(p, bufs, s, onepass_plan<IdT>(p));
+}
+
+}  // namespace moekit::align::detail
