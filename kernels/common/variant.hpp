@@ -36,7 +36,8 @@ struct Variant {
   // Non-null and true for `p`: the workspace must be all zero bytes before the
   // first launch, and every launch that completes leaves it all zero again
   // (kernels that agree through counters in it; the caller zeroes it once at
-  // allocation, so graph replays need no memset node).
+  // allocation, so graph replays need no memset node). Such a workspace must
+  // not be shared with variants that leave data in theirs.
   bool (*zeroed_workspace)(const Problem& p) = nullptr;
 };
 
