@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "align/align.hpp"
+#include "bench_ids.hpp"
 #include "align/micro.cuh"
 #include "align/onepass.cuh"
 #include "align/tiny.cuh"
@@ -163,25 +164,7 @@ struct Shape {
 };
 
 std::vector<std::int32_t> make_ids(const Shape& c, int tokens, std::mt19937_64& rng) {
-  std::vector<double> cdf(static_cast<std::size_t>(c.E));
-  double s = 0;
-  for (int r = 0; r < c.E; ++r) cdf[r] = (s += c.zipf ? 1.0 / std::pow(r + 1.0, 1.2) : 1.0);
-  std::vector<int> perm(static_cast<std::size_t>(c.E));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
-  std::uniform_real_distribution<double> u(0, s);
-  std::vector<std::int32_t> ids;
-  std::vector<int> mine;
-  for (int t = 0; t < tokens; ++t) {
-    mine.clear();
-    while (static_cast<int>(mine.size()) < c.topk) {
-      const auto r = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
-      const int e = perm[std::min<std::size_t>(r, cdf.size() - 1)];
-      if (std::find(mine.begin(), mine.end(), e) == mine.end()) mine.push_back(e);
-    }
-    ids.insert(ids.end(), mine.begin(), mine.end());
-  }
-  return ids;
+  return bench::align_ids(c.E, c.topk, c.zipf, tokens, rng);
 }
 
 // Device copies of one input plus output buffers.
