@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <utility>
 
 namespace moekit::align::detail {
 
@@ -83,6 +84,26 @@ inline int blocks_per_sm(Kernel* kernel, int threads, std::size_t smem) {
   n = n < 1 ? 1 : n;
   memo.emplace(key, n);
   return n;
+}
+
+// One launch of `kernel`, cooperative when asked (every block resident, or
+// the launch fails instead of a grid barrier hanging), after the shared-memory
+// opt-in: the launchers of the grid-barrier kernels (persistent, onepass).
+template <class... Params, class... Actual>
+inline void launch_cooperative(void (*kernel)(Params...), int grid, int threads, std::size_t smem,
+                               cudaStream_t s, bool cooperative, Actual&&... args) {
+  allow_smem(kernel, smem);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = cooperative ? 1 : 0;
+  cudaLaunchKernelEx(&cfg, kernel, std::forward<Actual>(args)...);
 }
 
 constexpr int kCountThreads = 1024;  // the single counting block of 0x1-0x5

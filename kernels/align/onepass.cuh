@@ -261,30 +261,13 @@ inline void launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s
                            const OnePassPlan& pl, bool cooperative = true) {
   const Args a = make_args(p, bufs);
   unsigned* ws = static_cast<unsigned*>(bufs.workspace);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(pl.grid);
-  cfg.blockDim = dim3(pl.threads);
-  cfg.dynamicSmemBytes = pl.smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = cooperative ? 1 : 0;
-  const int chunk = pl.chunk;
+  const auto go = [&](auto kernel) {
+    launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, cooperative, a, ws, pl.chunk);
+  };
   switch (pl.loads) {
-    case 1:
-      allow_smem(onepass_kernel<IdT, 1>, pl.smem);
-      cudaLaunchKernelEx(&cfg, onepass_kernel<IdT, 1>, a, ws, chunk);
-      break;
-    case 2:
-      allow_smem(onepass_kernel<IdT, 2>, pl.smem);
-      cudaLaunchKernelEx(&cfg, onepass_kernel<IdT, 2>, a, ws, chunk);
-      break;
-    default:
-      allow_smem(onepass_kernel<IdT, 4>, pl.smem);
-      cudaLaunchKernelEx(&cfg, onepass_kernel<IdT, 4>, a, ws, chunk);
-      break;
+    case 1: go(onepass_kernel<IdT, 1>); break;
+    case 2: go(onepass_kernel<IdT, 2>); break;
+    default: go(onepass_kernel<IdT, 4>); break;
   }
 }
 

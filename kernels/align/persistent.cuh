@@ -204,20 +204,8 @@ inline void launch_persistent(const Problem& p, const Buffers& bufs, cudaStream_
   const PersistentPlan pl = persistent_plan<IdT>(p);
   int* H = static_cast<int*>(bufs.workspace);
   int* tot = H + static_cast<std::size_t>(pl.grid) * p.num_experts;
-  int rows = pl.rows;
-  std::int64_t tile = pl.tile, subtile = pl.subtile;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(pl.grid);
-  cfg.blockDim = dim3(pl.threads);
-  cfg.dynamicSmemBytes = pl.smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  allow_smem(persistent_kernel<IdT>, pl.smem);
-  cudaLaunchKernelEx(&cfg, persistent_kernel<IdT>, a, H, tot, rows, tile, subtile);
+  launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, true, a, H, tot,
+                     pl.rows, pl.tile, pl.subtile);
 }
 
 }  // namespace moekit::align::detail
