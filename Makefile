@@ -2,6 +2,8 @@
 BUILD ?= build
 GPU_ARCH ?= 80;90
 MOEKIT := $(BUILD)/src/moekit
+# The kernel families (families.txt): folder names of kernels/, src/, tests/, bench/.
+FAMILIES := $(shell grep -v '^\s*\#' families.txt)
 export PATH := $(PATH):/usr/local/cuda/bin
 
 .PHONY: all deps build demo test gpu-test gpu-verify bench clean
@@ -42,8 +44,7 @@ gpu-test: build
 # each family's GPU test, compute-sanitizer memcheck + racecheck, ncu capture.
 gpu-verify: build
 	@mkdir -p $(BUILD)/gpu-bin
-	cp $(MOEKIT) $(BUILD)/tests/align/gpu_align $(BUILD)/tests/dedup/gpu_dedup \
-	  $(BUILD)/tests/act_and_mul/gpu_act $(BUILD)/gpu-bin/
+	cp $(MOEKIT) $(foreach f,$(FAMILIES),$(BUILD)/tests/$(f)/gpu_$(f)) $(BUILD)/gpu-bin/
 	bash .ci/gpu-verify $(BUILD)/gpu-bin $(BUILD)/gpu-logs
 
 # Regenerates the benchmark tables in docs/bench/ (GPU machine; several minutes).

@@ -1,5 +1,5 @@
-// What the three kernel commands share: options, device choice, measurement
-// and output writing. CUDA-free.
+// Pieces of the run skeleton that families use too: device choice,
+// measurement, variant resolution, output writing. CUDA-free.
 #pragma once
 
 #include <cstdint>
@@ -13,26 +13,13 @@
 #include <fmt/format.h>
 
 #include "cuda_util.hpp"
+#include "family.hpp"
 #include "errors.hpp"
 #include "npy.hpp"
 #include "report.hpp"
 
 namespace moekit {
 
-struct CommonOpts {
-  std::string variant = "auto";
-  std::string device = "auto";  // auto | gpu | cpu
-  std::string out;              // output folder; empty = write nothing
-  bool check = true;
-  bool bench = false;
-  int warmup = 10;
-  int iters = 100;
-  bool cold = false;
-  bool graph = true;
-  bool profile = false;
-  std::string format = "text";
-  std::uint64_t seed = 1;
-};
 
 Format parse_format(const std::string& s);
 
@@ -41,8 +28,9 @@ Format parse_format(const std::string& s);
 bool decide_gpu(const CommonOpts& c, Report& r);
 
 // Timing and ncu profiling of a GPU launch, per the options. `launch(stream, copy)`
-// reads input copy `copy` of `copies`.
-void measure_gpu(const CommonOpts& c, Report& r, const std::function<void(Stream, int)>& launch,
+// reads input copy `copy` of `copies`; the first launch error it returns is
+// thrown as CudaError once the timing or profiling is over.
+void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatus(Stream, int)>& launch,
                  int copies);
 
 // Times a CPU reference run with the host clock (median of c.iters runs, at most ~2 s).
@@ -56,27 +44,36 @@ std::vector<std::string> write_outputs(const CommonOpts& c, Report& r,
 // Prints the report and returns the exit code (1 on a failed check, else 0).
 int finish(const CommonOpts& c, Report& r);
 
-// Resolves --variant (a name or "auto") against a family's registry and checks
-// that it applies; records the resolved name in the report.
-template <class V, class P>
-const V& resolve_variant(const CommonOpts& c, const P& p, Report& r, const V& (*pick_auto)(const P&),
-                         const V* (*find)(std::string_view)) {
-  const V* v = c.variant == "auto" ? &pick_auto(p) : find(c.variant);
-  if (!v)
-    throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", r.op, c.variant, r.op));
-  if (const char* why = v->not_applicable(p))
-    throw InputError(fmt::format("{} variant '{}' does not apply to this input: {}", r.op, v->info.name, why));
-  r.variant = std::string(v->info.name);
-  return *v;
-}
-
-// Rejects an unknown --variant name up front, whatever the device: a CPU run
-// never resolves the variant, and a typo must not pass silently as exit 0.
+// The variant a job runs: --variant resolved against a family's registry
+// (auto = the family's pick for this problem), and its workspace.
 template <class V>
-void require_known_variant(const CommonOpts& c, const Report& r, const V* (*find)(std::string_view)) {
-  if (c.variant != "auto" && !find(c.variant))
-    throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", r.op, c.variant, r.op));
-}
+struct ResolvedVariant {
+  const V* v = nullptr;
+  DeviceBuffer workspace;
+
+  // Throws InputError when the name is unknown or the variant does not apply.
+  template <class P>
+  std::pair<std::string, bool> resolve(std::string_view op, const std::string& requested, const P& p,
+                                       const DeviceCaps& caps, const V* (*find)(std::string_view),
+                                       const V& (*pick_auto)(const P&)) {
+    caps_ = &caps;
+    v = requested == "auto" ? &pick_auto(p) : find(requested);
+    if (!v)
+      throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", op, requested, op));
+    if (const char* why = v->not_applicable(p, caps))
+      throw InputError(fmt::format("{} variant '{}' does not apply to this input: {}", op, v->info.name, why));
+    return {std::string(v->info.name), v->stable_order};
+  }
+  // Allocates the workspace; zeroes it once when the variant keeps it zero.
+  template <class P>
+  void allocate(const P& p) {
+    workspace = DeviceBuffer(v->workspace_bytes(p, *caps_));
+    if (v->zeroed_workspace && v->zeroed_workspace(p, *caps_)) workspace.fill_bytes(0);
+  }
+
+ private:
+  const DeviceCaps* caps_ = nullptr;  // device_caps() entries live for the process
+};
 
 // `copies` device copies of one host input (rotated through when timing).
 std::vector<DeviceBuffer> upload_copies(const npy::Array& a, int copies);

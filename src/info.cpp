@@ -1,12 +1,10 @@
-// `moekit info` and `moekit variants`.
+// `moekit info`: the device, or the dtype and shape of .npy files.
 #include <fmt/format.h>
 
-#include "act_and_mul/act_and_mul.hpp"
-#include "align/align.hpp"
 #include "commands.hpp"
 #include "cuda_util.hpp"
-#include "dedup/dedup.hpp"
 #include "errors.hpp"
+#include "npy.hpp"
 #include "timing.hpp"
 
 namespace moekit {
@@ -22,20 +20,6 @@ std::string dims_csv(const std::vector<std::int64_t>& shape) {
 }
 
 std::string version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
-
-struct FamilyRow {
-  std::string_view op;
-  std::vector<VariantInfo> variants;
-  std::string_view auto_rule;
-};
-
-template <class V>
-std::vector<VariantInfo> infos(std::span<const V> vs) {
-  std::vector<VariantInfo> o;
-  for (auto& v : vs)
-    if (v.info.name != "auto") o.push_back(v.info);  // listed once, with its rule, below
-  return o;
-}
 
 std::string jq(std::string_view s) {
   std::string o = "\"";
@@ -87,38 +71,6 @@ int run_info(const std::vector<std::string>& files, const std::string& format) {
                "median of 10; the peak that pct_of_peak uses)\n",
                bw);
   }
-  return kOk;
-}
-
-int run_variants(const std::string& op, const std::string& format) {
-  std::vector<FamilyRow> fams = {
-      {"align", infos(align::variants()), align::auto_rule()},
-      {"dedup", infos(dedup::variants()), dedup::auto_rule()},
-      {"act-and-mul", infos(act::variants()), act::auto_rule()},
-  };
-  std::string want = op == "act_and_mul" ? "act-and-mul" : op;
-  bool any = false;
-  for (auto& f : fams) {
-    if (!want.empty() && f.op != want) continue;
-    any = true;
-    if (format == "json") {
-      for (auto& v : f.variants)
-        fmt::print("{{\"op\":{},\"variant\":{},\"description\":{},\"limits\":{}}}\n", jq(f.op), jq(v.name),
-                   jq(v.description), jq(v.limits));
-      fmt::print("{{\"op\":{},\"variant\":\"auto\",\"description\":{},\"limits\":\"any\"}}\n", jq(f.op),
-                 jq(f.auto_rule));
-      continue;
-    }
-    std::size_t w = 4;
-    for (auto& v : f.variants) w = std::max(w, v.name.size());
-    fmt::print("{}\n", f.op);
-    for (auto& v : f.variants) {
-      fmt::print("  {:<{}}  {}\n", v.name, w, v.description);
-      fmt::print("  {:<{}}  limits: {}\n", "", w, v.limits);
-    }
-    fmt::print("  {:<{}}  {}\n\n", "auto", w, f.auto_rule);
-  }
-  if (!any) throw InputError(fmt::format("variants: unknown op '{}' (align, dedup, act-and-mul)", op));
   return kOk;
 }
 

@@ -71,16 +71,30 @@ std::string csv_field(const std::string& s) {
   return o;
 }
 
+// The text of a parameter value (nullopt reads "none").
+std::string param_text(const std::optional<std::string>& v) { return v ? *v : std::string("none"); }
+
 std::string render_text(const Report& r) {
   std::string out;
   std::string params;
-  for (auto& [k, v] : r.params) params += fmt::format(" {}={}", k, v);
+  for (auto& [k, v] : r.params) params += fmt::format(" {}={}", k, param_text(v));
   std::string var = r.variant;
   if (!r.variant_requested.empty() && r.variant_requested != r.variant)
     var = fmt::format("{} (from {})", r.variant, r.variant_requested);
   out += fmt::format("{} [{}]{} dtype={} on {}\n", r.op, var, params, r.dtype, r.device);
   for (auto& n : r.notes) out += fmt::format("  note: {}\n", n);
-  if (r.check_status == "pass") {
+  if (!r.summary.empty()) {
+    std::string line;
+    for (auto& [k, v] : r.summary) line += fmt::format(" {}={}", k, v);
+    out += fmt::format("  result:{}\n", line);
+  }
+  if (r.check_status == "pass" && r.variant == "reference") {
+    // No kernel ran: only the written files were compared with the reference.
+    out += "  check: pass (no kernel ran: the CPU reference made the outputs; the written files read back "
+           "match it)\n";
+  } else if (r.check_status == "n/a") {
+    out += "  check: n/a (no kernel ran: the CPU reference made the outputs)\n";
+  } else if (r.check_status == "pass") {
     if (r.check.error_unit == "exact")
       out += fmt::format("  check: pass (matches the CPU reference exactly)\n");
     else
@@ -109,7 +123,10 @@ std::string render_text(const Report& r) {
 
 std::string render_json(const Report& r) {
   std::string p;
-  for (auto& [k, v] : r.params) append_item(p, fmt::format("{}:{}", q(k), is_integer_text(v) ? v : q(v)));
+  for (auto& [k, v] : r.params)
+    append_item(p, fmt::format("{}:{}", q(k), !v ? std::string("null") : is_integer_text(*v) ? *v : q(*v)));
+  std::string sum;
+  for (auto& [k, v] : r.summary) append_item(sum, fmt::format("{}:{}", q(k), is_integer_text(v) ? v : q(v)));
   std::string check = fmt::format("{{\"result\":{},\"max_error\":{},\"error_unit\":{}", q(r.check_status),
                                   num(r.check.max_error), q(r.check.error_unit));
   check += fmt::format(",\"first_difference\":{}}}",
@@ -126,10 +143,12 @@ std::string render_json(const Report& r) {
   return fmt::format(
       "{{\"op\":{},\"variant\":{},\"variant_requested\":{},\"params\":{{{}}},\"dtype\":{},"
       "\"device\":{},\"check\":{},\"time_us\":{},\"timing_mode\":{},\"bytes\":{},\"gbps\":{},"
-      "\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}]}}\n",
+      "\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}],\"summary\":{{{}}},\"error\":{}}}\n",
       q(r.op), q(r.variant), q(r.variant_requested), p, q(r.dtype), q(r.device), check, time,
       r.timing ? q(r.timing->mode) : "null", num(r.bytes), r.timing ? num(r.gbps()) : "null",
-      num(r.peak_gbps), r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes);
+      num(r.peak_gbps), r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes, sum,
+      r.error_code == 0 ? std::string("null")
+                        : fmt::format("{{\"exit_code\":{},\"message\":{}}}", r.error_code, q(r.error_message)));
 }
 
 std::string render_csv(const Report& r) {
@@ -137,7 +156,7 @@ std::string render_csv(const Report& r) {
   std::string row = fmt::format("{},{},{}", csv_field(r.op), csv_field(r.variant), csv_field(r.variant_requested));
   for (auto& [k, v] : r.params) {
     head += fmt::format(",{}", csv_field(k));
-    row += fmt::format(",{}", csv_field(v));
+    row += fmt::format(",{}", csv_field(param_text(v)));
   }
   head += ",dtype,device,check,max_error,median_us,min_us,max_us,samples,bytes,gbps,pct_of_peak";
   row += fmt::format(",{},{},{},{}", csv_field(r.dtype), csv_field(r.device), r.check_status,

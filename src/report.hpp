@@ -15,10 +15,20 @@ namespace moekit {
 enum class Format { text, json, csv };
 
 struct Report {
-  std::string op;                 // "align", "dedup", "act-and-mul"
+  std::string op;                 // the family's command name
   std::string variant;            // as resolved ("warpscan"); "reference" on the CPU
   std::string variant_requested;  // as typed ("auto")
-  std::vector<std::pair<std::string, std::string>> params;  // shape parameters, in order
+  // Shape parameters, in order. JSON renders integer text as a number, other
+  // text as a string, and nullopt as null (text and csv print "none"), so a
+  // key's JSON type never depends on the input.
+  std::vector<std::pair<std::string, std::optional<std::string>>> params;
+  // What the run produced, one line in the text report ("num_tokens_post_pad=..."),
+  // an object in JSON; filled on the CPU and the GPU alike.
+  std::vector<std::pair<std::string, std::string>> summary;
+  // Set when the run failed: its exit code and one-line message (JSON reports
+  // then carry an "error" member, so scripts reading stdout see the failure).
+  int error_code = 0;
+  std::string error_message;
   std::string dtype;
   std::string device;             // GPU name or "cpu"
   // check: "pass", "fail", "skipped" (--no-check) or "n/a" (CPU reference run)

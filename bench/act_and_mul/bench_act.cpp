@@ -28,7 +28,7 @@
 #include "act_and_mul/tuning.hpp"
 #include "cuda_util.hpp"
 #include "half.hpp"
-#include "ops/act_ref.hpp"
+#include "act_and_mul/reference.hpp"
 #include "timing.hpp"
 
 using namespace moekit;

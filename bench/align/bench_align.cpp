@@ -26,7 +26,7 @@
 #include "align/align.hpp"
 #include "bench_ids.hpp"
 #include "cuda_util.hpp"
-#include "ops/align_ref.hpp"
+#include "align/reference.hpp"
 #include "timing.hpp"
 
 using namespace moekit;

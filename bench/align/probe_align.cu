@@ -36,7 +36,7 @@
 #include "align/tiny.cuh"
 #include "align/twopass.cuh"
 #include "cuda_util.hpp"
-#include "ops/align_ref.hpp"
+#include "align/reference.hpp"
 #include "timing.hpp"
 
 using namespace moekit;

@@ -14,7 +14,7 @@
 
 #include "cuda_util.hpp"
 #include "dedup/dedup.hpp"
-#include "ops/dedup_ref.hpp"
+#include "dedup/reference.hpp"
 #include "timing.hpp"
 #include "tune_dedup.hpp"
 

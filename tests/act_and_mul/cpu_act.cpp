@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "half.hpp"
-#include "ops/act_ref.hpp"
+#include "act_and_mul/reference.hpp"
 
 using namespace moekit;
 using moekit::act::Activation;

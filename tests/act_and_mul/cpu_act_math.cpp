@@ -14,7 +14,7 @@
 
 #include "act_and_mul/fast_div.hpp"
 #include "half.hpp"
-#include "ops/act_ref.hpp"
+#include "act_and_mul/reference.hpp"
 
 namespace {
 // erfcx(z) = e^(z^2) erfc(z), in double, asymptotic series where e^(z^2) overflows.

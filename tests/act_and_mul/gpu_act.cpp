@@ -31,7 +31,7 @@
 #include "act_and_mul/act_and_mul.hpp"
 #include "cuda_util.hpp"
 #include "half.hpp"
-#include "ops/act_ref.hpp"
+#include "act_and_mul/reference.hpp"
 
 using namespace moekit;
 using act::Activation;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "errors.hpp"
-#include "ops/align_ref.hpp"
+#include "align/reference.hpp"
 
 using namespace moekit;
 using namespace moekit::align;

@@ -27,7 +27,7 @@
 
 #include "align/align.hpp"
 #include "cuda_util.hpp"
-#include "ops/align_ref.hpp"
+#include "align/reference.hpp"
 
 using namespace moekit;
 using namespace moekit::align;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "errors.hpp"
-#include "ops/dedup_ref.hpp"
+#include "dedup/reference.hpp"
 
 using moekit::dedup::Problem;
 using V = std::vector<std::int32_t>;

@@ -19,7 +19,7 @@
 
 #include "cuda_util.hpp"
 #include "dedup/dedup.hpp"
-#include "ops/dedup_ref.hpp"
+#include "dedup/reference.hpp"
 
 namespace dd = moekit::dedup;
 using V = std::vector<std::int32_t>;

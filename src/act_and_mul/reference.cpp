@@ -5,7 +5,7 @@
 // the output dtype. Only the infinite-y case is written out by hand: there the
 // double formula would turn an underflowed act(x) into 0 * inf = NaN, while
 // act(x) is mathematically nonzero for every finite x != 0.
-#include "ops/act_ref.hpp"
+#include "act_and_mul/reference.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // CPU reference and exact checker for per-batch top-k de-duplication.
-#include "ops/dedup_ref.hpp"
+#include "dedup/reference.hpp"
 
 #include <fmt/format.h>
 

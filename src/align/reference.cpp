@@ -4,7 +4,7 @@
 // scan of the block-padded counts, then one pass over the slots in ascending
 // order. Slots therefore ascend inside each expert, which is also what the
 // `stable` GPU variant promises bit for bit.
-#include "ops/align_ref.hpp"
+#include "align/reference.hpp"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,261 @@
+// `moekit align`: moe_align_block_size on a router trace (docs/align.md).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "align/align.hpp"
+#include "align/reference.hpp"
+#include "driver.hpp"
+#include "errors.hpp"
+#include "family.hpp"
+#include "align/gen.hpp"
+
+namespace moekit {
+namespace {
+
+using align::Outputs;
+using align::Problem;
+
+struct Args {
+  std::string topk_ids;    // input file; empty = generate from the shape options
+  std::string expert_map;  // optional
+  std::int32_t num_experts = 0;
+  std::int32_t block_size = 128;
+  bool pad_sorted_ids = false;
+  bool ignore_invalid = false;
+  // synthetic input (no --topk-ids)
+  std::int64_t tokens = -1;
+  std::int32_t topk = 8;
+  std::string dist = "uniform";
+};
+
+struct GenArgs {
+  std::int64_t tokens = 0;
+  std::int32_t topk = 0, num_experts = 0;
+  std::string dist = "uniform", dtype = "int32";
+};
+
+Outputs to_outputs(const npy::Array& sorted, const npy::Array& eids, const npy::Array& ntpp) {
+  Outputs o;
+  auto s = sorted.as<std::int32_t>();
+  auto e = eids.as<std::int32_t>();
+  o.sorted_token_ids.assign(s.begin(), s.end());
+  o.expert_ids.assign(e.begin(), e.end());
+  o.num_tokens_post_pad = ntpp.as<std::int32_t>()[0];
+  return o;
+}
+
+class AlignJob final : public Job {
+ public:
+  AlignJob(npy::Array ids, std::vector<std::int64_t> ids_w, std::vector<std::int32_t> map, Problem p)
+      : ids_(std::move(ids)), ids_w_(std::move(ids_w)), map_(std::move(map)), p_(p) {}
+
+  void reference() override { ref_ = align::reference(p_, ids_w_, map_); }
+  void adopt_reference() override { got_ = ref_; }
+
+  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
+    return var_.resolve("align", requested, p_, caps, align::find, align::pick_auto);
+  }
+  std::size_t input_bytes() const override { return ids_.data.size(); }
+  void upload(int copies) override {
+    var_.allocate(p_);
+    d_ids_ = upload_copies(ids_, copies);
+    d_map_ = DeviceBuffer(map_.size() * 4);
+    d_map_.upload(map_.data(), map_.size() * 4);
+    d_sorted_ = DeviceBuffer(p_.max_num_tokens_padded * 4);
+    d_eids_ = DeviceBuffer(p_.max_num_blocks * 4);
+    d_ntpp_ = DeviceBuffer(4);
+    for (auto* b : {&d_sorted_, &d_eids_, &d_ntpp_}) b->fill_bytes(0xAB);  // poison: unwritten shows up
+  }
+  LaunchStatus launch(Stream s, int copy) override {
+    align::Buffers b;
+    b.topk_ids = d_ids_[copy].get();
+    b.expert_map = map_.empty() ? nullptr : d_map_.as<std::int32_t>();
+    b.sorted_token_ids = d_sorted_.as<std::int32_t>();
+    b.expert_ids = d_eids_.as<std::int32_t>();
+    b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
+    b.workspace = var_.workspace.get();
+    return var_.v->launch(p_, b, s);
+  }
+  void download() override {
+    got_.sorted_token_ids.resize(p_.max_num_tokens_padded);
+    got_.expert_ids.resize(p_.max_num_blocks);
+    d_sorted_.download(got_.sorted_token_ids.data(), got_.sorted_token_ids.size() * 4);
+    d_eids_.download(got_.expert_ids.data(), got_.expert_ids.size() * 4);
+    d_ntpp_.download(&got_.num_tokens_post_pad, 4);
+  }
+  double bytes_moved() const override {
+    return double(ids_.data.size()) + double(map_.size()) * 4 +
+           4.0 * double(p_.max_num_tokens_padded + p_.max_num_blocks + 1);
+  }
+  CheckResult check(bool exact_order) override { return align::check(p_, ref_, got_, exact_order); }
+  std::vector<NamedArray> outputs() override {
+    return {{"sorted_token_ids.npy", make_array(npy::DType::i4, {p_.max_num_tokens_padded}, got_.sorted_token_ids)},
+            {"expert_ids.npy", make_array(npy::DType::i4, {p_.max_num_blocks}, got_.expert_ids)},
+            {"num_tokens_post_pad.npy",
+             make_array(npy::DType::i4, {1}, std::vector<std::int32_t>{got_.num_tokens_post_pad})}};
+  }
+  std::vector<std::pair<std::string, std::string>> summary() const override {
+    const std::int64_t blocks = got_.num_tokens_post_pad / p_.block_size;
+    std::int64_t experts = 0;
+    for (std::int64_t b = 0; b < blocks && b < std::int64_t(got_.expert_ids.size()); ++b)
+      experts += b == 0 || got_.expert_ids[b] != got_.expert_ids[b - 1];
+    return {{"num_tokens_post_pad", std::to_string(got_.num_tokens_post_pad)},
+            {"blocks", std::to_string(blocks)},
+            {"experts_used", std::to_string(experts)}};
+  }
+  CheckResult check_files(const std::vector<std::string>& paths) override {
+    Outputs back = to_outputs(npy::read(paths[0]), npy::read(paths[1]), npy::read(paths[2]));
+    return align::check(p_, ref_, back, true);
+  }
+
+ private:
+  npy::Array ids_;
+  std::vector<std::int64_t> ids_w_;
+  std::vector<std::int32_t> map_;
+  Problem p_;
+  Outputs ref_, got_;
+  ResolvedVariant<align::Variant> var_;
+  std::vector<DeviceBuffer> d_ids_;
+  DeviceBuffer d_map_, d_sorted_, d_eids_, d_ntpp_;
+};
+
+class AlignFamily final : public Family {
+ public:
+  std::string_view command() const override { return "align"; }
+  std::string_view summary() const override {
+    return "moe_align_block_size: sort token slots by expert, pad to blocks";
+  }
+  std::string outputs_help() const override {
+    return "Outputs: sorted_token_ids.npy, expert_ids.npy, num_tokens_post_pad.npy.";
+  }
+
+  std::vector<std::string> examples() const override {
+    return {"align --topk-ids data/trace_4096x8_e256.npy --num-experts 256 --block-size 128 --bench",
+            "gen align --tokens 4096 --topk 8 --num-experts 256 --dist zipf:1.2 -o trace.npy", "variants align"};
+  }
+
+  void add_options(CLI::App& s) override {
+    auto* in = s.add_option("--topk-ids", a_.topk_ids, "router expert ids, int32 or int64, any shape (.npy)");
+    s.add_option("--num-experts,-E", a_.num_experts, "number of (local) experts E")->required();
+    s.add_option("--block-size,-B", a_.block_size, "block size B (1..1024)")->capture_default_str();
+    s.add_option("--expert-map", a_.expert_map, "int32 [global experts] map to local ids, -1 = not local");
+    s.add_flag("--pad-sorted-ids", a_.pad_sorted_ids, "round the sorted_token_ids length up to a multiple of B");
+    s.add_flag("--ignore-invalid", a_.ignore_invalid,
+               "drop ids outside [0, E) (or the map) instead of rejecting the input");
+    // Generator options make no sense with an input file: refused, not ignored.
+    s.add_option("--tokens", a_.tokens, "without --topk-ids: generate this many tokens")->excludes(in);
+    s.add_option("--topk", a_.topk, "without --topk-ids: experts per token")->capture_default_str()->excludes(in);
+    s.add_option("--dist", a_.dist, "without --topk-ids: uniform, zipf:S or hot:F")->capture_default_str()->excludes(in);
+  }
+
+  std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
+    s.description("router trace: [tokens, topk] expert ids, distinct per token");
+    s.add_option("--tokens", g_.tokens, "tokens")->required();
+    s.add_option("--topk", g_.topk, "experts per token")->required();
+    s.add_option("--num-experts,-E", g_.num_experts, "experts")->required();
+    s.add_option("--dist", g_.dist, "uniform, zipf:S or hot:F")->capture_default_str();
+    s.add_option("--dtype", g_.dtype, "int32 or int64")->check(CLI::IsMember({"int32", "int64"}))
+        ->capture_default_str();
+    return [this](std::uint64_t seed) {
+      return gen::align_ids(g_.tokens, g_.topk, g_.num_experts, gen::parse_dist(g_.dist), seed,
+                            g_.dtype == "int64");
+    };
+  }
+
+  std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
+
+  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
+    return variant_rows(align::variants(), caps);
+  }
+  std::string auto_rule() const override { return std::string(align::auto_rule()); }
+
+ private:
+  Args a_;
+  GenArgs g_;
+};
+
+std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
+  const Args& a = a_;
+  if (a.num_experts < 1) throw InputError("--num-experts must be >= 1");
+
+  // Input: a file, or a synthetic trace from the shape options.
+  npy::Array ids;
+  std::string label = a.topk_ids;
+  if (a.topk_ids.empty()) {
+    if (a.tokens < 0) throw InputError("align: give --topk-ids FILE, or --tokens N to generate a trace");
+    if (a.topk < 1 || a.topk > a.num_experts)
+      throw InputError(fmt::format("--topk {} must be in [1, --num-experts {}] (each token's experts are distinct)",
+                                   a.topk, a.num_experts));
+    // Shapes whose outputs cannot fit int32 fail here, before gigabytes are generated.
+    if (a.topk >= 1 && double(a.tokens) * a.topk <= double(std::numeric_limits<std::int32_t>::max()))
+      (void)align::make_problem(a.tokens * a.topk, a.num_experts, a.block_size, false, 0, a.pad_sorted_ids);
+    ids = gen::align_ids(a.tokens, a.topk, a.num_experts, gen::parse_dist(a.dist), c.seed, false);
+    label = fmt::format("generated input ({} tokens x top-{}, {}, seed {})", a.tokens, a.topk, a.dist, c.seed);
+    r.notes.push_back(label);
+  } else {
+    ids = npy::read(a.topk_ids);
+  }
+  if (ids.dtype != npy::DType::i4 && ids.dtype != npy::DType::i8)
+    throw InputError(fmt::format("{}: topk_ids must be int32 or int64, got {}", label, npy::dtype_name(ids.dtype)));
+  const bool ids64 = ids.dtype == npy::DType::i8;
+  const std::int64_t numel = ids.numel();
+  std::vector<std::int64_t> ids_w(static_cast<std::size_t>(numel));
+  if (ids64) {
+    auto s = ids.as<std::int64_t>();
+    std::copy(s.begin(), s.end(), ids_w.begin());
+  } else {
+    auto s = ids.as<std::int32_t>();
+    std::copy(s.begin(), s.end(), ids_w.begin());
+  }
+
+  std::vector<std::int32_t> map_v;
+  if (!a.expert_map.empty()) {
+    npy::Array map = npy::read(a.expert_map);
+    if (map.dtype != npy::DType::i4 || map.shape.size() != 1)
+      throw InputError(fmt::format("{}: the expert map must be a 1-D int32 array, got {} with {} dimension(s)",
+                                   a.expert_map, npy::dtype_name(map.dtype), map.shape.size()));
+    if (map.numel() < 1) throw InputError(fmt::format("{}: the expert map is empty", a.expert_map));
+    auto m = map.as<std::int32_t>();
+    for (std::size_t i = 0; i < m.size(); ++i)
+      if (m[i] < -1 || m[i] >= a.num_experts)
+        throw InputError(fmt::format("{}: entry {} maps to {}, outside [-1, {}) (--num-experts is the local count)",
+                                     a.expert_map, i, m[i], a.num_experts));
+    map_v.assign(m.begin(), m.end());
+  }
+
+  const std::int64_t bound = map_v.empty() ? a.num_experts : std::int64_t(map_v.size());
+  std::int64_t invalid = 0;
+  for (std::size_t i = 0; i < ids_w.size(); ++i) {
+    if (ids_w[i] >= 0 && ids_w[i] < bound) continue;
+    if (!a.ignore_invalid) {
+      if (!map_v.empty())  // the map is what is too short (or the id is bad): name both
+        throw InputError(fmt::format("{}: expert id {} at index {} is outside the expert map {} (length {}); pass "
+                                     "--ignore-invalid to drop such ids",
+                                     label, ids_w[i], i, a.expert_map, map_v.size()));
+      throw InputError(fmt::format("{}: expert id {} at index {} is outside [0, {}); pass --ignore-invalid to drop "
+                                   "such ids",
+                                   label, ids_w[i], i, bound));
+    }
+    ++invalid;
+  }
+  if (invalid) r.notes.push_back(fmt::format("{} invalid id(s) dropped (--ignore-invalid)", invalid));
+
+  const Problem p = align::make_problem(numel, a.num_experts, a.block_size, ids64,
+                                        static_cast<std::int32_t>(map_v.size()), a.pad_sorted_ids);
+  r.params = {{"numel", std::to_string(numel)},
+              {"num_experts", std::to_string(a.num_experts)},
+              {"block_size", std::to_string(a.block_size)},
+              {"expert_map", map_v.empty() ? std::nullopt : std::optional(std::to_string(map_v.size()))},
+              {"max_num_tokens_padded", std::to_string(p.max_num_tokens_padded)}};
+  r.dtype = npy::dtype_name(ids.dtype);
+  return std::make_unique<AlignJob>(std::move(ids), std::move(ids_w), std::move(map_v), p);
+}
+
+}  // namespace
+
+std::unique_ptr<Family> make_align_family() { return std::make_unique<AlignFamily>(); }
+
+}  // namespace moekit

@@ -1,0 +1,219 @@
+// `moekit dedup`: per-batch de-duplication of speculative top-k index rows
+// (docs/dedup.md).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "dedup/dedup.hpp"
+#include "dedup/reference.hpp"
+#include "driver.hpp"
+#include "errors.hpp"
+#include "family.hpp"
+#include "dedup/gen.hpp"
+
+namespace moekit {
+namespace {
+
+struct Args {
+  std::string indices;
+  std::int32_t mtp_step = 0;
+  std::int64_t max_index = -1;
+  // synthetic input (no --indices)
+  std::int32_t batch = -1;
+  std::int32_t k = 2048;
+  double overlap = 0.8;
+};
+
+struct GenArgs {
+  std::int32_t batch = 0, mtp_step = 1, k = 0;
+  std::int64_t max_index = std::int64_t(1) << 31;
+  double overlap = 0.0, pad = 0.0;
+};
+
+class DedupJob final : public Job {
+ public:
+  DedupJob(npy::Array in, dedup::Problem p) : in_(std::move(in)), p_(p) {}
+
+  void reference() override { ref_ = dedup::reference(p_, in_.as<std::int32_t>()); }
+  void adopt_reference() override { got_ = ref_; }
+
+  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
+    return var_.resolve("dedup", requested, p_, caps, dedup::find, dedup::pick_auto);
+  }
+  std::size_t input_bytes() const override { return in_.data.size(); }
+  void upload(int copies) override {
+    var_.allocate(p_);
+    d_in_ = upload_copies(in_, copies);
+    d_out_ = DeviceBuffer(out_elems() * 4);
+    d_out_.fill_bytes(0xAB);  // poison: unwritten shows up
+  }
+  LaunchStatus launch(Stream s, int copy) override {
+    dedup::Buffers b;
+    b.indices = d_in_[copy].as<std::int32_t>();
+    b.out = d_out_.as<std::int32_t>();
+    b.workspace = var_.workspace.get();
+    return var_.v->launch(p_, b, s);
+  }
+  void download() override {
+    got_.resize(out_elems());
+    d_out_.download(got_.data(), got_.size() * 4);
+  }
+  // Input read once, output written once (same size).
+  double bytes_moved() const override { return 2.0 * double(out_elems()) * 4; }
+  CheckResult check(bool) override { return dedup::check(p_, ref_, got_); }
+  std::vector<NamedArray> outputs() override {
+    return {{"dedup.npy", make_array(npy::DType::i4, {p_.batch, p_.row_len()}, got_)}};
+  }
+  std::vector<std::pair<std::string, std::string>> summary() const override {
+    std::int64_t total = 0, most = 0;
+    const std::int64_t row = p_.row_len();
+    for (std::int64_t b = 0; b < p_.batch; ++b) {
+      std::int64_t n = 0;
+      for (std::int64_t j = 0; j < row && got_[b * row + j] >= 0; ++j) ++n;
+      total += n;
+      most = std::max(most, n);
+    }
+    return {{"distinct_values", std::to_string(total)}, {"most_in_a_batch", std::to_string(most)}};
+  }
+  CheckResult check_files(const std::vector<std::string>& paths) override {
+    auto back = npy::read(paths[0]);
+    return dedup::check(p_, ref_, back.as<std::int32_t>());
+  }
+
+ private:
+  std::size_t out_elems() const { return static_cast<std::size_t>(p_.batch) * p_.row_len(); }
+
+  npy::Array in_;
+  dedup::Problem p_;
+  std::vector<std::int32_t> ref_, got_;
+  ResolvedVariant<dedup::Variant> var_;
+  std::vector<DeviceBuffer> d_in_;
+  DeviceBuffer d_out_;
+};
+
+class DedupFamily final : public Family {
+ public:
+  std::string_view command() const override { return "dedup"; }
+  std::string_view summary() const override {
+    return "per-batch top-k index de-duplication (speculative decoding)";
+  }
+  std::string outputs_help() const override {
+    return "Output: dedup.npy, int32 [bs, M*k]: each batch's distinct values ascending, then -1.";
+  }
+
+  std::vector<std::string> examples() const override {
+    return {"dedup --indices data/dedup_bs115_m2_k2048.npy --mtp-step 2 --variant auto --out out/"};
+  }
+
+  void add_options(CLI::App& s) override {
+    auto* in = s.add_option("--indices", a_.indices, "int32 [bs*M, k] or [bs, M, k] (.npy); negative values are ignored");
+    s.add_option("--mtp-step,-M", a_.mtp_step, "rows per batch M")->required();
+    s.add_option("--max-index", a_.max_index, "promise: every value < N (checked); lets variants sort fewer bits");
+    // Generator options make no sense with an input file: refused, not ignored.
+    s.add_option("--batch", a_.batch, "without --indices: generate this many batches")->excludes(in);
+    s.add_option("--k", a_.k, "without --indices: values per row")->capture_default_str()->excludes(in);
+    s.add_option("--overlap", a_.overlap, "without --indices: fraction shared by consecutive rows")
+        ->capture_default_str()
+        ->excludes(in);
+  }
+
+  std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
+    s.description("speculative top-k rows: [bs*M, k] int32");
+    s.add_option("--batch", g_.batch, "batches bs")->required();
+    s.add_option("--mtp-step,-M", g_.mtp_step, "rows per batch M")->capture_default_str();
+    s.add_option("--k", g_.k, "values per row")->required();
+    s.add_option("--max-index", g_.max_index, "values are drawn from [0, N)")->capture_default_str();
+    s.add_option("--overlap", g_.overlap, "fraction of a row's values carried from the previous row")
+        ->capture_default_str();
+    s.add_option("--pad", g_.pad, "fraction of each row's tail set to -1")->capture_default_str();
+    return [this](std::uint64_t seed) {
+      return gen::dedup_indices(g_.batch, g_.mtp_step, g_.k, g_.max_index, g_.overlap, g_.pad, seed);
+    };
+  }
+
+  std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
+
+  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
+    return variant_rows(dedup::variants(), caps);
+  }
+  std::string auto_rule() const override { return std::string(dedup::auto_rule()); }
+
+ private:
+  Args a_;
+  GenArgs g_;
+};
+
+std::unique_ptr<Job> DedupFamily::prepare(const CommonOpts& c, Report& r) {
+  const Args& a = a_;
+  if (a.mtp_step < 1) throw InputError("--mtp-step must be >= 1");
+  if (a.max_index == 0 || a.max_index < -1 || a.max_index > (std::int64_t(1) << 31))
+    throw InputError("--max-index must be in [1, 2^31]");
+
+  npy::Array in;
+  std::string label = a.indices;
+  if (a.indices.empty()) {
+    if (a.batch < 0) throw InputError("dedup: give --indices FILE, or --batch N to generate input");
+    std::int64_t hi = a.max_index > 0 ? a.max_index : (std::int64_t(1) << 31);
+    in = gen::dedup_indices(a.batch, a.mtp_step, a.k, hi, a.overlap, 0.0, c.seed);
+    label = fmt::format("generated input (batch {} x {} steps x k {}, values < {}, overlap {}, seed {})", a.batch,
+                        a.mtp_step, a.k, hi, a.overlap, c.seed);
+    r.notes.push_back(label);
+  } else {
+    in = npy::read(a.indices);
+  }
+  if (in.dtype != npy::DType::i4)
+    throw InputError(fmt::format("{}: indices must be int32, got {}", label, npy::dtype_name(in.dtype)));
+
+  // [bs*M, k] or [bs, M, k]
+  std::int64_t rows = 0, k = 0;
+  if (in.shape.size() == 2) {
+    rows = in.shape[0];
+    k = in.shape[1];
+  } else if (in.shape.size() == 3) {
+    if (in.shape[1] != a.mtp_step)
+      throw InputError(fmt::format("{}: shape [{}, {}, {}] has {} steps per batch but --mtp-step is {}", label,
+                                   in.shape[0], in.shape[1], in.shape[2], in.shape[1], a.mtp_step));
+    rows = in.shape[0] * in.shape[1];
+    k = in.shape[2];
+  } else {
+    throw InputError(fmt::format("{}: indices must be [bs*M, k] or [bs, M, k], got {} dimension(s)", label,
+                                 in.shape.size()));
+  }
+  if (k < 1) throw InputError(fmt::format("{}: k (the last dimension) must be >= 1", label));
+  if (rows % a.mtp_step != 0)
+    throw InputError(fmt::format("{}: {} rows do not divide into batches of --mtp-step {} rows", label, rows,
+                                 a.mtp_step));
+  const std::int64_t batch = rows / a.mtp_step;
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  if (batch > kMax || std::int64_t(a.mtp_step) * k > kMax)
+    throw InputError(fmt::format("{}: {} batches of {} values overflow int32 indexing", label, batch,
+                                 std::int64_t(a.mtp_step) * k));
+
+  if (a.max_index > 0) {
+    auto vals = in.as<std::int32_t>();
+    for (std::size_t i = 0; i < vals.size(); ++i)
+      if (vals[i] >= a.max_index)
+        throw InputError(fmt::format("{}: value {} at flat index {} breaks the promise --max-index {}", label,
+                                     vals[i], i, a.max_index));
+  }
+
+  dedup::Problem p;
+  p.batch = static_cast<std::int32_t>(batch);
+  p.mtp_step = a.mtp_step;
+  p.k = static_cast<std::int32_t>(k);
+  p.max_index = a.max_index;
+  r.params = {{"batch", std::to_string(batch)},
+              {"mtp_step", std::to_string(a.mtp_step)},
+              {"k", std::to_string(k)},
+              {"max_index", a.max_index > 0 ? std::optional(std::to_string(a.max_index)) : std::nullopt}};
+  r.dtype = "int32";
+  return std::make_unique<DedupJob>(std::move(in), p);
+}
+
+}  // namespace
+
+std::unique_ptr<Family> make_dedup_family() { return std::make_unique<DedupFamily>(); }
+
+}  // namespace moekit

@@ -1,0 +1,128 @@
+// A kernel family's host side, as the CLI sees it. One class per family
+// (src/<family>/family.cpp) registers the family's options, generator and
+// variants; the run skeleton (run.cpp) drives every family's run through the
+// Job interface below. The families list is families.txt at the top of the
+// repository (docs/architecture.md). CUDA-free.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "check.hpp"
+#include "common/device.hpp"
+#include "common/variant.hpp"
+#include "npy.hpp"
+#include "report.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace moekit {
+
+// Options every kernel command shares (registered by the skeleton).
+struct CommonOpts {
+  std::string variant = "auto";
+  std::string device = "auto";  // auto | gpu | cpu
+  std::string out;              // output folder; empty = write nothing
+  bool check = true;
+  bool bench = false;
+  int warmup = 10;
+  int iters = 100;
+  bool cold = false;
+  bool graph = true;
+  bool profile = false;
+  std::string format = "text";
+  std::uint64_t seed = 1;
+};
+
+// One line of `moekit variants`.
+struct VariantRow {
+  std::string name, description, limits;
+  bool stable_order = false;
+};
+
+using NamedArray = std::pair<std::string, npy::Array>;  // output file name, contents
+
+// One run of one family on one input: built by Family::prepare once the
+// options are parsed and the input is read (or generated) and validated.
+// The skeleton calls, in order: reference() when needed; then either
+// adopt_reference() (CPU run) or resolve() .. download() (GPU run); outputs().
+class Job {
+ public:
+  virtual ~Job() = default;
+
+  virtual void reference() = 0;        // CPU reference outputs (host)
+  virtual void adopt_reference() = 0;  // the reference becomes the run's output
+
+  // Picks the variant (a registry name or "auto") for this problem on this
+  // device; throws InputError when unknown or not applicable. Returns the
+  // resolved name and whether it promises the reference's order bit for bit.
+  // CPU runs call it with a caps object of no device: device-independent
+  // limits then refuse what a GPU run would. `caps` outlives the job.
+  virtual std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) = 0;
+  virtual std::size_t input_bytes() const = 0;  // one input copy (for rotation)
+  virtual void upload(int copies) = 0;          // device inputs, outputs (poisoned), workspace
+  virtual LaunchStatus launch(Stream s, int copy) = 0;  // one launch of the resolved variant
+  virtual void download() = 0;                  // device outputs -> host outputs
+  virtual double bytes_moved() const = 0;       // per launch: inputs read once + outputs written once
+
+  // Host outputs against the reference; exact_order from resolve().
+  virtual CheckResult check(bool exact_order) = 0;
+  virtual std::vector<NamedArray> outputs() = 0;
+  // A few facts about the outputs for the report ("num_tokens_post_pad", "4096").
+  virtual std::vector<std::pair<std::string, std::string>> summary() const = 0;
+  // The written files read back, against the reference (CPU runs).
+  virtual CheckResult check_files(const std::vector<std::string>& paths) = 0;
+};
+
+class Family {
+ public:
+  virtual ~Family() = default;
+
+  virtual std::string_view command() const = 0;  // subcommand name (folder name, dashes for underscores)
+  virtual std::vector<std::string> aliases() const { return {}; }
+  virtual std::string_view summary() const = 0;  // one line for --help
+  virtual std::string outputs_help() const = 0;  // "Outputs: ..." footer line
+  virtual std::vector<std::string> examples() const = 0;  // command lines for `moekit --help`
+
+  // Family options of `moekit <command>` (the skeleton adds the common ones).
+  virtual void add_options(CLI::App& sub) = 0;
+  // `moekit gen <command>`: registers its options; the returned function
+  // builds the array once they are parsed.
+  virtual std::function<npy::Array(std::uint64_t seed)> add_gen(CLI::App& sub) = 0;
+
+  // Validates the parsed options and the input (exit 2 on anything wrong),
+  // fills r.params, r.dtype and notes, and returns the job.
+  virtual std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) = 0;
+
+  // Registered variants and the auto rule, from the kernel registry.
+  virtual std::vector<VariantRow> variants(const DeviceCaps& caps) const = 0;
+  virtual std::string auto_rule() const = 0;
+};
+
+// Every family, in families.txt order.
+const std::vector<std::unique_ptr<Family>>& families();
+// nullptr when no family has this command name or alias.
+Family* find_family(std::string_view command);
+
+// The run skeleton: device choice, reference, variant, launch, check, timing,
+// outputs, report. Returns the exit code.
+int run_family(Family& f, const CommonOpts& c);
+
+// Registry rows -> `moekit variants` rows.
+template <class V>
+std::vector<VariantRow> variant_rows(std::span<const V> registry, const DeviceCaps& caps) {
+  std::vector<VariantRow> rows;
+  for (const V& v : registry)
+    rows.push_back({std::string(v.info.name), std::string(v.info.description),
+                    v.limits ? v.limits(caps) : std::string("any"), v.stable_order});
+  return rows;
+}
+
+}  // namespace moekit

@@ -1,0 +1,74 @@
+// The run skeleton every kernel command goes through (family.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cuda_util.hpp"
+#include "driver.hpp"
+#include "errors.hpp"
+#include "family.hpp"
+#include "timing.hpp"
+
+namespace moekit {
+
+int run_family(Family& f, const CommonOpts& c) {
+  Report r;
+  r.op = std::string(f.command());
+  r.variant_requested = c.variant;
+
+  // An unknown name is an error on every machine, before any input is read:
+  // a CPU run never resolves the variant, and a typo must not pass as exit 0.
+  if (c.variant != "auto") {
+    const auto rows = f.variants(DeviceCaps{});
+    if (std::none_of(rows.begin(), rows.end(), [&](const VariantRow& v) { return v.name == c.variant; }))
+      throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", r.op, c.variant, r.op));
+  }
+
+  std::unique_ptr<Job> job = f.prepare(c, r);
+  const bool gpu = decide_gpu(c, r);
+  if (!gpu || c.check) job->reference();
+
+  if (!gpu) {
+    // Applicability is judged the same way on every machine, as far as it
+    // does not depend on the device.
+    static const DeviceCaps no_device;
+    if (c.variant != "auto") (void)job->resolve(c.variant, no_device);
+    r.variant = "reference";
+    r.check_status = "n/a";
+    measure_cpu(c, r, [&] { job->reference(); });
+    job->adopt_reference();
+  } else {
+    const auto [name, exact_order] = job->resolve(c.variant, device_caps());
+    r.variant = name;
+    const int copies = c.bench ? rotation_copies(job->input_bytes(), c.cold) : 1;
+    job->upload(copies);
+    const std::string what = fmt::format("{} kernel ({})", r.op, r.variant);
+    cuda_check(job->launch(nullptr, 0), what.c_str());
+    cuda_sync(what.c_str());
+    job->download();
+    if (c.check) {
+      r.check = job->check(exact_order);
+      r.check_status = r.check.ok ? "pass" : "fail";
+      if (exact_order) r.notes.push_back("checked bit for bit: the variant promises the reference's order");
+    }
+    r.bytes = job->bytes_moved();
+    measure_gpu(c, r, [&](Stream s, int copy) { return job->launch(s, copy); }, copies);
+  }
+
+  r.summary = job->summary();
+  const std::vector<NamedArray> outs = job->outputs();
+  std::vector<std::pair<std::string, const npy::Array*>> files;
+  for (const auto& [name, arr] : outs) files.emplace_back(name, &arr);
+  const std::vector<std::string> paths = write_outputs(c, r, files);
+  if (!gpu && !paths.empty() && c.check) {
+    // Without a GPU there is no kernel to check; validate what was written
+    // instead: read the files back and compare them with the reference.
+    r.check = job->check_files(paths);
+    r.check_status = r.check.ok ? "pass" : "fail";
+    r.notes.push_back(paths.size() == 1 ? "validated the written .npy file against the CPU reference"
+                                        : "validated the written .npy files against the CPU reference");
+  }
+  return finish(c, r);
+}
+
+}  // namespace moekit

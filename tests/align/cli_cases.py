@@ -1,0 +1,235 @@
+"""CLI cases of the align family (run by tests/cli/cli_test.py).
+
+The module-level names COMMAND, SMALL_ARGS, BUNDLED_ARGS and OVERSIZED feed the
+generic cases there; the @case functions are this family's own.
+"""
+import json
+import os
+
+from cli_harness import DATA, SKIP, case, expect, has_gpu, load_npy, run, save_npy, tmp
+
+
+TRACE = os.path.join(DATA, "trace_4096x8_e256.npy")
+COMMAND = "align"
+# A small run every variant name can be tried on, on the CPU.
+SMALL_ARGS = ["--topk-ids", TRACE, "-E", 256]
+# The bundled input every variant runs on in the GPU case.
+BUNDLED_ARGS = ["--topk-ids", TRACE, "-E", 256, "-B", 128]
+# (args, a word the one-line error must contain): rejected before allocating.
+OVERSIZED = [
+    (["gen", "align", "--tokens", 300000000, "--topk", 8, "-E", 256, "-o", "{out}"], "too large"),
+    # numel fits int32 but numel + E*(B-1) does not: fail before generating 2e9 ids
+    (["align", "--tokens", 260000000, "--topk", 8, "-E", 100000, "-B", 1024, "--device", "cpu"], "int32"),
+]
+
+
+@case()
+def align_help_lists_options():
+    o = run("align", "--help", code=0).stdout
+    for opt in ["--variant", "--device", "--out", "--check", "--bench", "--warmup", "--iters", "--cold",
+                "--graph", "--format", "--profile", "--seed", "--num-experts", "--block-size",
+                "--expert-map", "--pad-sorted-ids", "--ignore-invalid"]:
+        expect(opt in o, f"align --help lacks {opt}")
+
+
+@case()
+def align_usage_errors_exit_2():
+    run("align", "--topk-ids", TRACE, code=2)  # --num-experts missing
+    run("align", "--topk-ids", TRACE, "-E", "256", "--format", "xml", code=2)
+    run("align", "--topk-ids", TRACE, "-E", "256", "--device", "tpu", code=2)
+    run("align", "--topk-ids", TRACE, "-E", "256", "--iters", "0", code=2)
+
+
+@case()
+def align_info_describes_trace():
+    out = run("info", TRACE, code=0).stdout
+    expect("int32" in out and "4096" in out, f"info: {out}")
+
+
+def align_outputs(d):
+    _, s = load_npy(os.path.join(d, "sorted_token_ids.npy"))
+    _, e = load_npy(os.path.join(d, "expert_ids.npy"))
+    _, n = load_npy(os.path.join(d, "num_tokens_post_pad.npy"))
+    return s, e, n[0]
+
+
+def align_model(ids, E, B, emap=None):
+    """Independent model of the semantics (ascending slots within an expert)."""
+    buckets = [[] for _ in range(E)]
+    for i, g in enumerate(ids):
+        e = g
+        if emap is not None:
+            e = emap[g] if 0 <= g < len(emap) else -1
+        if 0 <= e < E:
+            buckets[e].append(i)
+    maxpad = len(ids) + E * (B - 1)
+    s = [len(ids)] * maxpad
+    eids = [-1] * ((maxpad + B - 1) // B)
+    pos = 0
+    for e in range(E):
+        s[pos:pos + len(buckets[e])] = buckets[e]
+        nb = (len(buckets[e]) + B - 1) // B
+        for j in range(nb):
+            eids[pos // B + j] = e
+        pos += nb * B
+    return s, eids, pos
+
+
+@case()
+def gen_align_distinct_per_token():
+    d = tmp()
+    for dist in ["uniform", "zipf:1.2", "hot:0.5"]:
+        f = os.path.join(d, "t.npy")
+        run("gen", "align", "--tokens", 300, "--topk", 8, "--num-experts", 16, "--dist", dist, "-o", f, code=0)
+        hdr, v = load_npy(f)
+        expect(hdr["descr"] == "<i4" and hdr["shape"] == (300, 8), f"header {hdr}")
+        for t in range(300):
+            row = v[t * 8:(t + 1) * 8]
+            expect(len(set(row)) == 8 and all(0 <= x < 16 for x in row), f"{dist}: token {t} row {row}")
+    f = os.path.join(d, "t64.npy")
+    run("gen", "align", "--tokens", 5, "--topk", 2, "-E", 4, "--dtype", "int64", "-o", f, code=0)
+    expect(load_npy(f)[0]["descr"] == "<i8", "int64 trace")
+    run("gen", "align", "--tokens", 5, "--topk", 9, "-E", 8, "-o", f, code=2)
+    run("gen", "align", "--tokens", 5, "--topk", 2, "-E", 8, "--dist", "zipf:x", "-o", f, code=2)
+
+
+@case()
+def align_cpu_matches_model():
+    d = tmp()
+    f = os.path.join(d, "ids.npy")
+    run("gen", "align", "--tokens", 333, "--topk", 4, "-E", 37, "--dist", "zipf:1.1", "-o", f, code=0)
+    out = os.path.join(d, "out")
+    p = run("align", "--topk-ids", f, "-E", 37, "-B", 16, "--device", "cpu", "--out", out, code=0)
+    expect("check: pass" in p.stdout, p.stdout)
+    _, ids = load_npy(f)
+    expect(align_outputs(out) == align_model(ids, 37, 16), "CPU outputs differ from the model")
+
+
+@case()
+def align_expert_map_and_invalid():
+    d = tmp()
+    f, m = os.path.join(d, "ids.npy"), os.path.join(d, "map.npy")
+    ids = [0, 5, 3, 7, 1, 1, 6, 2, 4, 5]
+    emap = [-1, 0, 1, -1, 2, 3, -1, 1]  # 8 global experts -> 4 local
+    save_npy(f, "<i4", (5, 2), ids)
+    save_npy(m, "<i4", (8,), emap)
+    out = os.path.join(d, "o")
+    run("align", "--topk-ids", f, "-E", 4, "-B", 4, "--expert-map", m, "--device", "cpu", "--out", out, code=0)
+    expect(align_outputs(out) == align_model(ids, 4, 4, emap), "expert map semantics")
+    # out-of-range ids: rejected by default (first bad index named), dropped with --ignore-invalid
+    save_npy(f, "<i4", (4,), [1, -1, 2, 9])
+    p = run("align", "--topk-ids", f, "-E", 4, "-B", 2, "--device", "cpu", code=2)
+    expect("index 1" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    run("align", "--topk-ids", f, "-E", 4, "-B", 2, "--device", "cpu", "--ignore-invalid", "--out", out, code=0)
+    expect(align_outputs(out) == align_model([1, -1, 2, 9], 4, 2), "--ignore-invalid semantics")
+    save_npy(m, "<i4", (8,), [0, 1, 2, 3, 4, 0, 0, 0])  # maps to 4 with E=4
+    run("align", "--topk-ids", f, "-E", 4, "--expert-map", m, "--ignore-invalid", "--device", "cpu", code=2)
+
+
+@case()
+def align_bad_inputs_exit_2():
+    d = tmp()
+    f = os.path.join(d, "f.npy")
+    save_npy(f, "<f4", (4,), [1.0, 2.0, 3.0, 4.0])
+    p = run("align", "--topk-ids", f, "-E", 8, "--device", "cpu", code=2)
+    expect(f in p.stderr and "int32" in p.stderr, p.stderr)
+    save_npy(f, "<i4", (4,), [1, 2, 3, 4])
+    run("align", "--topk-ids", f, "-E", 0, "--device", "cpu", code=2)
+    run("align", "--topk-ids", f, "-E", 8, "-B", 0, "--device", "cpu", code=2)
+    run("align", "--topk-ids", f, "-E", 8, "-B", 2000, "--device", "cpu", code=2)
+    # numel + E*(B-1) overflows int32
+    p = run("align", "--topk-ids", f, "-E", 2147483647, "-B", 1024, "--device", "cpu", code=2)
+    expect(p.stderr.count("\n") == 1, f"one-line error wanted: {p.stderr!r}")
+    run("align", "--topk-ids", os.path.join(d, "nope.npy"), "-E", 8, "--device", "cpu", code=2)
+    with open(f, "wb") as fh:
+        fh.write(b"\x93NUMPY\x01\x00garbage")
+    run("align", "--topk-ids", f, "-E", 8, "--device", "cpu", code=2)
+
+
+@case()
+def align_zero_tokens():
+    d = tmp()
+    f = os.path.join(d, "z.npy")
+    save_npy(f, "<i4", (0, 8), [])
+    out = os.path.join(d, "o")
+    run("align", "--topk-ids", f, "-E", 4, "-B", 3, "--device", "cpu", "--out", out, code=0)
+    expect(align_outputs(out) == align_model([], 4, 3), "0 tokens")
+
+
+@case()
+def align_json_and_csv_reports():
+    p = run("align", "--topk-ids", TRACE, "-E", 256, "--device", "cpu", "--bench", "--iters", 3,
+            "--format", "json", code=0)
+    lines = p.stdout.strip().splitlines()
+    expect(len(lines) == 1, f"one JSON object per run: {p.stdout}")
+    o = json.loads(lines[0])
+    for k in ["op", "variant", "params", "dtype", "device", "check", "time_us", "bytes", "gbps", "pct_of_peak"]:
+        expect(k in o, f"json lacks {k}")
+    expect(o["op"] == "align" and o["params"]["numel"] == 4096 * 8, f"{o}")
+    expect(o["time_us"]["samples"] >= 1 and o["time_us"]["min"] <= o["time_us"]["median"] <= o["time_us"]["max"],
+           f"time_us {o['time_us']}")
+    expect(o["check"]["result"] == "n/a", f"cpu check {o['check']}")
+    p = run("align", "--topk-ids", TRACE, "-E", 256, "--device", "cpu", "--format", "csv", code=0)
+    head, row = p.stdout.strip().splitlines()
+    expect(len(head.split(",")) == len(row.split(",")), "csv header/row widths")
+
+
+@case()
+def align_device_gpu_without_gpu_exits_3():
+    if has_gpu():
+        return SKIP
+    p = run("align", "--topk-ids", TRACE, "-E", 256, "--device", "gpu", code=3)
+    expect("no CUDA device" in p.stderr, p.stderr)
+    p = run("align", "--topk-ids", TRACE, "-E", 256, code=0)  # auto: falls back, says so
+    expect("no CUDA device found" in p.stdout, p.stdout)
+
+
+@case()
+def align_synthetic_input():
+    p = run("align", "--tokens", 100, "--topk", 4, "-E", 16, "--device", "cpu", "--format", "json", code=0)
+    o = json.loads(p.stdout)
+    expect(o["params"]["numel"] == 400, f"{o['params']}")
+
+
+@case()
+def align_short_expert_map_is_named():
+    d = tmp()
+    f, m = os.path.join(d, "ids.npy"), os.path.join(d, "map.npy")
+    save_npy(f, "<i4", (3,), [0, 6, 1])
+    save_npy(m, "<i4", (4,), [0, 1, 2, 3])
+    p = run("align", "--topk-ids", f, "-E", 4, "--expert-map", m, "--device", "cpu", code=2)
+    expect(m in p.stderr and "length 4" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+
+
+@case()
+def align_generator_options_refused_with_a_file():
+    for extra in [["--tokens", 5], ["--dist", "bogus"], ["--topk", 3]]:
+        p = run("align", "--topk-ids", TRACE, "-E", 256, *extra, "--device", "cpu", code=2)
+        expect(p.stderr.startswith("moekit: ") and str(extra[0]) in p.stderr, p.stderr)
+        expect(len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    # --topk larger than E names the align options, not `gen align`
+    p = run("align", "--tokens", 16, "--topk", 9, "-E", 8, "--device", "cpu", code=2)
+    expect("--topk" in p.stderr and "gen align" not in p.stderr, p.stderr)
+
+
+@case()
+def align_variant_applicability_same_on_cpu():
+    # micro takes at most 32 slots whatever the machine: a CPU run refuses it as a GPU run would
+    p = run("align", "--tokens", 65536, "--topk", 8, "-E", 64, "--variant", "micro", "--device", "cpu", code=2)
+    expect("does not apply" in p.stderr, p.stderr)
+
+
+@case()
+def align_reports_say_what_ran():
+    d = tmp()
+    p = run("align", "--topk-ids", TRACE, "-E", 256, "--device", "cpu", "--out", os.path.join(d, "o"), code=0)
+    expect("num_tokens_post_pad=" in p.stdout and "no kernel ran" in p.stdout, p.stdout)
+    o = json.loads(run("align", "--topk-ids", TRACE, "-E", 256, "--device", "cpu", "--format", "json",
+                       code=0).stdout)
+    expect(o["params"]["expert_map"] is None and o["error"] is None, o)
+    expect(o["summary"]["num_tokens_post_pad"] > 0, o)
+    # a failed run with --format json still prints one object, with the error
+    p = run("align", "--topk-ids", os.path.join(d, "missing.npy"), "-E", 8, "--format", "json", code=2)
+    o = json.loads(p.stdout)
+    expect(o["error"]["exit_code"] == 2 and "missing.npy" in o["error"]["message"], o)
+    expect(len(p.stderr.strip().splitlines()) == 1, p.stderr)

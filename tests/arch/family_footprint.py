@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Issue #10's measure of a family being one unit: the files whose path does not
+name the family but whose text does (outside docs/, data/ and README.md) must be
+at most LIMIT per family. Prints them; exits 1 when a family has more.
+
+Usage: family_footprint.py SOURCE_ROOT [--limit N]
+"""
+import os
+import re
+import subprocess
+import sys
+
+LIMIT = 3
+
+
+def tracked_files(root):
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files", "-co", "--exclude-standard"], capture_output=True,
+                             text=True, check=True).stdout
+        return [l for l in out.splitlines() if l]
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: walk the tree
+        files = []
+        for d, dirs, names in os.walk(root):
+            dirs[:] = [x for x in dirs if not x.startswith(".") and not x.startswith("build") and x != "bld"]
+            files += [os.path.relpath(os.path.join(d, n), root) for n in names]
+        return files
+
+
+def main():
+    root = sys.argv[1]
+    limit = int(sys.argv[sys.argv.index("--limit") + 1]) if "--limit" in sys.argv else LIMIT
+    with open(os.path.join(root, "families.txt")) as fh:
+        families = [l.strip() for l in fh if l.strip() and not l.startswith("#")]
+    files = [f for f in tracked_files(root)
+             if not f.startswith(("docs/", "data/")) and f != "README.md" and os.path.isfile(os.path.join(root, f))]
+    worst = 0
+    for fam in families:
+        spellings = {fam, fam.replace("_", "-")}
+        word = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, sorted(spellings))) + r")(?![\w-])")
+        hits = []
+        for f in files:
+            if any(s in f for s in spellings):
+                continue
+            try:
+                with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+                    if word.search(fh.read()):
+                        hits.append(f)
+            except OSError:
+                continue
+        worst = max(worst, len(hits))
+        print(f"{fam}: {len(hits)} file(s) outside its folders name it: {', '.join(hits) or '-'}")
+    if worst > limit:
+        print(f"FAIL: a family is named in more than {limit} files outside its own folders")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
