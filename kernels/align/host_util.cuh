@@ -1,5 +1,5 @@
-// Host-side helpers for the align launchers: device limits (cached per
-// device) and the dynamic shared memory opt-in.
+// Host-side helpers for the align launchers: device limits and the dynamic
+// shared memory opt-in.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,43 +11,17 @@
 #include <tuple>
 #include <utility>
 
+#include "common/device.hpp"
+
 namespace moekit::align::detail {
 
-struct DeviceCaps {
-  int sm_count = 132;
-  std::size_t smem_optin = 227 * 1024;  // per block, with the opt-in attribute
-  bool cooperative = true;
-  int cc_major = 9;
-};
-
-// Limits of the current device. Without a usable device (listing variants on
-// a CPU-only machine) the H100 values stand in, so not_applicable() answers
-// the same everywhere; launching then fails with the real CUDA error.
-inline DeviceCaps device_caps() {
-  static std::array<DeviceCaps, 64> cache{};
-  static std::array<bool, 64> known{};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-    cudaGetLastError();
-    return DeviceCaps{};
-  }
-  if (!known[dev]) {
-    DeviceCaps c;
-    int v = 0;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
-      c.sm_count = v;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess)
-      c.smem_optin = static_cast<std::size_t>(v);
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess)
-      c.cooperative = v != 0;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
-      c.cc_major = v;
-    cudaGetLastError();
-    cache[dev] = c;
-    known[dev] = true;
-  }
-  return cache[dev];
+// Device-dependent limits hold only where a device is known: without one
+// (listing or checking on a CPU-only machine) only the device-independent
+// limits reject a problem; launching then fails with the real CUDA error.
+inline bool fits_smem(const DeviceCaps& caps, std::size_t bytes) {
+  return !caps.present() || bytes <= caps.smem_optin;
 }
+inline bool can_cooperate(const DeviceCaps& caps) { return !caps.present() || caps.cooperative; }
 
 // Kernels above the default 48 KiB of dynamic shared memory must opt in. The
 // attribute is raised only when a launch needs more than any before it, so

@@ -111,9 +111,9 @@ inline OneshotPlan oneshot_plan(const Problem& p) {
   return pl;
 }
 
-inline const char* oneshot_not_applicable(const Problem& p) {
+inline const char* oneshot_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
   if (p.numel > kOneshotMaxNumel) return "needs numel <= 65535 (tiny-input design)";
-  if (oneshot_smem(p.num_experts) > device_caps().smem_optin)
+  if (!fits_smem(caps, oneshot_smem(p.num_experts)))
     return "needs 8*E+4 bytes of shared memory per block";
   return nullptr;
 }

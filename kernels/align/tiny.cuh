@@ -304,8 +304,8 @@ inline TinyPlan tiny_plan_with(const Problem& p, int want_grid, int threads) {
 // 256 threads while numel <= 1024 (fewer warps = shorter barriers), 512 up to
 // 4096, 1024 beyond (every block ranks all slots: more threads, more atomics
 // in flight), and never fewer than one thread per 16 rows of a chunk.
-inline TinyPlan tiny_plan(const Problem& p) {
-  const int sms = device_caps().sm_count;
+inline TinyPlan tiny_plan(const Problem& p, const DeviceCaps& caps = device_caps()) {
+  const int sms = std::max(caps.sm_count, 1);
   const std::int64_t g = std::clamp<std::int64_t>(
       ceil_div<std::int64_t>(p.max_num_tokens_padded, 1024), 1, sms);
   int threads = p.numel <= 1024 ? 256 : p.numel <= 4096 ? 512 : 1024;
@@ -314,10 +314,10 @@ inline TinyPlan tiny_plan(const Problem& p) {
   return tiny_plan_with(p, static_cast<int>(g), threads);
 }
 
-inline const char* tiny_not_applicable(const Problem& p) {
+inline const char* tiny_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
   if (p.numel > kTinyMaxNumel) return "needs numel <= 32768 (every block reads all ids)";
   if (p.num_experts > kTinyMaxExperts) return "needs E <= 16384";
-  if (tiny_smem(p.numel, p.num_experts) + 256 > device_caps().smem_optin)
+  if (!fits_smem(caps, tiny_smem(p.numel, p.num_experts) + 256))
     return "needs 4*(numel + 2E + 1) bytes of shared memory per block";
   return nullptr;
 }

@@ -160,16 +160,15 @@ inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_ro
 }
 
 template <class IdT>
-inline std::size_t twopass_workspace(const Problem& p) {
+inline std::size_t twopass_workspace(const Problem& p, const DeviceCaps& = device_caps()) {
   const TwoPassPlan pl = twopass_plan<IdT>(p);
   return sizeof(int) * static_cast<std::size_t>(pl.grid) * p.num_experts;
 }
 
-inline const char* twopass_not_applicable(const Problem& p) {
+inline const char* twopass_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
   const int rows = twopass_rows(p.num_experts);
   if (rows < 1 ||
-      sizeof(int) * (static_cast<std::size_t>(rows + 2) * p.num_experts + 1) >
-          device_caps().smem_optin)
+      !fits_smem(caps, sizeof(int) * (static_cast<std::size_t>(rows + 2) * p.num_experts + 1)))
     return "needs 12*E+4 bytes of shared memory per block (E <= 19370 on H100)";
   return nullptr;
 }
