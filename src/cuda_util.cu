@@ -12,8 +12,9 @@ namespace moekit {
 
 int cuda_device_count() {
   int n = 0;
+  const cudaError_t before = cudaPeekAtLastError();
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" status
+    if (before == cudaSuccess) (void)cudaGetLastError();  // drop our own "no driver" status only
     return 0;
   }
   return n;

@@ -131,15 +131,16 @@ inline int micro_chunk(const Problem& p, const DeviceCaps& caps = device_caps())
 }
 
 template <class IdT>
-inline void launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, int chunk) {
+inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, int chunk) {
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
   const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
   micro_kernel<IdT><<<grid, kMicroThreads, 0, s>>>(make_args(p, bufs), chunk);
+  return cudaGetLastError();
 }
 
 template <class IdT>
-inline void launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  launch_micro<IdT>(p, bufs, s, micro_chunk(p));
+inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  return launch_micro<IdT>(p, bufs, s, micro_chunk(p));
 }
 
 }  // namespace moekit::align::detail

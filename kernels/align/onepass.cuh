@@ -258,23 +258,24 @@ inline const char* onepass_not_applicable(const Problem& p, const DeviceCaps& ca
 }
 
 template <class IdT>
-inline void launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s,
-                           const OnePassPlan& pl, bool cooperative = true) {
+inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s,
+                                  const OnePassPlan& pl, bool cooperative = true) {
   const Args a = make_args(p, bufs);
   unsigned* ws = static_cast<unsigned*>(bufs.workspace);
   const auto go = [&](auto kernel) {
-    launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, cooperative, a, ws, pl.chunk);
+    return launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, cooperative, a, ws,
+                              pl.chunk);
   };
   switch (pl.loads) {
-    case 1: go(onepass_kernel<IdT, 1>); break;
-    case 2: go(onepass_kernel<IdT, 2>); break;
-    default: go(onepass_kernel<IdT, 4>); break;
+    case 1: return go(onepass_kernel<IdT, 1>);
+    case 2: return go(onepass_kernel<IdT, 2>);
+    default: return go(onepass_kernel<IdT, 4>);
   }
 }
 
 template <class IdT>
-inline void launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  launch_onepass<IdT>(p, bufs, s, onepass_plan<IdT>(p));
+inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  return launch_onepass<IdT>(p, bufs, s, onepass_plan<IdT>(p));
 }
 
 }  // namespace moekit::align::detail

@@ -146,6 +146,7 @@ struct PersistentPlan {
   int grid = 0;
   std::int64_t tile = 0, subtile = 0;
   std::size_t smem = 0;
+  cudaError_t status = cudaSuccess;  // of the occupancy query
 };
 
 inline int persistent_rows(int num_experts) {
@@ -172,7 +173,8 @@ inline PersistentPlan persistent_plan(const Problem& p, const DeviceCaps& caps =
   }
   // Without a device only the workspace size is asked for: one block per SM
   // of an unknown count is as good a guess as any.
-  const int per_sm = caps.present() ? blocks_per_sm(persistent_kernel<IdT>, pl.threads, pl.smem) : 1;
+  int per_sm = 1;
+  if (caps.present()) pl.status = blocks_per_sm(persistent_kernel<IdT>, pl.threads, pl.smem, &per_sm);
   const std::int64_t resident = per_sm * static_cast<std::int64_t>(std::max(caps.sm_count, 1));
   const std::int64_t want = std::max<std::int64_t>(
       {1, ceil_div<std::int64_t>(p.numel, pl.threads * 4LL),
@@ -200,12 +202,13 @@ inline const char* persistent_not_applicable(const Problem& p, const DeviceCaps&
 }
 
 template <class IdT>
-inline void launch_persistent(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+inline cudaError_t launch_persistent(const Problem& p, const Buffers& bufs, cudaStream_t s) {
   Args a = make_args(p, bufs);
   const PersistentPlan pl = persistent_plan<IdT>(p);
+  if (pl.status != cudaSuccess) return pl.status;
   int* H = static_cast<int*>(bufs.workspace);
   int* tot = H + static_cast<std::size_t>(pl.grid) * p.num_experts;
-  launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, true, a, H, tot,
+  return launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, true, a, H, tot,
                      pl.rows, pl.tile, pl.subtile);
 }
 

@@ -34,11 +34,8 @@ cudaStream_t cu(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
 // Dispatch on the id dtype.
 template <template <class> class F>
 LaunchStatus by_dtype(const Problem& p, const Buffers& b, Stream s) {
-  if (p.ids_int64)
-    F<std::int64_t>::run(p, b, cu(s));
-  else
-    F<std::int32_t>::run(p, b, cu(s));
-  return static_cast<LaunchStatus>(cudaPeekAtLastError());
+  return static_cast<LaunchStatus>(p.ids_int64 ? F<std::int64_t>::run(p, b, cu(s))
+                                               : F<std::int32_t>::run(p, b, cu(s)));
 }
 
 std::size_t cursor_workspace(const Problem& p, const DeviceCaps&) {
@@ -142,15 +139,17 @@ std::string any_limits(const DeviceCaps&) { return "any"; }
 // ---- baseline (0x1) -----------------------------------------------------------
 template <class IdT>
 struct Baseline {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     fill_sorted_scalar_kernel<<<clamp_grid(ceil_div<long long>(a.max_padded, 256), 1024), 256, 0,
                                 s>>>(a);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     const std::size_t smem = scan_smem(p);
-    allow_smem(baseline_count_kernel<IdT>, smem);
+    if (const cudaError_t e = allow_smem(baseline_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     baseline_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
-    launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
 const char* baseline_na(const Problem& p, const DeviceCaps& caps) {
@@ -165,35 +164,38 @@ const char* small_batch_na(const Problem& p, const DeviceCaps& = {}) {
 }
 template <class IdT>
 struct SmallBatch {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     small_batch_kernel<IdT, 0><<<1, kSmallBatchThreads, small_batch_smem(p.num_experts), s>>>(
         make_args(p, b));
+    return cudaGetLastError();
   }
 };
 
 // ---- vecpad (0x2) -------------------------------------------------------------
 template <class IdT>
 struct Vecpad {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    allow_smem(vecpad_count_kernel<IdT>, smem);
+    if (const cudaError_t e = allow_smem(vecpad_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     vecpad_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
-    launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
 
 // ---- blelloch (0x3) -----------------------------------------------------------
 template <class IdT>
 struct Blelloch {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = blelloch_smem(p);
-    allow_smem(blelloch_count_kernel<IdT>, smem);
+    if (const cudaError_t e = allow_smem(blelloch_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     blelloch_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor, next_pow2(p.num_experts));
-    launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
 const char* blelloch_na(const Problem& p, const DeviceCaps& caps) {
@@ -203,31 +205,33 @@ const char* blelloch_na(const Problem& p, const DeviceCaps& caps) {
 // ---- warpscan (0x4) -----------------------------------------------------------
 template <class IdT>
 struct Warpscan {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    allow_smem(warpscan_count_kernel<IdT, false>, smem);
+    if (const cudaError_t e = allow_smem(warpscan_count_kernel<IdT, false>, smem); e != cudaSuccess) return e;
     warpscan_count_kernel<IdT, false><<<1, kCountThreads, smem, s>>>(a, cursor);
-    launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
 
 // ---- fill-overlap (0x5) -------------------------------------------------------
 template <class IdT>
 struct FillOverlap {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     if (small_batch_na(p) == nullptr) {  // one launch: fill threads + compute threads
       small_batch_kernel<IdT, kOverlapFillThreads>
           <<<1, kOverlapFillThreads + kSmallBatchThreads, small_batch_smem(p.num_experts), s>>>(a);
-      return;
+      return cudaGetLastError();
     }
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    allow_smem(warpscan_count_kernel<IdT, true>, smem);
+    if (const cudaError_t e = allow_smem(warpscan_count_kernel<IdT, true>, smem); e != cudaSuccess) return e;
     warpscan_count_kernel<IdT, true><<<2, kCountThreads, smem, s>>>(a, cursor);
-    launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
 std::size_t fill_overlap_workspace(const Problem& p, const DeviceCaps& caps) {
@@ -237,24 +241,24 @@ std::size_t fill_overlap_workspace(const Problem& p, const DeviceCaps& caps) {
 // ---- tiny / oneshot / persistent / stable (ours) ----------------------------------
 template <class IdT>
 struct Tiny {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_tiny<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_tiny<IdT>(p, b, s);
   }
 };
 const char* tiny_na(const Problem& p, const DeviceCaps& caps) { return tiny_not_applicable(p, caps); }
 
 template <class IdT>
 struct Micro {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_micro<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_micro<IdT>(p, b, s);
   }
 };
 const char* micro_na(const Problem& p, const DeviceCaps& caps) { return micro_not_applicable(p, caps); }
 
 template <class IdT>
 struct Oneshot {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_oneshot<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_oneshot<IdT>(p, b, s);
   }
 };
 const char* oneshot_na(const Problem& p, const DeviceCaps& caps) {
@@ -263,8 +267,8 @@ const char* oneshot_na(const Problem& p, const DeviceCaps& caps) {
 
 template <class IdT>
 struct Persistent {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_persistent<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_persistent<IdT>(p, b, s);
   }
 };
 std::size_t persistent_ws(const Problem& p, const DeviceCaps& caps) {
@@ -277,8 +281,8 @@ const char* persistent_na(const Problem& p, const DeviceCaps& caps) {
 
 template <class IdT>
 struct OnePass {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_onepass<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_onepass<IdT>(p, b, s);
   }
 };
 const char* onepass_na(const Problem& p, const DeviceCaps& caps) {
@@ -290,8 +294,8 @@ bool zeroed(const Problem&, const DeviceCaps&) { return true; }
 
 template <class IdT>
 struct TwoPass {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_twopass<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_twopass<IdT>(p, b, s);
   }
 };
 std::size_t twopass_ws(const Problem& p, const DeviceCaps& caps) {
@@ -338,12 +342,12 @@ const char* stable_na(const Problem& p, const DeviceCaps& caps) {
 }
 template <class IdT>
 struct Stable {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     switch (stable_path(p, moekit::device_caps())) {
-      case StablePath::kPersistent: launch_persistent<IdT>(p, b, s); break;
-      case StablePath::kTwoPass: launch_twopass<IdT>(p, b, s); break;
-      case StablePath::kMicro: launch_micro<IdT>(p, b, s); break;
-      default: launch_oneshot<IdT>(p, b, s); break;
+      case StablePath::kPersistent: return launch_persistent<IdT>(p, b, s);
+      case StablePath::kTwoPass: return launch_twopass<IdT>(p, b, s);
+      case StablePath::kMicro: return launch_micro<IdT>(p, b, s);
+      default: return launch_oneshot<IdT>(p, b, s);
     }
   }
 };

@@ -323,35 +323,36 @@ inline const char* tiny_not_applicable(const Problem& p, const DeviceCaps& caps 
 }
 
 template <class IdT, int kThreads, bool kWide>
-inline void launch_tiny_as(const Args& a, const TinyPlan& pl, std::size_t smem, cudaStream_t s) {
-  allow_smem(tiny_kernel<IdT, kThreads, kWide>, smem);
+inline cudaError_t launch_tiny_as(const Args& a, const TinyPlan& pl, std::size_t smem,
+                                  cudaStream_t s) {
+  if (const cudaError_t e = allow_smem(tiny_kernel<IdT, kThreads, kWide>, smem); e != cudaSuccess)
+    return e;
   tiny_kernel<IdT, kThreads, kWide><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
+  return cudaGetLastError();
 }
 
 template <class IdT, int kThreads>
-inline void launch_tiny_threads(const Args& a, const TinyPlan& pl, std::size_t smem,
-                                cudaStream_t s) {
-  if (a.numel > kTinyNarrow * kThreads)
-    launch_tiny_as<IdT, kThreads, true>(a, pl, smem, s);
-  else
-    launch_tiny_as<IdT, kThreads, false>(a, pl, smem, s);
+inline cudaError_t launch_tiny_threads(const Args& a, const TinyPlan& pl, std::size_t smem,
+                                       cudaStream_t s) {
+  if (a.numel > kTinyNarrow * kThreads) return launch_tiny_as<IdT, kThreads, true>(a, pl, smem, s);
+  return launch_tiny_as<IdT, kThreads, false>(a, pl, smem, s);
 }
 
 template <class IdT>
-inline void launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s,
-                        const TinyPlan& pl) {
+inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s,
+                               const TinyPlan& pl) {
   const Args a = make_args(p, bufs);
   const std::size_t smem = tiny_smem(p.numel, p.num_experts);
   switch (pl.threads) {
-    case 512: launch_tiny_threads<IdT, 512>(a, pl, smem, s); break;
-    case 1024: launch_tiny_threads<IdT, 1024>(a, pl, smem, s); break;
-    default: launch_tiny_threads<IdT, 256>(a, pl, smem, s); break;
+    case 512: return launch_tiny_threads<IdT, 512>(a, pl, smem, s);
+    case 1024: return launch_tiny_threads<IdT, 1024>(a, pl, smem, s);
+    default: return launch_tiny_threads<IdT, 256>(a, pl, smem, s);
   }
 }
 
 template <class IdT>
-inline void launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  launch_tiny<IdT>(p, bufs, s, tiny_plan(p));
+inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  return launch_tiny<IdT>(p, bufs, s, tiny_plan(p));
 }
 
 }  // namespace moekit::align::detail
