@@ -35,20 +35,28 @@ bool decide_gpu(const CommonOpts& c, Report& r) {
   return false;
 }
 
-void measure_gpu(const CommonOpts& c, Report& r, const std::function<void(Stream, int)>& launch,
+void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatus(Stream, int)>& launch,
                  int copies) {
+  // Launches inside a graph capture cannot throw: the first error is kept and
+  // thrown once the capture or profile range is closed.
+  LaunchStatus first = 0;
+  auto keep = [&](Stream s, int copy) {
+    const LaunchStatus e = launch(s, copy);
+    if (first == 0) first = e;
+  };
   if (c.bench) {
     TimingOptions t;
     t.warmup = c.warmup;
     t.samples = c.iters;
     t.cold = c.cold;
     t.graph = c.graph;
-    r.timing = time_launches(launch, copies, t);
+    r.timing = time_launches(keep, copies, t);
+    cuda_check(first, "kernel launch while timing");
     r.peak_gbps = measured_copy_bandwidth_gbps();
   }
   if (c.profile) {
-    profile_one_launch(fmt::format("moekit/{}/{}", r.op, r.variant),
-                       [&](Stream s) { launch(s, 0); });
+    profile_one_launch(fmt::format("moekit/{}/{}", r.op, r.variant), [&](Stream s) { keep(s, 0); });
+    cuda_check(first, "kernel launch while profiling");
     r.notes.push_back(fmt::format("profiled one launch in NVTX range moekit/{}/{}", r.op, r.variant));
   }
 }

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/device.hpp"
 #include "cuda_util.hpp"
 #include "family.hpp"
 #include "errors.hpp"
@@ -55,9 +56,9 @@ struct ResolvedVariant {
   template <class P>
   std::pair<std::string, bool> resolve(std::string_view op, const std::string& requested, const P& p,
                                        const DeviceCaps& caps, const V* (*find)(std::string_view),
-                                       const V& (*pick_auto)(const P&)) {
+                                       const V& (*pick_auto)(const P&, const DeviceCaps&)) {
     caps_ = &caps;
-    v = requested == "auto" ? &pick_auto(p) : find(requested);
+    v = requested == "auto" ? &pick_auto(p, caps) : find(requested);
     if (!v)
       throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", op, requested, op));
     if (const char* why = v->not_applicable(p, caps))

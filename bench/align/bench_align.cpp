@@ -61,11 +61,6 @@ std::vector<std::int32_t> make_ids(const Config& c, int tokens, std::mt19937_64&
   return bench::align_ids(c.E, c.topk, c.zipf, tokens, rng);
 }
 
-bool promises_order(std::string_view n) {
-  return n == "stable" || n == "oneshot" || n == "persistent" || n == "twopass" ||
-         n == "micro";
-}
-
 bool wanted(std::string_view n) {
   return g_only.empty() || n == "auto" ||
          std::find(g_only.begin(), g_only.end(), n) != g_only.end();
@@ -118,12 +113,13 @@ void run_config(const Config& c, std::mt19937_64& rng) {
     double auto_us = 0;
     for (const auto& v : vars) {
       if (!wanted(v.info.name)) continue;
-      if (v.not_applicable(p) != nullptr) {
+      const DeviceCaps& caps = device_caps();
+      if (v.not_applicable(p, caps) != nullptr) {
         line += " n/a |";
         continue;
       }
-      DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p), 16));
-      if (needs_zeroed_workspace(v, p)) ws.fill_bytes(0);
+      DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p, caps), 16));
+      if (needs_zeroed_workspace(v, p, caps)) ws.fill_bytes(0);
       align::Buffers b;
       b.sorted_token_ids = sorted.as<std::int32_t>();
       b.expert_ids = eids.as<std::int32_t>();
@@ -133,8 +129,7 @@ void run_config(const Config& c, std::mt19937_64& rng) {
       b.topk_ids = d_ids[0].get();
       sorted.fill_bytes(0xAB);
       eids.fill_bytes(0xAB);
-      v.launch(p, b, nullptr);
-      cuda_check_last(v.info.name.data());
+      cuda_check(v.launch(p, b, nullptr), v.info.name.data());
       cuda_sync(v.info.name.data());
       align::Outputs got;
       got.sorted_token_ids.resize(static_cast<std::size_t>(p.max_num_tokens_padded));
@@ -142,8 +137,7 @@ void run_config(const Config& c, std::mt19937_64& rng) {
       sorted.download(got.sorted_token_ids.data(), got.sorted_token_ids.size() * 4);
       eids.download(got.expert_ids.data(), got.expert_ids.size() * 4);
       total.download(&got.num_tokens_post_pad, 4);
-      const bool exact = promises_order(v.info.name) ||
-                         (v.info.name == "auto" && promises_order(align::pick_auto(p).info.name));
+      const bool exact = v.stable_order || (v.info.name == "auto" && align::pick_auto(p).stable_order);
       const bool ok = align::check(p, ref, got, exact).ok;
 
       TimingOptions opt;
@@ -156,7 +150,7 @@ void run_config(const Config& c, std::mt19937_64& rng) {
             [&](Stream s, int copy) {
               align::Buffers bb = b;
               bb.topk_ids = d_ids[static_cast<std::size_t>(copy)].get();
-              v.launch(p, bb, s);
+              cuda_check(v.launch(p, bb, s), v.info.name.data());
             },
             copies, opt);
       } catch (const std::exception& e) {

@@ -77,7 +77,8 @@ struct Bench {
   }
 
   // Median us per launch, or a short note ("n/a", "wrong").
-  std::string time(void (*launch)(const dd::Problem&, const dd::Buffers&, moekit::Stream), std::size_t ws_bytes,
+  std::string time(moekit::LaunchStatus (*launch)(const dd::Problem&, const dd::Buffers&, moekit::Stream),
+                   std::size_t ws_bytes,
                    bool verify = true) {
     DeviceBuffer ws(ws_bytes ? ws_bytes : 1);
     auto buffers = [&](int copy) {
@@ -88,21 +89,21 @@ struct Bench {
       return b;
     };
     out.fill_bytes(0xAB);
-    launch(p, buffers(0), nullptr);
-    moekit::cuda_check_last("dedup launch");
+    moekit::cuda_check(launch(p, buffers(0), nullptr), "dedup launch");
     moekit::cuda_sync("dedup kernel");
     std::vector<std::int32_t> got(host.size());
     out.download(got.data(), got.size() * 4);
     if (verify && !dd::check(p, ref, got).ok) return "wrong";
     moekit::TimingOptions opt;
     const auto st = moekit::time_launches(
-        [&](moekit::Stream s, int copy) { launch(p, buffers(copy), s); }, n_copies, opt);
+        [&](moekit::Stream s, int copy) { moekit::cuda_check(launch(p, buffers(copy), s), "dedup launch"); }, n_copies, opt);
     return fmt::format("{:.1f}", st.median_us);
   }
 
   std::string time(const dd::Variant& v) {
-    if (v.not_applicable(p)) return "n/a";
-    return time(v.launch, v.workspace_bytes(p));
+    const moekit::DeviceCaps& caps = moekit::device_caps();
+    if (v.not_applicable(p, caps)) return "n/a";
+    return time(v.launch, v.workspace_bytes(p, caps));
   }
 };
 
@@ -131,7 +132,7 @@ int main() {
                  dd::Buffers bf;
                  bf.indices = b.copies[std::size_t(copy)].as<std::int32_t>();
                  bf.out = b.out.as<std::int32_t>();
-                 v.launch(b.p, bf, s);
+                 moekit::cuda_check(v.launch(b.p, bf, s), "dedup launch");
                },
                b.n_copies, opt)
                .mode;

@@ -289,10 +289,9 @@ void run_case(const act::Variant& v, const HostInput& h, Activation a, const Dev
   act::Buffers b;
   b.input = static_cast<const unsigned char*>(din.get()) + in_offset * es;
   b.out = static_cast<unsigned char*>(dout.get()) + out_offset * es;
-  DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p), 1));
+  DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p, device_caps()), 1));
   b.workspace = ws.get();
-  v.launch(p, b, nullptr);
-  cuda_check_last("act-and-mul launch");
+  cuda_check(v.launch(p, b, nullptr), "act-and-mul launch");
   cuda_sync("act-and-mul kernel");
   // Download from the buffer start (DeviceBuffer has no offset copies) and
   // skip the offset on the host.
@@ -336,7 +335,7 @@ TEST_CASE("registry: names, lookup, auto") {
         Problem p{t, d, dt, Activation::silu};
         const act::Variant& v = act::pick_auto(p);
         CHECK(act::find(v.info.name) == &v);
-        CHECK(v.not_applicable(p) == nullptr);
+        CHECK(v.not_applicable(p, device_caps()) == nullptr);
       }
 }
 

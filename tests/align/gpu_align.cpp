@@ -160,11 +160,6 @@ bool all_zero(const DeviceBuffer& ws, std::size_t bytes) {
   return std::all_of(h.begin(), h.end(), [](unsigned char c) { return c == 0; });
 }
 
-bool promises_order(std::string_view name) {
-  return name == "stable" || name == "oneshot" || name == "persistent" || name == "twopass" ||
-         name == "micro";
-}
-
 // Runs every variant on one case; returns failures.
 void run_case(const Case& c, Stats& st) {
   ++st.cases;
@@ -194,7 +189,8 @@ void run_case(const Case& c, Stats& st) {
   Guarded total(1);
 
   for (const align::Variant& v : variants()) {
-    const char* na = v.not_applicable(p);
+    const DeviceCaps& caps = device_caps();
+    const char* na = v.not_applicable(p, caps);
     const std::string_view name = v.info.name;
     // Which variants must accept this shape (E <= 16384 everywhere).
     bool must = true, known = true;
@@ -215,11 +211,11 @@ void run_case(const Case& c, Stats& st) {
       ++st.not_applicable;
       continue;
     }
-    const std::size_t ws_bytes = v.workspace_bytes(p);
+    const std::size_t ws_bytes = v.workspace_bytes(p, caps);
     DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 16));
     // A variant that keeps its workspace zero gets it zeroed once, like from
     // the CLI, and must hand it back zeroed after every run.
-    const bool zeroed = needs_zeroed_workspace(v, p);
+    const bool zeroed = needs_zeroed_workspace(v, p, caps);
     ws.fill_bytes(zeroed ? 0 : 0xCD);
     Buffers b;
     b.topk_ids = static_cast<const unsigned char*>(d_ids.get()) + off * esz;
@@ -228,14 +224,12 @@ void run_case(const Case& c, Stats& st) {
     b.expert_ids = eids.data();
     b.num_tokens_post_pad = total.data();
     b.workspace = ws.get();
-    const bool exact = promises_order(name) ||
-                       (name == "auto" && promises_order(pick_auto(p).info.name));
+    const bool exact = v.stable_order || (name == "auto" && pick_auto(p).stable_order);
     for (int rep = 0; rep < 2; ++rep) {
       sorted.poison();
       eids.poison();
       total.poison();
-      v.launch(p, b, nullptr);
-      cuda_check_last(v.info.name.data());
+      cuda_check(v.launch(p, b, nullptr), v.info.name.data());
       cuda_sync(v.info.name.data());
       ++st.runs;
       if (exact) ++st.exact;

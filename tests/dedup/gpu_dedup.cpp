@@ -164,7 +164,8 @@ std::string describe(const Case& c, const dd::Variant& v, const char* extra = ""
 // Runs `v` on the case (input at element offset in_off, output at out_off, both
 // poisoned around) and compares with `ref`. Returns false on mismatch.
 bool run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, int out_off = 0) {
-  if (const char* why = v.not_applicable(c.p)) {
+  const moekit::DeviceCaps& caps = moekit::device_caps();
+  if (const char* why = v.not_applicable(c.p, caps)) {
     (void)why;
     ++g_tally.skipped;
     return true;
@@ -172,7 +173,7 @@ bool run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, 
   const std::size_t elems = c.in.size();
   moekit::DeviceBuffer d_in((elems + std::size_t(in_off)) * 4 + 16);
   moekit::DeviceBuffer d_out((elems + std::size_t(out_off)) * 4 + 16);
-  const std::size_t ws_bytes = v.workspace_bytes(c.p);
+  const std::size_t ws_bytes = v.workspace_bytes(c.p, caps);
   moekit::DeviceBuffer d_ws(ws_bytes ? ws_bytes : 1);
   if (elems) {
     std::vector<std::int32_t> staged(elems + std::size_t(in_off), 0x5A5A5A5A);
@@ -185,8 +186,7 @@ bool run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, 
   b.indices = d_in.as<std::int32_t>() + in_off;
   b.out = d_out.as<std::int32_t>() + out_off;
   b.workspace = d_ws.get();
-  v.launch(c.p, b, nullptr);
-  moekit::cuda_check_last("dedup launch");
+  moekit::cuda_check(v.launch(c.p, b, nullptr), "dedup launch");
   moekit::cuda_sync("dedup kernel");
   std::vector<std::int32_t> all((elems + std::size_t(out_off)) * 1 + 4);
   d_out.download(all.data(), all.size() * 4);
@@ -217,7 +217,7 @@ void run_all(const Case& c) {
   const V ref = dd::reference(c.p, c.in);
   for (const dd::Variant& v : dd::variants()) CHECK_MESSAGE(run_one(v, c, ref), describe(c, v));
   const dd::Variant& a = dd::pick_auto(c.p);
-  CHECK_MESSAGE(a.not_applicable(c.p) == nullptr, "auto picked an inapplicable variant");
+  CHECK_MESSAGE(a.not_applicable(c.p, moekit::device_caps()) == nullptr, "auto picked an inapplicable variant");
 }
 
 }  // namespace
@@ -235,8 +235,9 @@ TEST_SUITE("gpu") {
     big.batch = 3;
     big.mtp_step = 4;
     big.k = 1 << 20;
-    CHECK(dd::find("general")->not_applicable(big) == nullptr);
-    CHECK(dd::find("bitmask")->not_applicable(big) != nullptr);
+    const moekit::DeviceCaps& caps = moekit::device_caps();
+    CHECK(dd::find("general")->not_applicable(big, caps) == nullptr);
+    CHECK(dd::find("bitmask")->not_applicable(big, caps) != nullptr);
     CHECK(std::string(dd::pick_auto(big).info.name) == "general");
     CHECK(!dd::auto_rule().empty());
   }
