@@ -4,7 +4,7 @@ GPU_ARCH ?= 80;90
 MOEKIT := $(BUILD)/src/moekit
 export PATH := $(PATH):/usr/local/cuda/bin
 
-.PHONY: all deps build demo test gpu-test gpu-verify bench clean
+.PHONY: all deps build demo test gpu-test gpu-verify bench render clean
 
 all: build
 
@@ -46,11 +46,17 @@ gpu-verify: build
 	  $(BUILD)/tests/act_and_mul/gpu_act $(BUILD)/gpu-bin/
 	bash .ci/gpu-verify $(BUILD)/gpu-bin $(BUILD)/gpu-logs
 
-# Regenerates the benchmark tables in docs/bench/ (GPU machine; several minutes).
+# Runs every benchmark (GPU machine; several minutes), each writing its
+# results to bench/results/<family>.jsonl, then renders docs/bench/.
 bench: build
-	$(BUILD)/bench/align/bench_align > docs/bench/align.md
-	$(BUILD)/bench/dedup/bench_dedup > docs/bench/dedup.md
-	$(BUILD)/bench/act_and_mul/bench_act > docs/bench/act-and-mul.md
+	$(BUILD)/bench/align/bench_align --json bench/results/align.jsonl
+	$(BUILD)/bench/dedup/bench_dedup --json bench/results/dedup.jsonl
+	$(BUILD)/bench/act_and_mul/bench_act --json bench/results/act-and-mul.jsonl
+	@$(MAKE) --no-print-directory render
+
+# docs/bench/<family>.md from bench/results/<family>.jsonl (no GPU, no build).
+render:
+	python3 bench/render.py
 
 clean:
 	rm -rf $(BUILD)
