@@ -5,14 +5,16 @@
 
 #include <utility>
 
+#include "common/device.hpp"
 #include "errors.hpp"
 
 namespace moekit {
 
 int cuda_device_count() {
   int n = 0;
+  const cudaError_t before = cudaPeekAtLastError();
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" status
+    if (before == cudaSuccess) (void)cudaGetLastError();  // drop our own "no driver" status only
     return 0;
   }
   return n;
@@ -64,17 +66,15 @@ void DeviceBuffer::fill_bytes(int byte_value) {
 }
 
 DeviceProps device_props() {
-  int dev = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  cudaDeviceProp p{};
-  cuda_check(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+  const DeviceCaps& c = device_caps();
+  if (!c.present()) throw CudaError("no usable CUDA device");
   DeviceProps d;
-  d.name = p.name;
-  d.sm_count = p.multiProcessorCount;
-  d.cc_major = p.major;
-  d.cc_minor = p.minor;
-  d.l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
-  d.global_mem_bytes = p.totalGlobalMem;
+  d.name = c.name;
+  d.sm_count = c.sm_count;
+  d.cc_major = c.cc_major;
+  d.cc_minor = c.cc_minor;
+  d.l2_bytes = c.l2_bytes;
+  d.global_mem_bytes = c.global_mem;
   cuda_check(cudaDriverGetVersion(&d.driver_version), "cudaDriverGetVersion");
   cuda_check(cudaRuntimeGetVersion(&d.runtime_version), "cudaRuntimeGetVersion");
   return d;

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/device.hpp"
 #include "cuda_util.hpp"
 #include "errors.hpp"
 #include "npy.hpp"
@@ -57,14 +58,15 @@ std::vector<std::string> write_outputs(const CommonOpts& c, Report& r,
 int finish(const CommonOpts& c, Report& r);
 
 // Resolves --variant (a name or "auto") against a family's registry and checks
-// that it applies; records the resolved name in the report.
+// that it applies on `caps`; records the resolved name in the report.
 template <class V, class P>
-const V& resolve_variant(const CommonOpts& c, const P& p, Report& r, const V& (*pick_auto)(const P&),
+const V& resolve_variant(const CommonOpts& c, const P& p, Report& r, const DeviceCaps& caps,
+                         const V& (*pick_auto)(const P&, const DeviceCaps&),
                          const V* (*find)(std::string_view)) {
-  const V* v = c.variant == "auto" ? &pick_auto(p) : find(c.variant);
+  const V* v = c.variant == "auto" ? &pick_auto(p, caps) : find(c.variant);
   if (!v)
     throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", r.op, c.variant, r.op));
-  if (const char* why = v->not_applicable(p))
+  if (const char* why = v->not_applicable(p, caps))
     throw InputError(fmt::format("{} variant '{}' does not apply to this input: {}", r.op, v->info.name, why));
   r.variant = std::string(v->info.name);
   return *v;

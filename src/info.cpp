@@ -23,17 +23,26 @@ std::string dims_csv(const std::vector<std::int64_t>& shape) {
 
 std::string version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 
-struct FamilyRow {
-  std::string_view op;
-  std::vector<VariantInfo> variants;
-  std::string_view auto_rule;
+struct VariantRow {
+  std::string_view name;
+  std::string_view description;
+  std::string limits;
 };
 
+struct FamilyRow {
+  std::string_view op;
+  std::vector<VariantRow> variants;
+  std::string auto_rule;
+};
+
+// Limits for the current device (the formula without one).
 template <class V>
-std::vector<VariantInfo> infos(std::span<const V> vs) {
-  std::vector<VariantInfo> o;
+std::vector<VariantRow> infos(std::span<const V> vs) {
+  const DeviceCaps& caps = device_caps();
+  std::vector<VariantRow> o;
   for (auto& v : vs)
-    if (v.info.name != "auto") o.push_back(v.info);  // listed once, with its rule, below
+    if (v.info.name != "auto")  // listed once, with its rule, below
+      o.push_back({v.info.name, v.info.description, v.limits(caps)});
   return o;
 }
 

@@ -88,17 +88,18 @@ int run_act(const ActArgs& a, const CommonOpts& c) {
     measure_cpu(c, r, [&] { act::reference(p, in.data.data(), ref.data.data()); });
     out = ref;
   } else {
-    const act::Variant& v = resolve_variant(c, p, r, act::pick_auto, act::find);
+    const DeviceCaps& caps = device_caps();
+    const act::Variant& v = resolve_variant(c, p, r, caps, act::pick_auto, act::find);
     const int copies = c.bench ? rotation_copies(in.data.size(), c.cold) : 1;
     std::vector<DeviceBuffer> d_in = upload_copies(in, copies);
-    DeviceBuffer d_out(out.data.size()), d_ws(v.workspace_bytes(p));
+    DeviceBuffer d_out(out.data.size()), d_ws(v.workspace_bytes(p, caps));
     d_out.fill_bytes(0xAB);  // poison: unwritten shows up
     auto launch = [&](Stream s, int copy) {
       act::Buffers b;
       b.input = d_in[copy].get();
       b.out = d_out.get();
       b.workspace = d_ws.get();
-      v.launch(p, b, s);
+      cuda_check(v.launch(p, b, s), "act-and-mul kernel launch");
     };
     launch(nullptr, 0);
     cuda_check_last("act-and-mul kernel launch");

@@ -91,18 +91,19 @@ int run_dedup(const DedupArgs& a, const CommonOpts& c) {
     measure_cpu(c, r, [&] { ref = dedup::reference(p, vals); });
     got = ref;
   } else {
-    const dedup::Variant& v = resolve_variant(c, p, r, dedup::pick_auto, dedup::find);
+    const DeviceCaps& caps = device_caps();
+    const dedup::Variant& v = resolve_variant(c, p, r, caps, dedup::pick_auto, dedup::find);
     const int copies = c.bench ? rotation_copies(in.data.size(), c.cold) : 1;
     std::vector<DeviceBuffer> d_in = upload_copies(in, copies);
     const std::size_t out_elems = static_cast<std::size_t>(batch) * a.mtp_step * k;
-    DeviceBuffer d_out(out_elems * 4), d_ws(v.workspace_bytes(p));
+    DeviceBuffer d_out(out_elems * 4), d_ws(v.workspace_bytes(p, caps));
     d_out.fill_bytes(0xAB);  // poison: unwritten shows up
     auto launch = [&](Stream s, int copy) {
       dedup::Buffers b;
       b.indices = d_in[copy].as<std::int32_t>();
       b.out = d_out.as<std::int32_t>();
       b.workspace = d_ws.get();
-      v.launch(p, b, s);
+      cuda_check(v.launch(p, b, s), "dedup kernel launch");
     };
     launch(nullptr, 0);
     cuda_check_last("dedup kernel launch");

@@ -134,17 +134,17 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
                   {"d", d}};
     rec.extra = {{"auto_pick", auto_pick}};
     try {
-      DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p), 1));
+      DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p, device_caps()), 1));
       auto launch = [&](Stream s, int copy) {
         act::Buffers b;
         b.input = din[copy].get();
         b.out = dout.get();
         b.workspace = ws.get();
-        v.launch(p, b, s);
+        cuda_check(v.launch(p, b, s), "launch");
       };
       dout.fill_bytes(0xff);
       launch(nullptr, 0);
-      cuda_check_last("launch");
+      cuda_check_last("launch");  // launch() checks its status
       cuda_sync("kernel");
       dout.download(host_out.data(), out_bytes);
       const bool ok = check_rows(p, in, host_out);

@@ -46,15 +46,10 @@ std::vector<std::int32_t> make_ids(const Config& c, int tokens, std::mt19937_64&
   return bench::align_ids(c.E, c.topk, c.zipf, tokens, rng);
 }
 
-// Whether v's output must equal the reference bit for bit (it promises stable
-// order, or it is `auto` and picks a variant that does).
-bool promises_order(std::string_view n) {
-  return n == "stable" || n == "oneshot" || n == "persistent" || n == "twopass" ||
-         n == "micro";
-}
+// Whether v's output must equal the reference bit for bit (the registry says
+// it promises stable order, or it is `auto` and picks a variant that does).
 bool exact_order(const align::Variant& v, const align::Problem& p) {
-  return promises_order(v.info.name) ||
-         (v.info.name == "auto" && promises_order(align::pick_auto(p).info.name));
+  return v.stable_order || (v.info.name == "auto" && align::pick_auto(p).stable_order);
 }
 
 bool wanted(std::string_view n) {
@@ -76,6 +71,7 @@ std::vector<std::string> split(const std::string& s) {
 // The cells of one (E, topk, ids) table: every wanted variant x tokens.
 void run_config(const Config& c, std::mt19937_64& rng, bench::Writer& out) {
   const auto vars = align::variants();
+  const DeviceCaps& caps = device_caps();
   const std::string table = fmt::format("E={} topk={} {}", c.E, c.topk, c.zipf ? "zipf" : "uniform");
   for (int tokens : g_tokens) {
     if (tokens > c.max_tokens) continue;
@@ -110,14 +106,14 @@ void run_config(const Config& c, std::mt19937_64& rng, bench::Writer& out) {
         rec.extra = {{"picks", std::string(align::pick_auto(p).info.name)},
                      {"auto_rule", align::auto_rule()}};
       }
-      if (const char* na = v.not_applicable(p)) {
+      if (const char* na = v.not_applicable(p, caps)) {
         rec.m.status = "n/a";
         rec.m.reason = na;
         out.write(rec);
         continue;
       }
-      DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p), 16));
-      if (needs_zeroed_workspace(v, p)) ws.fill_bytes(0);
+      DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p, caps), 16));
+      if (needs_zeroed_workspace(v, p, caps)) ws.fill_bytes(0);
       align::Buffers b;
       b.sorted_token_ids = sorted.as<std::int32_t>();
       b.expert_ids = eids.as<std::int32_t>();
@@ -129,8 +125,7 @@ void run_config(const Config& c, std::mt19937_64& rng, bench::Writer& out) {
       eids.fill_bytes(0xAB);
       bool ok = false;
       try {
-        v.launch(p, b, nullptr);
-        cuda_check_last(v.info.name.data());
+        cuda_check(v.launch(p, b, nullptr), v.info.name.data());
         cuda_sync(v.info.name.data());
         align::Outputs got;
         got.sorted_token_ids.resize(static_cast<std::size_t>(p.max_num_tokens_padded));
@@ -155,7 +150,7 @@ void run_config(const Config& c, std::mt19937_64& rng, bench::Writer& out) {
           [&](Stream s, int copy) {
             align::Buffers bb = b;
             bb.topk_ids = d_ids[static_cast<std::size_t>(copy)].get();
-            v.launch(p, bb, s);
+            cuda_check(v.launch(p, bb, s), v.info.name.data());
           },
           copies, opt);
       if (rec.m.status == "error") std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), rec.m.reason.c_str());

@@ -353,7 +353,7 @@ int onepass_mode() {
       const char* names[3] = {"tiny", "twopass", "auto"};
       for (int k = 0; k < 3; ++k) {
         const align::Variant* v = align::find(names[k]);
-        other[k] = v->not_applicable(su.p) ? 0
+        other[k] = v->not_applicable(su.p, moekit::device_caps()) ? 0
                    : su.verify(variant_launch(su, names[k]))
                        ? bench_like(variant_launch(su, names[k]), su.copies)
                        : 1e9;
@@ -470,7 +470,7 @@ int sweep(const char* csv_path) {
       const char* names[4] = {"fill-overlap", "oneshot", "twopass", "auto"};
       for (int k = 0; k < 4; ++k) {
         const align::Variant* v = align::find(names[k]);
-        other[k] = v->not_applicable(su.p) ? 0 : row(names[k], variant_launch(su, names[k]), 0, 0, "");
+        other[k] = v->not_applicable(su.p, moekit::device_caps()) ? 0 : row(names[k], variant_launch(su, names[k]), 0, 0, "");
       }
       std::printf("| %d, %d, %s | %d | %.2f (%d, %d) | %.2f (%d, %d) | %.2f | %.2f | %.2f | %.2f |\n",
                   sh.E, sh.topk, dist, tok, t_def, def.grid, def.threads, best, bp.grid,

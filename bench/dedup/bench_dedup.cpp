@@ -82,7 +82,8 @@ struct Bench {
   }
 
   // Checks the output once (unless verify is false), then times the launches.
-  moekit::bench::Measurement time(void (*launch)(const dd::Problem&, const dd::Buffers&, moekit::Stream),
+  moekit::bench::Measurement time(moekit::LaunchStatus (*launch)(const dd::Problem&, const dd::Buffers&,
+                                                                 moekit::Stream),
                                   std::size_t ws_bytes, bool verify = true) {
     DeviceBuffer ws(ws_bytes ? ws_bytes : 1);
     auto buffers = [&](int copy) {
@@ -95,8 +96,7 @@ struct Bench {
     bool ok = true;
     try {
       out.fill_bytes(0xAB);
-      launch(p, buffers(0), nullptr);
-      moekit::cuda_check_last("dedup launch");
+      moekit::cuda_check(launch(p, buffers(0), nullptr), "dedup launch");
       moekit::cuda_sync("dedup kernel");
       std::vector<std::int32_t> got(host.size());
       out.download(got.data(), got.size() * 4);
@@ -108,19 +108,21 @@ struct Bench {
       return m;
     }
     moekit::bench::Measurement m = moekit::bench::measure(
-        [&](moekit::Stream s, int copy) { launch(p, buffers(copy), s); }, n_copies, moekit::TimingOptions{});
+        [&](moekit::Stream s, int copy) { moekit::cuda_check(launch(p, buffers(copy), s), "dedup launch"); },
+        n_copies, moekit::TimingOptions{});
     if (m.status == "ok" && !ok) m.status = "fail";
     return m;
   }
 
   moekit::bench::Measurement time(const dd::Variant& v) {
-    if (const char* why = v.not_applicable(p)) {
+    const moekit::DeviceCaps& caps = moekit::device_caps();
+    if (const char* why = v.not_applicable(p, caps)) {
       moekit::bench::Measurement m;
       m.status = "n/a";
       m.reason = why;
       return m;
     }
-    return time(v.launch, v.workspace_bytes(p));
+    return time(v.launch, v.workspace_bytes(p, caps));
   }
 
   moekit::bench::Fields params(Values kind) const {

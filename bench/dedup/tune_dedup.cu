@@ -12,9 +12,9 @@ using detail::FastKernel;
 using detail::SortAlgo;
 
 template <int THREADS, int IPT, int RB, bool BITMAP, SortAlgo ALGO = SortAlgo::kMatch, bool BUCKETS = false>
-void launch_cfg(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_cfg(const Problem& p, const Buffers& b, Stream s) {
   using K = FastKernel<THREADS, IPT, RB, BITMAP, ALGO, BUCKETS>;
-  detail::launch_rows<detail::dedup_fast_kernel<THREADS, IPT, RB, BITMAP, ALGO, BUCKETS>, typename K::Storage,
+  return detail::launch_rows<detail::dedup_fast_kernel<THREADS, IPT, RB, BITMAP, ALGO, BUCKETS>, typename K::Storage,
                       THREADS>(p, b, s);
 }
 
@@ -41,10 +41,11 @@ __global__ void __launch_bounds__(THREADS) io_floor_kernel(const std::int32_t* _
 }
 
 template <int THREADS, int IPT>
-void launch_floor(const Problem& p, const Buffers& b, Stream s) {
-  if (p.batch <= 0) return;
+LaunchStatus launch_floor(const Problem& p, const Buffers& b, Stream s) {
+  if (p.batch <= 0) return cudaSuccess;
   io_floor_kernel<THREADS, IPT>
       <<<static_cast<unsigned>(p.batch), THREADS, 0, s>>>(b.indices, b.out, static_cast<int>(p.row_len()));
+  return cudaGetLastError();
 }
 
 constexpr bool kNoCheck = false;

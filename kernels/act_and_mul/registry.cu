@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "act_and_mul/act_and_mul.hpp"
 #include "act_and_mul/activation.cuh"
@@ -22,19 +23,21 @@ constexpr std::int64_t kU32Limit = std::int64_t{1} << 32;
 
 // Calls f.template operator()<T, A>() for the problem's dtype and activation.
 template <class F>
-void dispatch(const Problem& p, F&& f) {
-  auto by_act = [&]<class T>() {
+cudaError_t dispatch(const Problem& p, F&& f) {
+  auto by_act = [&]<class T>() -> cudaError_t {
     switch (p.act) {
-      case Activation::silu: f.template operator()<T, Activation::silu>(); break;
-      case Activation::gelu: f.template operator()<T, Activation::gelu>(); break;
-      case Activation::gelu_tanh: f.template operator()<T, Activation::gelu_tanh>(); break;
+      case Activation::silu: return f.template operator()<T, Activation::silu>();
+      case Activation::gelu: return f.template operator()<T, Activation::gelu>();
+      case Activation::gelu_tanh: return f.template operator()<T, Activation::gelu_tanh>();
     }
+    return cudaErrorInvalidValue;
   };
   switch (p.dtype) {
-    case DType::f16: by_act.template operator()<__half>(); break;
-    case DType::bf16: by_act.template operator()<__nv_bfloat16>(); break;
-    case DType::f32: by_act.template operator()<float>(); break;
+    case DType::f16: return by_act.template operator()<__half>();
+    case DType::bf16: return by_act.template operator()<__nv_bfloat16>();
+    case DType::f32: return by_act.template operator()<float>();
   }
+  return cudaErrorInvalidValue;
 }
 
 bool aligned_to(const void* p, std::uintptr_t bytes) { return (reinterpret_cast<std::uintptr_t>(p) % bytes) == 0; }
@@ -45,21 +48,10 @@ bool rows_aligned(const Problem& p, const Buffers& b, std::int64_t n_elems, std:
   return p.d % n_elems == 0 && aligned_to(b.input, vb) && aligned_to(b.out, vb);
 }
 
-// Multiprocessors of the current device (queried once; a cheap, capture-safe call).
-int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      v = 132;
-    return v > 0 ? v : 132;
-  }();
-  return n;
-}
-
 bool empty(const Problem& p) { return p.tokens <= 0 || p.d <= 0; }
 
 template <class Kernel, class... Args>
-void launch_pdl(Kernel kernel, unsigned grid, unsigned block, Stream s, Args... args) {
+cudaError_t launch_pdl(Kernel kernel, unsigned grid, unsigned block, Stream s, Args... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(block);
@@ -69,22 +61,20 @@ void launch_pdl(Kernel kernel, unsigned grid, unsigned block, Stream s, Args... 
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, kernel, args...);
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
 template <class Kernel, class... Args>
-void launch_plain(bool pdl, Kernel kernel, unsigned grid, unsigned block, Stream s, Args... args) {
-  if (pdl) {
-    launch_pdl(kernel, grid, block, s, args...);
-  } else {
-    kernel<<<grid, block, 0, s>>>(args...);
-  }
+cudaError_t launch_plain(bool pdl, Kernel kernel, unsigned grid, unsigned block, Stream s, Args... args) {
+  if (pdl) return launch_pdl(kernel, grid, block, s, args...);
+  kernel<<<grid, block, 0, s>>>(args...);
+  return cudaGetLastError();
 }
 
 // ---- scalar ------------------------------------------------------------------
-void launch_scalar(const Problem& p, const Buffers& b, Stream s) {
-  if (empty(p)) return;
-  dispatch(p, [&]<class T, Activation A>() {
+LaunchStatus launch_scalar(const Problem& p, const Buffers& b, Stream s) {
+  if (empty(p)) return cudaSuccess;
+  return dispatch(p, [&]<class T, Activation A>() {
     const std::int64_t n = p.tokens * p.d;
     constexpr unsigned kBlock = 256;
     const unsigned grid = clamp_grid(ceil_div<std::int64_t>(n, kBlock));
@@ -95,19 +85,21 @@ void launch_scalar(const Problem& p, const Buffers& b, Stream s) {
     } else {
       detail::scalar_kernel<T, A, true><<<grid, kBlock, 0, s>>>(in, out, n, p.d);
     }
+    return cudaGetLastError();
   });
 }
 
 // ---- vectorized (the seed's design) ---------------------------------------------
-void launch_vectorized(const Problem& p, const Buffers& b, Stream s) {
-  if (empty(p)) return;
-  dispatch(p, [&]<class T, Activation A>() {
+LaunchStatus launch_vectorized(const Problem& p, const Buffers& b, Stream s) {
+  if (empty(p)) return cudaSuccess;
+  return dispatch(p, [&]<class T, Activation A>() {
     constexpr std::int64_t V = 16 / sizeof(T);
     // The seed's block: one thread per vector, at most 1024.
     const unsigned block = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(p.d / V, 1024)));
     const unsigned grid = clamp_grid(p.tokens);
     detail::seed_kernel<T, A><<<grid, block, 0, s>>>(static_cast<const T*>(b.input), static_cast<T*>(b.out),
                                                      p.tokens, p.d, rows_aligned(p, b, V, sizeof(T)));
+    return cudaGetLastError();
   });
 }
 
@@ -117,7 +109,7 @@ void launch_vectorized(const Problem& p, const Buffers& b, Stream s) {
 // (grid-stride), 0 launches one block per chunk. Rows that do not split into
 // whole vectors take the element-gather kernel with the same kN and block.
 template <int kN, int kUnroll, unsigned kBlock, int kPdl, int kPersist, class T, Activation A>
-void launch_flat_typed(const Problem& p, const Buffers& b, Stream s) {
+cudaError_t launch_flat_typed(const Problem& p, const Buffers& b, Stream s) {
   constexpr int N = kN == 0 ? static_cast<int>(16 / sizeof(T)) : kN;
   auto in = static_cast<const T*>(b.input);
   auto out = static_cast<T*>(b.out);
@@ -125,13 +117,14 @@ void launch_flat_typed(const Problem& p, const Buffers& b, Stream s) {
     const std::int64_t dv = p.d / N;
     const std::int64_t nvec = p.tokens * dv;
     std::int64_t blocks = ceil_div<std::int64_t>(nvec, std::int64_t{kBlock} * kUnroll);
-    if (kPersist > 0) blocks = std::min<std::int64_t>(blocks, std::int64_t{sm_count()} * kPersist);
+    if (kPersist > 0)
+      blocks = std::min<std::int64_t>(blocks, std::int64_t{std::max(device_caps().sm_count, 1)} * kPersist);
     const unsigned grid = clamp_grid(blocks);
     if (nvec < kU32Limit) {
-      launch_plain(kPdl != detail::kPdlNone, detail::flat_kernel<T, A, N, kUnroll, false, kPdl>, grid, kBlock, s, in, out, nvec, dv,
+      return launch_plain(kPdl != detail::kPdlNone, detail::flat_kernel<T, A, N, kUnroll, false, kPdl>, grid, kBlock, s, in, out, nvec, dv,
                    FastDivU32(static_cast<std::uint32_t>(dv)));
     } else {
-      launch_plain(kPdl != detail::kPdlNone, detail::flat_kernel<T, A, N, kUnroll, true, kPdl>, grid, kBlock, s, in, out, nvec, dv,
+      return launch_plain(kPdl != detail::kPdlNone, detail::flat_kernel<T, A, N, kUnroll, true, kPdl>, grid, kBlock, s, in, out, nvec, dv,
                    FastDivU32());
     }
   } else {
@@ -139,98 +132,116 @@ void launch_flat_typed(const Problem& p, const Buffers& b, Stream s) {
     const unsigned grid = clamp_grid(ceil_div<std::int64_t>(ceil_div<std::int64_t>(n, N), kBlock));
     const bool out_aligned = aligned_to(b.out, N * sizeof(T));
     if (n < kU32Limit) {
-      launch_plain(kPdl != detail::kPdlNone, detail::flat_unaligned_kernel<T, A, N, false, kPdl>, grid, kBlock, s, in, out, n, p.d,
+      return launch_plain(kPdl != detail::kPdlNone, detail::flat_unaligned_kernel<T, A, N, false, kPdl>, grid, kBlock, s, in, out, n, p.d,
                    FastDivU32(static_cast<std::uint32_t>(p.d)), out_aligned);
     } else {
-      launch_plain(kPdl != detail::kPdlNone, detail::flat_unaligned_kernel<T, A, N, true, kPdl>, grid, kBlock, s, in, out, n, p.d,
+      return launch_plain(kPdl != detail::kPdlNone, detail::flat_unaligned_kernel<T, A, N, true, kPdl>, grid, kBlock, s, in, out, n, p.d,
                    FastDivU32(), out_aligned);
     }
   }
 }
 
 template <int kN, int kUnroll, unsigned kBlock, int kPdl, int kPersist>
-void launch_flat_grid(const Problem& p, const Buffers& b, Stream s) {
-  if (empty(p)) return;
-  dispatch(p, [&]<class T, Activation A>() { launch_flat_typed<kN, kUnroll, kBlock, kPdl, kPersist, T, A>(p, b, s); });
+cudaError_t launch_flat_grid(const Problem& p, const Buffers& b, Stream s) {
+  if (empty(p)) return cudaSuccess;
+  return dispatch(p, [&]<class T, Activation A>() { return launch_flat_typed<kN, kUnroll, kBlock, kPdl, kPersist, T, A>(p, b, s); });
 }
 
 // flat: 16-byte vectors, one per thread, 256 threads: the bandwidth layout.
-void launch_flat(const Problem& p, const Buffers& b, Stream s) {
-  launch_flat_grid<0, 1, 256, detail::kPdlNone, 0>(p, b, s);
+LaunchStatus launch_flat(const Problem& p, const Buffers& b, Stream s) {
+  return launch_flat_grid<0, 1, 256, detail::kPdlNone, 0>(p, b, s);
 }
 // flat-pdl: flat, launched with PDL; dependents may launch only as blocks finish.
-void launch_flat_pdl(const Problem& p, const Buffers& b, Stream s) {
-  launch_flat_grid<0, 1, 256, detail::kPdlLate, 0>(p, b, s);
+LaunchStatus launch_flat_pdl(const Problem& p, const Buffers& b, Stream s) {
+  return launch_flat_grid<0, 1, 256, detail::kPdlLate, 0>(p, b, s);
 }
 // spread: 2 elements per thread (4-byte loads for 16-bit types), 128 threads:
 // many short threads so that a single row covers the chip and each thread's
 // math chain is short.
-void launch_spread(const Problem& p, const Buffers& b, Stream s) {
-  launch_flat_grid<2, 1, 128, detail::kPdlNone, 0>(p, b, s);
+LaunchStatus launch_spread(const Problem& p, const Buffers& b, Stream s) {
+  return launch_flat_grid<2, 1, 128, detail::kPdlNone, 0>(p, b, s);
 }
-void launch_spread_pdl(const Problem& p, const Buffers& b, Stream s) {
-  launch_flat_grid<2, 1, 128, detail::kPdlEarly, 0>(p, b, s);
+LaunchStatus launch_spread_pdl(const Problem& p, const Buffers& b, Stream s) {
+  return launch_flat_grid<2, 1, 128, detail::kPdlEarly, 0>(p, b, s);
 }
 
 // Tuning candidates (bench only): other shapes of the flat grid, bf16 silu
 // only to keep the build small.
 template <int kN, int kUnroll, unsigned kBlock, int kPersist>
-void launch_tune(const Problem& p, const Buffers& b, Stream s) {
-  if (empty(p) || p.dtype != DType::bf16 || p.act != Activation::silu) return;
-  launch_flat_typed<kN, kUnroll, kBlock, detail::kPdlNone, kPersist, __nv_bfloat16, Activation::silu>(p, b, s);
+LaunchStatus launch_tune(const Problem& p, const Buffers& b, Stream s) {
+  if (empty(p) || p.dtype != DType::bf16 || p.act != Activation::silu) return cudaSuccess;
+  return launch_flat_typed<kN, kUnroll, kBlock, detail::kPdlNone, kPersist, __nv_bfloat16, Activation::silu>(p, b, s);
 }
 
-const char* bf16_silu_aligned_only(const Problem& p) {
+const char* bf16_silu_aligned_only(const Problem& p, const DeviceCaps&) {
   if (p.dtype != DType::bf16 || p.act != Activation::silu) return "bf16 silu only";
   return nullptr;
 }
 
-const char* any_shape(const Problem&) { return nullptr; }
-std::size_t no_workspace(const Problem&) { return 0; }
+const char* any_shape(const Problem&, const DeviceCaps&) { return nullptr; }
+std::size_t no_workspace(const Problem&, const DeviceCaps&) { return 0; }
+std::string any_limits(const DeviceCaps&) { return "any"; }
+std::string unaligned_rows_limits(const DeviceCaps&) { return "any (rows with d % vec != 0 go element by element)"; }
+std::string flat_limits(const DeviceCaps&) { return "any (d % vec != 0: element gathers, 16-byte stores)"; }
+std::string spread_limits(const DeviceCaps&) { return "any (odd d: element gathers)"; }
+std::string bf16_silu_limits(const DeviceCaps&) { return "bf16 silu"; }
 
 const std::array<Variant, 6> kVariants{{
-    {{"scalar", "one element per thread per grid-stride step (baseline)", "any"},
-     any_shape, no_workspace, launch_scalar},
+    {{"scalar", "one element per thread per grid-stride step (baseline)"},
+     false, any_limits, any_shape, no_workspace, launch_scalar},
     {{"vectorized",
       "the seed's design: one block per token, 16-byte converting loads/stores strided over d, "
-      "scalar tail from d - d % (block*vec)",
-      "any (rows with d % vec != 0 go element by element)"},
-     any_shape, no_workspace, launch_vectorized},
+      "scalar tail from d - d % (block*vec)"},
+     false, unaligned_rows_limits, any_shape, no_workspace, launch_vectorized},
     {{"flat",
       "one grid over all 16-byte output vectors (no tail recompute, short rows share blocks, long rows "
-      "span many blocks), one vector per thread, 256-thread blocks",
-      "any (d % vec != 0: element gathers, 16-byte stores)"},
-     any_shape, no_workspace, launch_flat},
+      "span many blocks), one vector per thread, 256-thread blocks"},
+     false, flat_limits, any_shape, no_workspace, launch_flat},
     {{"spread",
       "latency layout of flat: 2 elements per thread (4/8-byte loads), 128-thread blocks: one row covers "
-      "many SMs and each thread's math chain is short",
-      "any (odd d: element gathers)"},
-     any_shape, no_workspace, launch_spread},
+      "many SMs and each thread's math chain is short"},
+     false, spread_limits, any_shape, no_workspace, launch_spread},
     {{"spread-pdl",
       "spread launched with Hopper programmatic dependent launch (overlaps the previous kernel's tail; "
-      "no effect before sm_90)",
-      "any"},
-     any_shape, no_workspace, launch_spread_pdl},
+      "no effect before sm_90)"},
+     false, any_limits, any_shape, no_workspace, launch_spread_pdl},
     {{"flat-pdl",
       "flat launched with Hopper programmatic dependent launch; the next grid may launch only as this "
       "one's blocks finish, so its launch overlaps this grid's tail without taking SM slots it needs "
-      "(no effect before sm_90)",
-      "any"},
-     any_shape, no_workspace, launch_flat_pdl},
+      "(no effect before sm_90)"},
+     false, any_limits, any_shape, no_workspace, launch_flat_pdl},
 }};
 
 #define MOEKIT_TUNE(n, u, blk, per)                                                               \
   {{"n" #n "-u" #u "-b" #blk "-p" #per,                                                              \
     "tuning candidate: " #n " elements per vector, " #u " vectors per thread, " #blk                 \
-    " threads, grid capped at " #per " blocks per SM (0: uncapped)",                                  \
-    "bf16 silu"},                                                                                     \
-   bf16_silu_aligned_only, no_workspace, launch_tune<n, u, blk, per>}
+    " threads, grid capped at " #per " blocks per SM (0: uncapped)"},                                 \
+   false, bf16_silu_limits, bf16_silu_aligned_only, no_workspace, launch_tune<n, u, blk, per>}
 const std::array<Variant, 9> kTuning{{
     MOEKIT_TUNE(1, 1, 128, 0), MOEKIT_TUNE(2, 1, 256, 0), MOEKIT_TUNE(4, 1, 128, 0), MOEKIT_TUNE(8, 1, 128, 0),
     MOEKIT_TUNE(8, 1, 512, 0), MOEKIT_TUNE(8, 2, 512, 0), MOEKIT_TUNE(8, 1, 256, 4), MOEKIT_TUNE(8, 1, 256, 8),
     MOEKIT_TUNE(8, 4, 256, 2),
 }};
 #undef MOEKIT_TUNE
+
+// Output elements up to which the problem is latency-bound: one wave of spread
+// blocks on a 132-SM H100 (2 elements x 128 threads x 16 blocks x 132 SMs is
+// 540k). Measured crossover: docs/bench/act-and-mul.md.
+constexpr std::int64_t kSmallMaxOutputs = std::int64_t{1} << 19;
+
+bool small(const Problem& p, const DeviceCaps&) { return p.tokens * p.d <= kSmallMaxOutputs; }
+bool small_pdl(const Problem& p, const DeviceCaps& caps) { return caps.pdl && small(p, caps); }
+bool has_pdl(const Problem&, const DeviceCaps& caps) { return caps.pdl; }
+
+// flat-pdl measured no slower than flat in any bandwidth-bound cell on the
+// H100 and up to 9% faster at 128-1024 tokens (its launch overlaps the
+// previous grid's tail); without PDL hardware it is flat.
+const std::array<AutoRow<Problem>, 4> kAutoRows = {{
+    {"spread-pdl", "tokens*d <= 2^19 outputs (latency-bound, one wave) and PDL (sm_90+)", small_pdl},
+    {"spread", "tokens*d <= 2^19 outputs", small},
+    {"flat-pdl", "PDL (sm_90+; bandwidth-bound)", has_pdl},
+    {"flat", "", nullptr},
+}};
 
 }  // namespace
 
@@ -239,33 +250,13 @@ std::span<const Variant> tuning_variants() { return kTuning; }
 
 const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
 
-// Output elements up to which the problem is latency-bound: one wave of spread
-// blocks on a 132-SM H100 (2 elements x 128 threads x 16 blocks x 132 SMs is
-// 540k). Measured crossover: docs/bench/act-and-mul.md.
-constexpr std::int64_t kSmallMaxOutputs = std::int64_t{1} << 19;
-
-// Programmatic dependent launch needs sm_90 (queried once).
-static bool device_has_pdl() {
-  static const bool has = [] {
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-    return major >= 9;
-  }();
-  return has;
+const Variant& pick_auto(const Problem& p) { return pick_auto(p, moekit::device_caps()); }
+const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
+  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
 }
 
-const Variant& pick_auto(const Problem& p) {
-  if (p.tokens * p.d <= kSmallMaxOutputs) return *find(device_has_pdl() ? "spread-pdl" : "spread");
-  // flat-pdl measured no slower than flat in any bandwidth-bound cell on the
-  // H100 and up to 9% faster at 128-1024 tokens (its launch overlaps the
-  // previous grid's tail); without PDL hardware it is flat.
-  return *find(device_has_pdl() ? "flat-pdl" : "flat");
-}
+std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
 
-std::string_view auto_rule() {
-  return "tokens*d <= 2^19 outputs (latency-bound, one wave): spread-pdl on sm_90+, spread before; "
-         "otherwise flat-pdl on sm_90+, flat before (bandwidth)";
-}
+std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
 
 }  // namespace moekit::act

@@ -1,5 +1,5 @@
-// Host-side helpers for the align launchers: device limits (cached per
-// device) and the dynamic shared memory opt-in.
+// Host-side helpers for the align launchers: device limits and the dynamic
+// shared memory opt-in.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,88 +11,68 @@
 #include <tuple>
 #include <utility>
 
+#include "common/device.hpp"
+
 namespace moekit::align::detail {
 
-struct DeviceCaps {
-  int sm_count = 132;
-  std::size_t smem_optin = 227 * 1024;  // per block, with the opt-in attribute
-  bool cooperative = true;
-  int cc_major = 9;
-};
-
-// Limits of the current device. Without a usable device (listing variants on
-// a CPU-only machine) the H100 values stand in, so not_applicable() answers
-// the same everywhere; launching then fails with the real CUDA error.
-inline DeviceCaps device_caps() {
-  static std::array<DeviceCaps, 64> cache{};
-  static std::array<bool, 64> known{};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-    cudaGetLastError();
-    return DeviceCaps{};
-  }
-  if (!known[dev]) {
-    DeviceCaps c;
-    int v = 0;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
-      c.sm_count = v;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess)
-      c.smem_optin = static_cast<std::size_t>(v);
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess)
-      c.cooperative = v != 0;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
-      c.cc_major = v;
-    cudaGetLastError();
-    cache[dev] = c;
-    known[dev] = true;
-  }
-  return cache[dev];
+// Device-dependent limits hold only where a device is known: without one
+// (listing or checking on a CPU-only machine) only the device-independent
+// limits reject a problem; launching then fails with the real CUDA error.
+inline bool fits_smem(const DeviceCaps& caps, std::size_t bytes) {
+  return !caps.present() || bytes <= caps.smem_optin;
 }
+inline bool can_cooperate(const DeviceCaps& caps) { return !caps.present() || caps.cooperative; }
 
 // Kernels above the default 48 KiB of dynamic shared memory must opt in. The
 // attribute is raised only when a launch needs more than any before it, so
 // repeated launches (inside a graph capture, say) make no further calls.
+// Returns the cudaFuncSetAttribute error, for the launcher to return.
 template <class Kernel>
-inline void allow_smem(Kernel* kernel, std::size_t bytes) {
-  if (bytes <= 48 * 1024) return;
+inline cudaError_t allow_smem(Kernel* kernel, std::size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
   static std::mutex mu;
   static std::map<const void*, std::size_t> granted;
   const std::lock_guard<std::mutex> lock(mu);
   std::size_t& g = granted[reinterpret_cast<const void*>(kernel)];
-  if (bytes <= g) return;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(bytes)) == cudaSuccess)
-    g = bytes;
-  cudaGetLastError();  // a failure resurfaces as the launch error
+  if (bytes <= g) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(bytes));
+  if (e == cudaSuccess) g = bytes;
+  return e;
 }
 
-// Resident blocks per SM (occupancy), memoised per kernel and configuration.
+// Resident blocks per SM (occupancy) into *n, memoised per kernel and
+// configuration; on an error *n is 1 and the error is returned.
 template <class Kernel>
-inline int blocks_per_sm(Kernel* kernel, int threads, std::size_t smem) {
+inline cudaError_t blocks_per_sm(Kernel* kernel, int threads, std::size_t smem, int* n) {
   static std::mutex mu;
   static std::map<std::tuple<const void*, int, std::size_t>, int> memo;
   const std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), threads, smem);
   const auto it = memo.find(key);
-  if (it != memo.end()) return it->second;
-  allow_smem(kernel, smem);
-  int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
-    cudaGetLastError();
-    n = 1;
+  *n = 1;
+  if (it != memo.end()) {
+    *n = it->second;
+    return cudaSuccess;
   }
-  n = n < 1 ? 1 : n;
-  memo.emplace(key, n);
-  return n;
+  if (const cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
+  int v = 0;
+  if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, threads, smem);
+      e != cudaSuccess)
+    return e;
+  *n = v < 1 ? 1 : v;
+  memo.emplace(key, *n);
+  return cudaSuccess;
 }
 
 // One launch of `kernel`, cooperative when asked (every block resident, or
 // the launch fails instead of a grid barrier hanging), after the shared-memory
 // opt-in: the launchers of the grid-barrier kernels (persistent, onepass).
 template <class... Params, class... Actual>
-inline void launch_cooperative(void (*kernel)(Params...), int grid, int threads, std::size_t smem,
-                               cudaStream_t s, bool cooperative, Actual&&... args) {
-  allow_smem(kernel, smem);
+inline cudaError_t launch_cooperative(void (*kernel)(Params...), int grid, int threads,
+                                      std::size_t smem, cudaStream_t s, bool cooperative,
+                                      Actual&&... args) {
+  if (const cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(threads);
@@ -103,7 +83,7 @@ inline void launch_cooperative(void (*kernel)(Params...), int grid, int threads,
   attr[0].val.cooperative = 1;
   cfg.attrs = attr;
   cfg.numAttrs = cooperative ? 1 : 0;
-  cudaLaunchKernelEx(&cfg, kernel, std::forward<Actual>(args)...);
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Actual>(args)...);
 }
 
 constexpr int kCountThreads = 1024;  // the single counting block of 0x1-0x5

@@ -114,16 +114,16 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   }
 }
 
-inline const char* micro_not_applicable(const Problem& p) {
+inline const char* micro_not_applicable(const Problem& p, const DeviceCaps& = device_caps()) {
   if (p.numel > kMicroMaxNumel) return "needs numel <= 32 (one slot per lane of one warp)";
   return nullptr;
 }
 
 // Rows per block: kMicroChunk, or more when that would need more than two
 // blocks per SM (E in the thousands: megabytes of padding).
-inline int micro_chunk(const Problem& p) {
+inline int micro_chunk(const Problem& p, const DeviceCaps& caps = device_caps()) {
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
-  const std::int64_t most = 2LL * device_caps().sm_count;
+  const std::int64_t most = 2LL * std::max(caps.sm_count, 1);
   std::int64_t chunk = kMicroChunk;
   if (ceil_div<std::int64_t>(rows, chunk) > most)
     chunk = ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, most), 4) * 4;
@@ -131,15 +131,16 @@ inline int micro_chunk(const Problem& p) {
 }
 
 template <class IdT>
-inline void launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, int chunk) {
+inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, int chunk) {
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
   const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
   micro_kernel<IdT><<<grid, kMicroThreads, 0, s>>>(make_args(p, bufs), chunk);
+  return cudaGetLastError();
 }
 
 template <class IdT>
-inline void launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  launch_micro<IdT>(p, bufs, s, micro_chunk(p));
+inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  return launch_micro<IdT>(p, bufs, s, micro_chunk(p));
 }
 
 }  // namespace moekit::align::detail

@@ -210,13 +210,13 @@ inline std::size_t onepass_smem(int num_experts) {
 // want_* > 0 override the fit, for the sweep itself.
 template <class IdT>
 inline OnePassPlan onepass_plan(const Problem& p, int want_threads = 0, int want_loads = 0,
-                                int want_grid = 0) {
+                                int want_grid = 0, const DeviceCaps& caps = device_caps()) {
   OnePassPlan pl;
   const int E = p.num_experts;
   pl.smem = onepass_smem(E);
-  if (pl.smem > device_caps().smem_optin) return pl;
+  if (pl.smem > caps.smem_optin) return pl;
   const std::int64_t n = std::max<std::int64_t>(p.numel, 1);
-  const std::int64_t sms = device_caps().sm_count;
+  const std::int64_t sms = caps.sm_count;
   const int t0 = E >= 4096 ? 1024 : E >= 1024 || (E >= 256 && p.numel > 65536) ? 512 : 256;
   constexpr int V = kVec<IdT>;
   for (int loads : {1, 2, 4}) {
@@ -246,34 +246,36 @@ inline std::size_t onepass_workspace(const Problem& p) {
 }
 
 template <class IdT>
-inline const char* onepass_not_applicable(const Problem& p) {
-  if (!device_caps().cooperative) return "needs cooperative launch support";
-  if (onepass_smem(p.num_experts) > device_caps().smem_optin)
+inline const char* onepass_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
+  if (!caps.present()) return nullptr;  // every limit depends on the device
+  if (!caps.cooperative) return "needs cooperative launch support";
+  if (onepass_smem(p.num_experts) > caps.smem_optin)
     return "needs 8*E+4 bytes of shared memory per block (E <= 29000 on H100)";
-  if (onepass_plan<IdT>(p).loads == 0)
+  if (onepass_plan<IdT>(p, 0, 0, 0, caps).loads == 0)
     return "needs numel <= 4 16-byte loads x 1024 threads x SMs (2.1M int32, 1.08M int64 ids on "
            "H100)";
   return nullptr;
 }
 
 template <class IdT>
-inline void launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s,
-                           const OnePassPlan& pl, bool cooperative = true) {
+inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s,
+                                  const OnePassPlan& pl, bool cooperative = true) {
   const Args a = make_args(p, bufs);
   unsigned* ws = static_cast<unsigned*>(bufs.workspace);
   const auto go = [&](auto kernel) {
-    launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, cooperative, a, ws, pl.chunk);
+    return launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, cooperative, a, ws,
+                              pl.chunk);
   };
   switch (pl.loads) {
-    case 1: go(onepass_kernel<IdT, 1>); break;
-    case 2: go(onepass_kernel<IdT, 2>); break;
-    default: go(onepass_kernel<IdT, 4>); break;
+    case 1: return go(onepass_kernel<IdT, 1>);
+    case 2: return go(onepass_kernel<IdT, 2>);
+    default: return go(onepass_kernel<IdT, 4>);
   }
 }
 
 template <class IdT>
-inline void launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  launch_onepass<IdT>(p, bufs, s, onepass_plan<IdT>(p));
+inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  return launch_onepass<IdT>(p, bufs, s, onepass_plan<IdT>(p));
 }
 
 }  // namespace moekit::align::detail

@@ -111,20 +111,21 @@ inline OneshotPlan oneshot_plan(const Problem& p) {
   return pl;
 }
 
-inline const char* oneshot_not_applicable(const Problem& p) {
+inline const char* oneshot_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
   if (p.numel > kOneshotMaxNumel) return "needs numel <= 65535 (tiny-input design)";
-  if (oneshot_smem(p.num_experts) > device_caps().smem_optin)
+  if (!fits_smem(caps, oneshot_smem(p.num_experts)))
     return "needs 8*E+4 bytes of shared memory per block";
   return nullptr;
 }
 
 template <class IdT>
-inline void launch_oneshot(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+inline cudaError_t launch_oneshot(const Problem& p, const Buffers& bufs, cudaStream_t s) {
   const Args a = make_args(p, bufs);
   const OneshotPlan pl = oneshot_plan(p);
   const std::size_t smem = oneshot_smem(p.num_experts);
-  allow_smem(oneshot_kernel<IdT>, smem);
+  if (const cudaError_t e = allow_smem(oneshot_kernel<IdT>, smem); e != cudaSuccess) return e;
   oneshot_kernel<IdT><<<pl.grid, kOneshotThreads, smem, s>>>(a, pl.slots_per_block);
+  return cudaGetLastError();
 }
 
 }  // namespace moekit::align::detail

@@ -146,6 +146,7 @@ struct PersistentPlan {
   int grid = 0;
   std::int64_t tile = 0, subtile = 0;
   std::size_t smem = 0;
+  cudaError_t status = cudaSuccess;  // of the occupancy query
 };
 
 inline int persistent_rows(int num_experts) {
@@ -160,19 +161,21 @@ inline std::size_t persistent_smem(int rows, int num_experts) {
 // Grid: ~4 slots per thread and ~16 padding rows per thread, capped by what is
 // co-resident (cooperative launch) and by phase 2's column registers.
 template <class IdT>
-inline PersistentPlan persistent_plan(const Problem& p) {
+inline PersistentPlan persistent_plan(const Problem& p, const DeviceCaps& caps = device_caps()) {
   PersistentPlan pl;
   pl.rows = persistent_rows(p.num_experts);
   if (pl.rows < 1) return pl;
   pl.threads = std::max(256, pl.rows * kWarp);
   pl.smem = persistent_smem(pl.rows, p.num_experts);
-  const DeviceCaps caps = device_caps();
-  if (pl.smem > caps.smem_optin) {
+  if (!fits_smem(caps, pl.smem)) {
     pl.rows = 0;
     return pl;
   }
-  const int per_sm = blocks_per_sm(persistent_kernel<IdT>, pl.threads, pl.smem);
-  const std::int64_t resident = per_sm * static_cast<std::int64_t>(caps.sm_count);
+  // Without a device only the workspace size is asked for: one block per SM
+  // of an unknown count is as good a guess as any.
+  int per_sm = 1;
+  if (caps.present()) pl.status = blocks_per_sm(persistent_kernel<IdT>, pl.threads, pl.smem, &per_sm);
+  const std::int64_t resident = per_sm * static_cast<std::int64_t>(std::max(caps.sm_count, 1));
   const std::int64_t want = std::max<std::int64_t>(
       {1, ceil_div<std::int64_t>(p.numel, pl.threads * 4LL),
        ceil_div<std::int64_t>(p.max_num_tokens_padded, pl.threads * 16LL)});
@@ -184,27 +187,28 @@ inline PersistentPlan persistent_plan(const Problem& p) {
 }
 
 template <class IdT>
-inline std::size_t persistent_workspace(const Problem& p) {
-  const PersistentPlan pl = persistent_plan<IdT>(p);
+inline std::size_t persistent_workspace(const Problem& p, const DeviceCaps& caps = device_caps()) {
+  const PersistentPlan pl = persistent_plan<IdT>(p, caps);
   if (pl.rows < 1) return 0;
   return sizeof(int) * (static_cast<std::size_t>(pl.grid) + 1) * p.num_experts;
 }
 
-inline const char* persistent_not_applicable(const Problem& p) {
-  if (!device_caps().cooperative) return "needs cooperative launch support";
+inline const char* persistent_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
+  if (!can_cooperate(caps)) return "needs cooperative launch support";
   const int rows = persistent_rows(p.num_experts);
-  if (rows < 1 || persistent_smem(rows, p.num_experts) > device_caps().smem_optin)
+  if (rows < 1 || !fits_smem(caps, persistent_smem(rows, p.num_experts)))
     return "needs E <= 24576 (a shared counter row per warp)";
   return nullptr;
 }
 
 template <class IdT>
-inline void launch_persistent(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+inline cudaError_t launch_persistent(const Problem& p, const Buffers& bufs, cudaStream_t s) {
   Args a = make_args(p, bufs);
   const PersistentPlan pl = persistent_plan<IdT>(p);
+  if (pl.status != cudaSuccess) return pl.status;
   int* H = static_cast<int*>(bufs.workspace);
   int* tot = H + static_cast<std::size_t>(pl.grid) * p.num_experts;
-  launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, true, a, H, tot,
+  return launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, true, a, H, tot,
                      pl.rows, pl.tile, pl.subtile);
 }
 

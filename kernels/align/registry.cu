@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "align/align.hpp"
 #include "align/baseline.cuh"
@@ -21,6 +22,7 @@
 #include "align/twopass.cuh"
 #include "align/vecpad.cuh"
 #include "align/warpscan.cuh"
+#include "common/auto_rule.hpp"
 
 namespace moekit::align {
 namespace {
@@ -31,20 +33,18 @@ cudaStream_t cu(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
 
 // Dispatch on the id dtype.
 template <template <class> class F>
-void by_dtype(const Problem& p, const Buffers& b, Stream s) {
-  if (p.ids_int64)
-    F<std::int64_t>::run(p, b, cu(s));
-  else
-    F<std::int32_t>::run(p, b, cu(s));
+LaunchStatus by_dtype(const Problem& p, const Buffers& b, Stream s) {
+  return static_cast<LaunchStatus>(p.ids_int64 ? F<std::int64_t>::run(p, b, cu(s))
+                                               : F<std::int32_t>::run(p, b, cu(s)));
 }
 
-std::size_t cursor_workspace(const Problem& p) {
+std::size_t cursor_workspace(const Problem& p, const DeviceCaps&) {
   return sizeof(int) * (static_cast<std::size_t>(p.num_experts) + 1);
 }
-std::size_t no_workspace(const Problem&) { return 0; }
+std::size_t no_workspace(const Problem&, const DeviceCaps&) { return 0; }
 
-const char* needs_smem(std::size_t bytes) {
-  return bytes > device_caps().smem_optin ? "E too large for one block's shared memory" : nullptr;
+const char* needs_smem(const DeviceCaps& caps, std::size_t bytes) {
+  return fits_smem(caps, bytes) ? nullptr : "E too large for one block's shared memory";
 }
 
 std::size_t scan_smem(const Problem& p) {
@@ -54,150 +54,256 @@ std::size_t blelloch_smem(const Problem& p) {
   return sizeof(int) * (static_cast<std::size_t>(next_pow2(p.num_experts)) + p.num_experts + 1);
 }
 
+// ---- limits as text -----------------------------------------------------------
+std::string num(std::int64_t v) { return std::to_string(v); }
+
+// Largest E in [1, 2^20] for which fits(E) holds (fits is monotone), 0 if none.
+template <class F>
+std::int64_t max_experts(F fits) {
+  std::int64_t lo = 0, hi = std::int64_t{1} << 20;
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi + 1) / 2;
+    if (fits(static_cast<int>(mid)))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// "E <= N (what)" on a device, "what" without one.
+std::string smem_bound(const DeviceCaps& caps, const char* what, std::size_t (*bytes)(int E)) {
+  if (!caps.present()) return std::string(what) + " <= the per-block shared memory opt-in";
+  const std::int64_t e = max_experts([&](int E) { return bytes(E) <= caps.smem_optin; });
+  return "E <= " + num(e) + " (" + what + " <= " + num(static_cast<std::int64_t>(caps.smem_optin)) +
+         " bytes of shared memory)";
+}
+
+std::size_t scan_bytes(int E) { return sizeof(int) * (static_cast<std::size_t>(E) + 1); }
+std::size_t blelloch_bytes(int E) {
+  return sizeof(int) * (static_cast<std::size_t>(next_pow2(E)) + E + 1);
+}
+std::size_t oneshot_bytes(int E) { return oneshot_smem(E); }
+std::size_t onepass_bytes(int E) { return onepass_smem(E); }
+std::size_t twopass_bytes(int E) {
+  const int rows = twopass_rows(E);
+  return rows < 1 ? ~std::size_t{0} : sizeof(int) * (static_cast<std::size_t>(rows + 2) * E + 1);
+}
+std::size_t persistent_bytes(int E) {
+  const int rows = persistent_rows(E);
+  return rows < 1 ? ~std::size_t{0} : persistent_smem(rows, E);
+}
+
+std::string baseline_limits(const DeviceCaps& c) { return smem_bound(c, "4(E+1) bytes", scan_bytes); }
+std::string blelloch_limits(const DeviceCaps& c) {
+  return smem_bound(c, "4(next_pow2(E)+E+1) bytes", blelloch_bytes);
+}
+std::string small_batch_limits(const DeviceCaps&) {
+  return "numel <= " + num(kSmallBatchMaxNumel) + " and E <= " + num(kSmallBatchMaxExperts);
+}
+std::string fill_overlap_limits(const DeviceCaps& c) {
+  return baseline_limits(c) + "; one launch when numel <= " + num(kSmallBatchMaxNumel) +
+         " and E <= " + num(kSmallBatchMaxExperts);
+}
+std::string tiny_limits(const DeviceCaps& c) {
+  std::string o = "numel <= " + num(kTinyMaxNumel) + ", E <= " + num(kTinyMaxExperts) +
+                  ", 4(numel+2E+1)+256 bytes of shared memory";
+  if (c.present()) o += " <= " + num(static_cast<std::int64_t>(c.smem_optin));
+  return o;
+}
+std::string micro_limits(const DeviceCaps&) { return "numel <= " + num(kMicroMaxNumel); }
+std::string oneshot_limits(const DeviceCaps& c) {
+  return "numel <= " + num(kOneshotMaxNumel) + ", " + smem_bound(c, "8E+4 bytes", oneshot_bytes);
+}
+std::string persistent_limits(const DeviceCaps& c) {
+  return smem_bound(c, "a counter row per warp, 4(rows+1)E+4 bytes", persistent_bytes) +
+         ", cooperative launch";
+}
+// Slots one wave of onepass blocks holds: 4 16-byte loads x 1024 threads x SMs.
+std::string onepass_limits(const DeviceCaps& c) {
+  constexpr std::int64_t per_sm = 4LL * 1024 * 16;  // bytes of ids per SM
+  std::string o = "numel <= 4 16-byte loads x 1024 threads x SMs";
+  if (c.present())
+    o += " (" + num(per_sm / 4 * c.sm_count) + " int32 / " + num(per_sm / 8 * c.sm_count) +
+         " int64 ids)";
+  return o + ", " + smem_bound(c, "8E+4 bytes", onepass_bytes) + ", cooperative launch";
+}
+std::string twopass_limits(const DeviceCaps& c) {
+  return smem_bound(c, "12E+4 bytes", twopass_bytes);
+}
+std::string stable_limits(const DeviceCaps& c) {
+  return "as twopass: " + twopass_limits(c) + "; beyond it as persistent: " + persistent_limits(c);
+}
+std::string any_limits(const DeviceCaps&) { return "any"; }
+
 // ---- baseline (0x1) -----------------------------------------------------------
 template <class IdT>
 struct Baseline {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     fill_sorted_scalar_kernel<<<clamp_grid(ceil_div<long long>(a.max_padded, 256), 1024), 256, 0,
                                 s>>>(a);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     const std::size_t smem = scan_smem(p);
-    allow_smem(baseline_count_kernel<IdT>, smem);
+    if (const cudaError_t e = allow_smem(baseline_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     baseline_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
-    launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
-const char* baseline_na(const Problem& p) { return needs_smem(scan_smem(p)); }
+const char* baseline_na(const Problem& p, const DeviceCaps& caps) {
+  return needs_smem(caps, scan_smem(p));
+}
 
 // ---- small-batch (0x1 fused) --------------------------------------------------
-const char* small_batch_na(const Problem& p) {
+const char* small_batch_na(const Problem& p, const DeviceCaps& = {}) {
   if (p.numel > kSmallBatchMaxNumel || p.num_experts > kSmallBatchMaxExperts)
     return "needs numel < 1024 and E <= 64";
   return nullptr;
 }
 template <class IdT>
 struct SmallBatch {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     small_batch_kernel<IdT, 0><<<1, kSmallBatchThreads, small_batch_smem(p.num_experts), s>>>(
         make_args(p, b));
+    return cudaGetLastError();
   }
 };
 
 // ---- vecpad (0x2) -------------------------------------------------------------
 template <class IdT>
 struct Vecpad {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    allow_smem(vecpad_count_kernel<IdT>, smem);
+    if (const cudaError_t e = allow_smem(vecpad_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     vecpad_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
-    launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
 
 // ---- blelloch (0x3) -----------------------------------------------------------
 template <class IdT>
 struct Blelloch {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = blelloch_smem(p);
-    allow_smem(blelloch_count_kernel<IdT>, smem);
+    if (const cudaError_t e = allow_smem(blelloch_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     blelloch_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor, next_pow2(p.num_experts));
-    launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
-const char* blelloch_na(const Problem& p) { return needs_smem(blelloch_smem(p)); }
+const char* blelloch_na(const Problem& p, const DeviceCaps& caps) {
+  return needs_smem(caps, blelloch_smem(p));
+}
 
 // ---- warpscan (0x4) -----------------------------------------------------------
 template <class IdT>
 struct Warpscan {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    allow_smem(warpscan_count_kernel<IdT, false>, smem);
+    if (const cudaError_t e = allow_smem(warpscan_count_kernel<IdT, false>, smem); e != cudaSuccess) return e;
     warpscan_count_kernel<IdT, false><<<1, kCountThreads, smem, s>>>(a, cursor);
-    launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
 
 // ---- fill-overlap (0x5) -------------------------------------------------------
 template <class IdT>
 struct FillOverlap {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     if (small_batch_na(p) == nullptr) {  // one launch: fill threads + compute threads
       small_batch_kernel<IdT, kOverlapFillThreads>
           <<<1, kOverlapFillThreads + kSmallBatchThreads, small_batch_smem(p.num_experts), s>>>(a);
-      return;
+      return cudaGetLastError();
     }
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    allow_smem(warpscan_count_kernel<IdT, true>, smem);
+    if (const cudaError_t e = allow_smem(warpscan_count_kernel<IdT, true>, smem); e != cudaSuccess) return e;
     warpscan_count_kernel<IdT, true><<<2, kCountThreads, smem, s>>>(a, cursor);
-    launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
-std::size_t fill_overlap_workspace(const Problem& p) {
-  return small_batch_na(p) == nullptr ? 0 : cursor_workspace(p);
+std::size_t fill_overlap_workspace(const Problem& p, const DeviceCaps& caps) {
+  return small_batch_na(p) == nullptr ? 0 : cursor_workspace(p, caps);
 }
 
 // ---- tiny / oneshot / persistent / stable (ours) ----------------------------------
 template <class IdT>
 struct Tiny {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_tiny<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_tiny<IdT>(p, b, s);
   }
 };
+const char* tiny_na(const Problem& p, const DeviceCaps& caps) { return tiny_not_applicable(p, caps); }
 
 template <class IdT>
 struct Micro {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_micro<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_micro<IdT>(p, b, s);
   }
 };
+const char* micro_na(const Problem& p, const DeviceCaps& caps) { return micro_not_applicable(p, caps); }
 
 template <class IdT>
 struct Oneshot {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_oneshot<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_oneshot<IdT>(p, b, s);
   }
 };
+const char* oneshot_na(const Problem& p, const DeviceCaps& caps) {
+  return oneshot_not_applicable(p, caps);
+}
 
 template <class IdT>
 struct Persistent {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_persistent<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_persistent<IdT>(p, b, s);
   }
 };
-std::size_t persistent_ws(const Problem& p) {
-  return p.ids_int64 ? persistent_workspace<std::int64_t>(p)
-                     : persistent_workspace<std::int32_t>(p);
+std::size_t persistent_ws(const Problem& p, const DeviceCaps& caps) {
+  return p.ids_int64 ? persistent_workspace<std::int64_t>(p, caps)
+                     : persistent_workspace<std::int32_t>(p, caps);
+}
+const char* persistent_na(const Problem& p, const DeviceCaps& caps) {
+  return persistent_not_applicable(p, caps);
 }
 
 template <class IdT>
 struct OnePass {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_onepass<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_onepass<IdT>(p, b, s);
   }
 };
-const char* onepass_na(const Problem& p) {
-  return p.ids_int64 ? onepass_not_applicable<std::int64_t>(p)
-                     : onepass_not_applicable<std::int32_t>(p);
+const char* onepass_na(const Problem& p, const DeviceCaps& caps) {
+  return p.ids_int64 ? onepass_not_applicable<std::int64_t>(p, caps)
+                     : onepass_not_applicable<std::int32_t>(p, caps);
 }
-bool zeroed(const Problem&) { return true; }
+std::size_t onepass_ws(const Problem& p, const DeviceCaps&) { return onepass_workspace(p); }
+bool zeroed(const Problem&, const DeviceCaps&) { return true; }
 
 template <class IdT>
 struct TwoPass {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    launch_twopass<IdT>(p, b, s);
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_twopass<IdT>(p, b, s);
   }
 };
-std::size_t twopass_ws(const Problem& p) {
-  return p.ids_int64 ? twopass_workspace<std::int64_t>(p) : twopass_workspace<std::int32_t>(p);
+std::size_t twopass_ws(const Problem& p, const DeviceCaps& caps) {
+  return p.ids_int64 ? twopass_workspace<std::int64_t>(p, caps)
+                     : twopass_workspace<std::int32_t>(p, caps);
+}
+const char* twopass_na(const Problem& p, const DeviceCaps& caps) {
+  return twopass_not_applicable(p, caps);
 }
 
 // Stable designs by size (docs/align.md, measured in docs/bench/align.md):
@@ -215,115 +321,104 @@ enum class StablePath { kMicro, kOneshot, kPersistent, kTwoPass };
 bool oneshot_preferred(const Problem& p) { return p.numel <= 8192; }
 bool huge_experts(const Problem& p) { return p.num_experts >= 4096; }
 
-StablePath stable_path(const Problem& p) {
-  const bool one_ok = oneshot_not_applicable(p) == nullptr;
-  const bool two_ok = twopass_not_applicable(p) == nullptr;
-  const bool per_ok = persistent_not_applicable(p) == nullptr;
-  if (micro_not_applicable(p) == nullptr) return StablePath::kMicro;
+StablePath stable_path(const Problem& p, const DeviceCaps& caps) {
+  const bool one_ok = oneshot_not_applicable(p, caps) == nullptr;
+  const bool two_ok = twopass_not_applicable(p, caps) == nullptr;
+  const bool per_ok = persistent_not_applicable(p, caps) == nullptr;
+  if (micro_not_applicable(p, caps) == nullptr) return StablePath::kMicro;
   if (one_ok && (oneshot_preferred(p) || huge_experts(p))) return StablePath::kOneshot;
   if (per_ok && huge_experts(p)) return StablePath::kPersistent;
   if (two_ok) return StablePath::kTwoPass;
   if (per_ok) return StablePath::kPersistent;
   return StablePath::kOneshot;  // applicable or nothing is
 }
-const char* stable_na(const Problem& p) {
-  switch (stable_path(p)) {
-    case StablePath::kPersistent: return persistent_not_applicable(p);
-    case StablePath::kTwoPass: return twopass_not_applicable(p);
-    case StablePath::kMicro: return micro_not_applicable(p);
-    default: return oneshot_not_applicable(p);
+const char* stable_na(const Problem& p, const DeviceCaps& caps) {
+  switch (stable_path(p, caps)) {
+    case StablePath::kPersistent: return persistent_not_applicable(p, caps);
+    case StablePath::kTwoPass: return twopass_not_applicable(p, caps);
+    case StablePath::kMicro: return micro_not_applicable(p, caps);
+    default: return oneshot_not_applicable(p, caps);
   }
 }
 template <class IdT>
 struct Stable {
-  static void run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    switch (stable_path(p)) {
-      case StablePath::kPersistent: launch_persistent<IdT>(p, b, s); break;
-      case StablePath::kTwoPass: launch_twopass<IdT>(p, b, s); break;
-      case StablePath::kMicro: launch_micro<IdT>(p, b, s); break;
-      default: launch_oneshot<IdT>(p, b, s); break;
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    switch (stable_path(p, moekit::device_caps())) {
+      case StablePath::kPersistent: return launch_persistent<IdT>(p, b, s);
+      case StablePath::kTwoPass: return launch_twopass<IdT>(p, b, s);
+      case StablePath::kMicro: return launch_micro<IdT>(p, b, s);
+      default: return launch_oneshot<IdT>(p, b, s);
     }
   }
 };
-std::size_t stable_ws(const Problem& p) {
-  switch (stable_path(p)) {
-    case StablePath::kPersistent: return persistent_ws(p);
-    case StablePath::kTwoPass: return twopass_ws(p);
+std::size_t stable_ws(const Problem& p, const DeviceCaps& caps) {
+  switch (stable_path(p, caps)) {
+    case StablePath::kPersistent: return persistent_ws(p, caps);
+    case StablePath::kTwoPass: return twopass_ws(p, caps);
     default: return 0;
   }
 }
 
-const Variant& auto_pick(const Problem& p);
-const char* auto_na(const Problem& p) { return auto_pick(p).not_applicable(p); }
-std::size_t auto_ws(const Problem& p) { return auto_pick(p).workspace_bytes(p); }
-void auto_launch(const Problem& p, const Buffers& b, Stream s) { auto_pick(p).launch(p, b, s); }
+const Variant& auto_pick(const Problem& p, const DeviceCaps& caps);
+const char* auto_na(const Problem& p, const DeviceCaps& caps) {
+  return auto_pick(p, caps).not_applicable(p, caps);
+}
+std::size_t auto_ws(const Problem& p, const DeviceCaps& caps) {
+  return auto_pick(p, caps).workspace_bytes(p, caps);
+}
+LaunchStatus auto_launch(const Problem& p, const Buffers& b, Stream s) {
+  return auto_pick(p, moekit::device_caps()).launch(p, b, s);
+}
+bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
+  return needs_zeroed_workspace(auto_pick(p, caps), p, caps);
+}
 
-bool auto_zeroed(const Problem& p);
 const std::array<Variant, 14> kVariants = {{
-    {{"baseline", "0x1: fill kernel; one block counts (shared atomics), serial scan; atomic scatter",
-      "E <= 16384 (E+1 ints of shared memory)"},
-     baseline_na, cursor_workspace, by_dtype<Baseline>},
-    {{"small-batch", "0x1 fused: one block, per-thread counter rows, no atomics, one launch",
-      "numel < 1024 and E <= 64"},
-     small_batch_na, no_workspace, by_dtype<SmallBatch>},
-    {{"vecpad", "0x2: padding fused into the count block with 16-byte stores", "as baseline"},
-     baseline_na, cursor_workspace, by_dtype<Vecpad>},
-    {{"blelloch", "0x3: Blelloch scan; expert_ids by binary search over all blocks",
-      "E <= 16384 (next_pow2(E)+E+1 ints of shared memory)"},
-     blelloch_na, cursor_workspace, by_dtype<Blelloch>},
-    {{"warpscan", "0x4: two-level warp-shuffle scan (3 barriers)", "as baseline"},
-     baseline_na, cursor_workspace, by_dtype<Warpscan>},
+    {{"baseline", "0x1: fill kernel; one block counts (shared atomics), serial scan; atomic scatter"},
+     false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Baseline>},
+    {{"small-batch", "0x1 fused: one block, per-thread counter rows, no atomics, one launch"},
+     false, small_batch_limits, small_batch_na, no_workspace, by_dtype<SmallBatch>},
+    {{"vecpad", "0x2: padding fused into the count block with 16-byte stores"},
+     false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Vecpad>},
+    {{"blelloch", "0x3: Blelloch scan; expert_ids by binary search over all blocks"},
+     false, blelloch_limits, blelloch_na, cursor_workspace, by_dtype<Blelloch>},
+    {{"warpscan", "0x4: two-level warp-shuffle scan (3 barriers)"},
+     false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Warpscan>},
     {{"fill-overlap",
-      "0x5: padding by a 2nd block (or 256 fill threads on the small path) overlapping the count",
-      "as baseline; small path for numel < 1024 and E <= 64"},
-     baseline_na, fill_overlap_workspace, by_dtype<FillOverlap>},
+      "0x5: padding by a 2nd block (or 256 fill threads on the small path) overlapping the count"},
+     false, fill_overlap_limits, baseline_na, fill_overlap_workspace, by_dtype<FillOverlap>},
     {{"tiny",
       "ours, small inputs: one launch, every block ranks all slots (shared atomics), writes its "
-      "own chunk of rows; no workspace; unstable",
-      "numel <= 32768, 4*(numel+2E+1) bytes of shared memory"},
-     tiny_not_applicable, no_workspace, by_dtype<Tiny>},
+      "own chunk of rows; no workspace; unstable"},
+     false, tiny_limits, tiny_na, no_workspace, by_dtype<Tiny>},
     {{"micro",
       "ours, decode: one launch; one warp lays out the <= 32 slots from their distinct experts "
-      "(no scan over E), every block fills its rows while the ids load; stable",
-      "numel <= 32"},
-     micro_not_applicable, no_workspace, by_dtype<Micro>},
+      "(no scan over E), every block fills its rows while the ids load; stable"},
+     true, micro_limits, micro_na, no_workspace, by_dtype<Micro>},
     {{"oneshot",
-      "ours, small: one launch, every block counts all slots, blocks split the writes; stable",
-      "numel <= 65535"},
-     oneshot_not_applicable, no_workspace, by_dtype<Oneshot>},
+      "ours, small: one launch, every block counts all slots, blocks split the writes; stable"},
+     true, oneshot_limits, oneshot_na, no_workspace, by_dtype<Oneshot>},
     {{"persistent",
       "ours, large: one cooperative launch, per-warp rows, blocks x experts table, 2 grid "
-      "barriers; stable",
-      "E <= 24576"},
-     persistent_not_applicable, persistent_ws, by_dtype<Persistent>},
+      "barriers; stable"},
+     true, persistent_limits, persistent_na, persistent_ws, by_dtype<Persistent>},
     {{"onepass",
       "ours, mid/large: one cooperative launch, every slot loaded once; block ranks + one global "
       "atomic per (block, expert) give offsets; one grid barrier; self-clearing workspace; "
-      "unstable",
-      "numel <= 4 16-byte loads x 1024 threads x SMs (2.1M int32 / 1.08M int64 ids on H100), "
-      "E <= 29000"},
-     onepass_na, onepass_workspace, by_dtype<OnePass>, zeroed},
+      "unstable"},
+     false, onepass_limits, onepass_na, onepass_ws, by_dtype<OnePass>, zeroed},
     {{"twopass",
       "ours, large: count + place kernels chained by PDL, blocks x experts table, no global "
-      "atomics; stable",
-      "E <= 19370 on H100 (12E+4 bytes of shared memory)"},
-     twopass_not_applicable, twopass_ws, by_dtype<TwoPass>},
+      "atomics; stable"},
+     true, twopass_limits, twopass_na, twopass_ws, by_dtype<TwoPass>},
     {{"stable",
       "slots ascend inside each expert (bit-exact vs the reference): micro, oneshot or "
       "twopass by size (persistent where twopass does not apply; E >= 4096: oneshot, then "
-      "persistent)",
-      "E <= 19370 on H100 (24576 via persistent)"},
-     stable_na, stable_ws, by_dtype<Stable>},
-    {{"auto", "picks per shape from measured data (docs/align.md)", "any"},
-     auto_na, auto_ws, auto_launch, auto_zeroed},
+      "persistent)"},
+     true, stable_limits, stable_na, stable_ws, by_dtype<Stable>},
+    {{"auto", "picks per shape from measured data (docs/align.md)"},
+     false, any_limits, auto_na, auto_ws, auto_launch, auto_zeroed},
 }};
-
-const Variant& by_name(std::string_view n) {
-  const Variant* v = find_variant<Variant>(kVariants, n);
-  return v ? *v : kVariants[0];
-}
-
-bool auto_zeroed(const Problem& p) { return needs_zeroed_workspace(auto_pick(p), p); }
 
 // From the H100 measurements in docs/bench/align.md (bench_align, probe_align
 // onepass / twopass; B = 128, E 8..16384, 1..65536 tokens):
@@ -336,26 +431,29 @@ bool auto_zeroed(const Problem& p) { return needs_zeroed_workspace(auto_pick(p),
 //    E = 256: 6.0 µs, tiny 11.9, twopass 11.0; E = 16384: 32.5 vs twopass
 //    528, whose G x E table cap leaves it two blocks);
 //  - where onepass does not apply (more slots than a wave of blocks holds),
-//    the stable rule: twopass, persistent where twopass does not apply.
+//    the stable rule: oneshot while preferred, twopass, persistent where
+//    twopass does not apply (or first when E >= 4096);
 // warpscan is the last resort (E <= 16384 always fits it).
-const Variant& auto_pick(const Problem& p) {
-  static const Variant& micro = by_name("micro");
-  static const Variant& tiny = by_name("tiny");
-  static const Variant& onepass = by_name("onepass");
-  static const Variant& warpscan = by_name("warpscan");
-  if (micro.not_applicable(p) == nullptr) return micro;
-  const int E = p.num_experts;
-  const bool tiny_size = p.numel <= (E <= 16 ? 4096 : E >= 1024 ? 16384 : 8192);
-  if (tiny_size && tiny.not_applicable(p) == nullptr) return tiny;
-  if (onepass.not_applicable(p) == nullptr) return onepass;
-  switch (stable_path(p)) {
-    case StablePath::kPersistent: return by_name("persistent");
-    case StablePath::kTwoPass: return by_name("twopass");
-    default: break;
-  }
-  if (oneshot_not_applicable(p) == nullptr) return by_name("oneshot");
-  if (tiny.not_applicable(p) == nullptr) return tiny;
-  return warpscan;
+std::int64_t tiny_max_slots(int E) { return E <= 16 ? 4096 : E >= 1024 ? 16384 : 8192; }
+
+const std::array<AutoRow<Problem>, 10> kAutoRows = {{
+    {"micro", "", nullptr},
+    {"tiny", "numel <= 4096 (E <= 16), 8192, 16384 (E >= 1024)",
+     [](const Problem& p, const DeviceCaps&) { return p.numel <= tiny_max_slots(p.num_experts); }},
+    {"onepass", "", nullptr},
+    {"oneshot", "numel <= 8192 or E >= 4096",
+     [](const Problem& p, const DeviceCaps&) { return oneshot_preferred(p) || huge_experts(p); }},
+    {"persistent", "E >= 4096",
+     [](const Problem& p, const DeviceCaps&) { return huge_experts(p); }},
+    {"twopass", "", nullptr},
+    {"persistent", "", nullptr},
+    {"oneshot", "", nullptr},
+    {"tiny", "", nullptr},
+    {"warpscan", "", nullptr},
+}};
+
+const Variant& auto_pick(const Problem& p, const DeviceCaps& caps) {
+  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
 }
 
 }  // namespace
@@ -364,13 +462,11 @@ std::span<const Variant> variants() { return kVariants; }
 
 const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
 
-const Variant& pick_auto(const Problem& p) { return auto_pick(p); }
+const Variant& pick_auto(const Problem& p) { return auto_pick(p, moekit::device_caps()); }
+const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) { return auto_pick(p, caps); }
 
-std::string_view auto_rule() {
-  return "micro if numel <= 32; tiny if numel <= 8192 (4096 when E <= 16, 16384 when E >= 1024) "
-         "and its shared memory fits; else onepass (one launch, one grid barrier) if numel fits "
-         "one wave of its blocks; else as stable: twopass (persistent where twopass does not "
-         "apply, or when E >= 4096)";
-}
+std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
+
+std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
 
 }  // namespace moekit::align

@@ -21,10 +21,11 @@ __global__ void scatter_atomic_kernel(Args a, int* __restrict__ cursor) {
 }
 
 template <class IdT>
-inline void launch_scatter_atomic(const Args& a, int* cursor, cudaStream_t s) {
+inline cudaError_t launch_scatter_atomic(const Args& a, int* cursor, cudaStream_t s) {
   constexpr int kThreads = 256;
   const unsigned grid = clamp_grid(ceil_div<long long>(a.numel, kThreads), 2048);
   scatter_atomic_kernel<IdT><<<grid, kThreads, 0, s>>>(a, cursor);
+  return cudaGetLastError();
 }
 
 }  // namespace moekit::align::detail

@@ -304,8 +304,8 @@ inline TinyPlan tiny_plan_with(const Problem& p, int want_grid, int threads) {
 // 256 threads while numel <= 1024 (fewer warps = shorter barriers), 512 up to
 // 4096, 1024 beyond (every block ranks all slots: more threads, more atomics
 // in flight), and never fewer than one thread per 16 rows of a chunk.
-inline TinyPlan tiny_plan(const Problem& p) {
-  const int sms = device_caps().sm_count;
+inline TinyPlan tiny_plan(const Problem& p, const DeviceCaps& caps = device_caps()) {
+  const int sms = std::max(caps.sm_count, 1);
   const std::int64_t g = std::clamp<std::int64_t>(
       ceil_div<std::int64_t>(p.max_num_tokens_padded, 1024), 1, sms);
   int threads = p.numel <= 1024 ? 256 : p.numel <= 4096 ? 512 : 1024;
@@ -314,44 +314,45 @@ inline TinyPlan tiny_plan(const Problem& p) {
   return tiny_plan_with(p, static_cast<int>(g), threads);
 }
 
-inline const char* tiny_not_applicable(const Problem& p) {
+inline const char* tiny_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
   if (p.numel > kTinyMaxNumel) return "needs numel <= 32768 (every block reads all ids)";
   if (p.num_experts > kTinyMaxExperts) return "needs E <= 16384";
-  if (tiny_smem(p.numel, p.num_experts) + 256 > device_caps().smem_optin)
+  if (!fits_smem(caps, tiny_smem(p.numel, p.num_experts) + 256))
     return "needs 4*(numel + 2E + 1) bytes of shared memory per block";
   return nullptr;
 }
 
 template <class IdT, int kThreads, bool kWide>
-inline void launch_tiny_as(const Args& a, const TinyPlan& pl, std::size_t smem, cudaStream_t s) {
-  allow_smem(tiny_kernel<IdT, kThreads, kWide>, smem);
+inline cudaError_t launch_tiny_as(const Args& a, const TinyPlan& pl, std::size_t smem,
+                                  cudaStream_t s) {
+  if (const cudaError_t e = allow_smem(tiny_kernel<IdT, kThreads, kWide>, smem); e != cudaSuccess)
+    return e;
   tiny_kernel<IdT, kThreads, kWide><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
+  return cudaGetLastError();
 }
 
 template <class IdT, int kThreads>
-inline void launch_tiny_threads(const Args& a, const TinyPlan& pl, std::size_t smem,
-                                cudaStream_t s) {
-  if (a.numel > kTinyNarrow * kThreads)
-    launch_tiny_as<IdT, kThreads, true>(a, pl, smem, s);
-  else
-    launch_tiny_as<IdT, kThreads, false>(a, pl, smem, s);
+inline cudaError_t launch_tiny_threads(const Args& a, const TinyPlan& pl, std::size_t smem,
+                                       cudaStream_t s) {
+  if (a.numel > kTinyNarrow * kThreads) return launch_tiny_as<IdT, kThreads, true>(a, pl, smem, s);
+  return launch_tiny_as<IdT, kThreads, false>(a, pl, smem, s);
 }
 
 template <class IdT>
-inline void launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s,
-                        const TinyPlan& pl) {
+inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s,
+                               const TinyPlan& pl) {
   const Args a = make_args(p, bufs);
   const std::size_t smem = tiny_smem(p.numel, p.num_experts);
   switch (pl.threads) {
-    case 512: launch_tiny_threads<IdT, 512>(a, pl, smem, s); break;
-    case 1024: launch_tiny_threads<IdT, 1024>(a, pl, smem, s); break;
-    default: launch_tiny_threads<IdT, 256>(a, pl, smem, s); break;
+    case 512: return launch_tiny_threads<IdT, 512>(a, pl, smem, s);
+    case 1024: return launch_tiny_threads<IdT, 1024>(a, pl, smem, s);
+    default: return launch_tiny_threads<IdT, 256>(a, pl, smem, s);
   }
 }
 
 template <class IdT>
-inline void launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  launch_tiny<IdT>(p, bufs, s, tiny_plan(p));
+inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  return launch_tiny<IdT>(p, bufs, s, tiny_plan(p));
 }
 
 }  // namespace moekit::align::detail

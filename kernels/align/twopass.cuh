@@ -160,29 +160,31 @@ inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_ro
 }
 
 template <class IdT>
-inline std::size_t twopass_workspace(const Problem& p) {
+inline std::size_t twopass_workspace(const Problem& p, const DeviceCaps& = device_caps()) {
   const TwoPassPlan pl = twopass_plan<IdT>(p);
   return sizeof(int) * static_cast<std::size_t>(pl.grid) * p.num_experts;
 }
 
-inline const char* twopass_not_applicable(const Problem& p) {
+inline const char* twopass_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
   const int rows = twopass_rows(p.num_experts);
   if (rows < 1 ||
-      sizeof(int) * (static_cast<std::size_t>(rows + 2) * p.num_experts + 1) >
-          device_caps().smem_optin)
+      !fits_smem(caps, sizeof(int) * (static_cast<std::size_t>(rows + 2) * p.num_experts + 1)))
     return "needs 12*E+4 bytes of shared memory per block (E <= 19370 on H100)";
   return nullptr;
 }
 
 template <class IdT>
-inline void launch_twopass(const Problem& p, const Buffers& bufs, cudaStream_t s,
-                           const TwoPassPlan& pl) {
+inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStream_t s,
+                                  const TwoPassPlan& pl) {
   const Args a = make_args(p, bufs);
   int* H = static_cast<int*>(bufs.workspace);
-  allow_smem(twopass_kernel<IdT, false>, pl.smem_count);
-  allow_smem(twopass_kernel<IdT, true>, pl.smem_place);
+  if (const cudaError_t e = allow_smem(twopass_kernel<IdT, false>, pl.smem_count); e != cudaSuccess)
+    return e;
+  if (const cudaError_t e = allow_smem(twopass_kernel<IdT, true>, pl.smem_place); e != cudaSuccess)
+    return e;
   twopass_kernel<IdT, false><<<pl.grid, pl.threads, pl.smem_count, s>>>(a, H, pl.rows, pl.tile,
                                                                        pl.subtile);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(pl.grid);
   cfg.blockDim = dim3(pl.threads);
@@ -193,12 +195,12 @@ inline void launch_twopass(const Problem& p, const Buffers& bufs, cudaStream_t s
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, twopass_kernel<IdT, true>, a, H, pl.rows, pl.tile, pl.subtile);
+  return cudaLaunchKernelEx(&cfg, twopass_kernel<IdT, true>, a, H, pl.rows, pl.tile, pl.subtile);
 }
 
 template <class IdT>
-inline void launch_twopass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  launch_twopass<IdT>(p, bufs, s, twopass_plan<IdT>(p));
+inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  return launch_twopass<IdT>(p, bufs, s, twopass_plan<IdT>(p));
 }
 
 }  // namespace moekit::align::detail

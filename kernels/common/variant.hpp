@@ -3,7 +3,10 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
 #include <string_view>
+
+#include "common/device.hpp"
 
 struct CUstream_st;
 
@@ -12,42 +15,54 @@ namespace moekit {
 // The same type as cudaStream_t, named without pulling in the CUDA runtime.
 using Stream = CUstream_st*;
 
+// A cudaError_t value carried without the CUDA headers (0 == cudaSuccess).
+using LaunchStatus = int;
+
 // What `moekit variants` prints about one variant.
 struct VariantInfo {
-  std::string_view name;         // as typed after --variant
+  std::string_view name;         // as typed after --variant; says what it does
   std::string_view description;  // one line: the idea
-  std::string_view limits;       // one line: shapes it accepts ("any" if none)
 };
 
-// A registry entry. Problem and Buffers are per-op structs.
+// A registry entry. Problem and Buffers are per-family structs.
 //
 // Contract for launch(): asynchronous on `stream`, and capturable into a CUDA
 // graph: no allocation, no synchronisation, no host<->device copies. All scratch
-// memory comes from Buffers::workspace (workspace_bytes(problem) bytes, contents
-// undefined on entry unless zeroed_workspace says otherwise). Errors surface
-// through cudaGetLastError() after it.
+// memory comes from Buffers::workspace (workspace_bytes(problem, caps) bytes,
+// contents undefined on entry unless zeroed_workspace says otherwise). Returns
+// the first CUDA error of its launches (0: all were issued), never erasing an
+// error produced before it.
 template <class Problem, class Buffers>
 struct Variant {
   VariantInfo info;
-  // nullptr when the variant handles `p`, else a short reason ("needs E <= 64").
-  const char* (*not_applicable)(const Problem& p);
-  std::size_t (*workspace_bytes)(const Problem& p);
-  void (*launch)(const Problem& p, const Buffers& b, Stream stream);
+  // Output order promise: true = output identical bit for bit with the CPU
+  // reference (align: slots ascend inside each expert). The CLI, GPU tests and
+  // benches read this field, nothing else.
+  bool stable_order = false;
+  // Limits as text, computed from the constants and policy the kernel uses:
+  // numbers for `caps` when caps.present(), else the formula.
+  std::string (*limits)(const DeviceCaps& caps);
+  // nullptr when the variant handles `p` on this device, else a short reason.
+  // Device-independent limits are checked even without a device, so a
+  // CPU-only run rejects what a GPU run would.
+  const char* (*not_applicable)(const Problem& p, const DeviceCaps& caps);
+  std::size_t (*workspace_bytes)(const Problem& p, const DeviceCaps& caps);
+  LaunchStatus (*launch)(const Problem& p, const Buffers& b, Stream stream);
   // Non-null and true for `p`: the workspace must be all zero bytes before the
   // first launch, and every launch that completes leaves it all zero again
   // (kernels that agree through counters in it; the caller zeroes it once at
   // allocation, so graph replays need no memset node). Such a workspace must
   // not be shared with variants that leave data in theirs.
-  bool (*zeroed_workspace)(const Problem& p) = nullptr;
+  bool (*zeroed_workspace)(const Problem& p, const DeviceCaps& caps) = nullptr;
 };
 
 // Whether the caller must zero the workspace once before launching v on p.
 template <class V, class Problem>
-bool needs_zeroed_workspace(const V& v, const Problem& p) {
-  return v.zeroed_workspace != nullptr && v.zeroed_workspace(p);
+bool needs_zeroed_workspace(const V& v, const Problem& p, const DeviceCaps& caps) {
+  return v.zeroed_workspace != nullptr && v.zeroed_workspace(p, caps);
 }
 
-// The entry of `registry` named `name`, or nullptr. Every family's find().
+// The entry of `registry` named `name`, or nullptr (no fallback anywhere).
 template <class V>
 const V* find_variant(std::span<const V> registry, std::string_view name) {
   for (const V& v : registry)

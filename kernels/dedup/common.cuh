@@ -95,13 +95,11 @@ __device__ __forceinline__ void store_staged(const std::uint32_t* stage, int tot
 // Dynamic shared memory, opted in once per kernel above the 48 KiB default.
 // Keyed on the kernel itself, so every instantiation sets its own attribute.
 template <auto Kernel>
-inline void ensure_smem(std::size_t bytes) {
-  if (bytes <= 48 * 1024) return;
-  static const bool done = [bytes] {
-    cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-    return true;
-  }();
-  (void)done;
+inline cudaError_t ensure_smem(std::size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  static const cudaError_t done =
+      cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  return done;
 }
 
 // Tile shapes: THREADS x IPT keys per CTA. The smallest tile holding a row is
@@ -119,18 +117,18 @@ constexpr int kMaxTile = 16384;
 // values (n <= max_tile assumed). 1024..8192 use 8 items per thread; 16384 needs
 // 16 because a CTA has at most 1024 threads.
 template <int kMinTile = 1024, int kMaxTileAllowed = kMaxTile, class F>
-inline void dispatch_tile(std::int64_t n, F&& f) {
+inline cudaError_t dispatch_tile(std::int64_t n, F&& f) {
   if constexpr (kMinTile <= 512) {
     if (n <= 512) return f(Tile<64, 8>{});
   }
   if (n <= 1024) return f(Tile<128, 8>{});
   if (n <= 2048) return f(Tile<256, 8>{});
   if (n <= 4096) return f(Tile<512, 8>{});
-  if constexpr (kMaxTileAllowed >= 8192) {
-    if (n <= 8192) return f(Tile<1024, 8>{});
-  }
   if constexpr (kMaxTileAllowed >= 16384) {
+    if (n <= 8192) return f(Tile<1024, 8>{});
     return f(Tile<1024, 16>{});
+  } else {
+    return f(Tile<1024, 8>{});  // n <= 8192
   }
 }
 

@@ -4,14 +4,14 @@
 
 namespace moekit::dedup::detail {
 
-const char* cub_sort_not_applicable(const Problem& p) { return block_shape_check(p, kMaxTile); }
-std::size_t cub_sort_workspace_bytes(const Problem&) { return 0; }
+const char* cub_sort_not_applicable(const Problem& p, const DeviceCaps&) { return block_shape_check(p, kMaxTile); }
+std::size_t cub_sort_workspace_bytes(const Problem&, const DeviceCaps&) { return 0; }
 
-void cub_sort_launch(const Problem& p, const Buffers& b, Stream stream) {
-  dispatch_tile(p.row_len(), [&](auto tile) {
+LaunchStatus cub_sort_launch(const Problem& p, const Buffers& b, Stream stream) {
+  return dispatch_tile(p.row_len(), [&](auto tile) {
     using T = decltype(tile);
     using K = CubSortKernel<T::kThreads, T::kItems>;
-    launch_rows<dedup_cub_sort_kernel<T::kThreads, T::kItems>, typename K::Storage, T::kThreads>(p, b, stream);
+    return launch_rows<dedup_cub_sort_kernel<T::kThreads, T::kItems>, typename K::Storage, T::kThreads>(p, b, stream);
   });
 }
 

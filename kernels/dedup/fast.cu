@@ -12,7 +12,7 @@ constexpr int kFastRadixBits = 8;
 // bitmap and bucket paths like many threads (short per-thread runs), the radix
 // passes like fewer, longer ones (fewer warps to rank across and synchronise).
 template <bool SMART, class F>
-void dispatch_fast_tile(std::int64_t n, F&& f) {
+cudaError_t dispatch_fast_tile(std::int64_t n, F&& f) {
   if constexpr (SMART) {
     if (n <= 512) return f(Tile<128, 4>{});
     if (n <= 1024) return f(Tile<256, 4>{});
@@ -31,21 +31,21 @@ void dispatch_fast_tile(std::int64_t n, F&& f) {
 }
 
 template <bool SMART>
-void fast_launch_impl(const Problem& p, const Buffers& b, Stream stream) {
-  dispatch_fast_tile<SMART>(p.row_len(), [&](auto tile) {
+cudaError_t fast_launch_impl(const Problem& p, const Buffers& b, Stream stream) {
+  return dispatch_fast_tile<SMART>(p.row_len(), [&](auto tile) {
     using T = decltype(tile);
     using K = FastKernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SortAlgo::kMatch, SMART>;
-    launch_rows<dedup_fast_kernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SortAlgo::kMatch, SMART>,
+    return launch_rows<dedup_fast_kernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SortAlgo::kMatch, SMART>,
                 typename K::Storage, T::kThreads>(p, b, stream);
   });
 }
 
-const char* range_sort_not_applicable(const Problem& p) { return block_shape_check(p, kMaxTile); }
-std::size_t range_sort_workspace_bytes(const Problem&) { return 0; }
-void range_sort_launch(const Problem& p, const Buffers& b, Stream stream) { fast_launch_impl<false>(p, b, stream); }
+const char* range_sort_not_applicable(const Problem& p, const DeviceCaps&) { return block_shape_check(p, kMaxTile); }
+std::size_t range_sort_workspace_bytes(const Problem&, const DeviceCaps&) { return 0; }
+LaunchStatus range_sort_launch(const Problem& p, const Buffers& b, Stream stream) { return fast_launch_impl<false>(p, b, stream); }
 
-const char* fast_not_applicable(const Problem& p) { return block_shape_check(p, kMaxTile); }
-std::size_t fast_workspace_bytes(const Problem&) { return 0; }
-void fast_launch(const Problem& p, const Buffers& b, Stream stream) { fast_launch_impl<true>(p, b, stream); }
+const char* fast_not_applicable(const Problem& p, const DeviceCaps&) { return block_shape_check(p, kMaxTile); }
+std::size_t fast_workspace_bytes(const Problem&, const DeviceCaps&) { return 0; }
+LaunchStatus fast_launch(const Problem& p, const Buffers& b, Stream stream) { return fast_launch_impl<true>(p, b, stream); }
 
 }  // namespace moekit::dedup::detail

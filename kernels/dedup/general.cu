@@ -43,19 +43,19 @@ Layout layout(const Problem& p) {
 
 }  // namespace
 
-const char* general_not_applicable(const Problem& p) {
+const char* general_not_applicable(const Problem& p, const DeviceCaps&) {
   if (p.batch < 0 || p.mtp_step < 1 || p.k < 1) return "needs batch >= 0, mtp_step >= 1, k >= 1";
   if (total_items(p) > std::numeric_limits<int>::max()) return "needs batch*M*k < 2^31";
   return nullptr;
 }
 
-std::size_t general_workspace_bytes(const Problem& p) {
+std::size_t general_workspace_bytes(const Problem& p, const DeviceCaps&) {
   if (p.batch <= 0) return 0;
   return layout(p).total;
 }
 
-void general_launch(const Problem& p, const Buffers& b, Stream stream) {
-  if (p.batch <= 0) return;
+LaunchStatus general_launch(const Problem& p, const Buffers& b, Stream stream) {
+  if (p.batch <= 0) return cudaSuccess;
   const Layout l = layout(p);
   auto* base = static_cast<unsigned char*>(b.workspace);
   auto* sorted = reinterpret_cast<std::uint32_t*>(base + l.sorted);
@@ -63,10 +63,14 @@ void general_launch(const Problem& p, const Buffers& b, Stream stream) {
   const int n = static_cast<int>(p.row_len());
   dedup_segment_offsets_kernel<<<clamp_grid(ceil_div<long long>(p.batch + 1LL, 256)), 256, 0, stream>>>(
       offsets, p.batch, n);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   std::size_t temp_bytes = l.temp_bytes;
-  segmented_sort(base + l.temp, temp_bytes, p, b.indices, sorted, offsets, stream);
+  if (const cudaError_t e = segmented_sort(base + l.temp, temp_bytes, p, b.indices, sorted, offsets, stream);
+      e != cudaSuccess)
+    return e;
   dedup_unique_sorted_kernel<kThreads, kItems>
       <<<clamp_grid(p.batch, 65536), kThreads, 0, stream>>>(sorted, b.out, p.batch, n);
+  return cudaGetLastError();
 }
 
 }  // namespace moekit::dedup::detail

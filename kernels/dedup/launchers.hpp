@@ -9,9 +9,9 @@
 namespace moekit::dedup::detail {
 
 #define MOEKIT_DEDUP_DECLARE(name)                              \
-  const char* name##_not_applicable(const Problem& p);          \
-  std::size_t name##_workspace_bytes(const Problem& p);         \
-  void name##_launch(const Problem& p, const Buffers& b, Stream stream);
+  const char* name##_not_applicable(const Problem& p, const DeviceCaps& caps);  \
+  std::size_t name##_workspace_bytes(const Problem& p, const DeviceCaps& caps);  \
+  LaunchStatus name##_launch(const Problem& p, const Buffers& b, Stream stream);
 
 MOEKIT_DEDUP_DECLARE(hash)
 MOEKIT_DEDUP_DECLARE(cub_sort)

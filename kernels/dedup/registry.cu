@@ -1,5 +1,6 @@
 // Registry of the dedup variants and the `auto` rule.
 #include <array>
+#include <string>
 
 #include "dedup/common.cuh"
 #include "dedup/dedup.hpp"
@@ -21,34 +22,47 @@ namespace {
 
 using namespace detail;
 
-#define MOEKIT_DEDUP_ENTRY(id, name, desc, lim) \
-  Variant { {name, desc, lim}, id##_not_applicable, id##_workspace_bytes, id##_launch }
+std::string block_limits(std::int64_t max_row) { return "M*k <= " + std::to_string(max_row); }
+std::string hash_limits(const DeviceCaps&) { return block_limits(8192); }
+std::string tile_limits(const DeviceCaps&) { return block_limits(kMaxTile); }
+std::string general_limits(const DeviceCaps&) { return "any (batch*M*k < 2^31)"; }
 
+#define MOEKIT_DEDUP_ENTRY(id, name, desc, lim) \
+  Variant { {name, desc}, true, lim, id##_not_applicable, id##_workspace_bytes, id##_launch }
+
+// Every variant writes each row's distinct values ascending: all are bit-exact.
 const std::array<Variant, 7> kVariants = {
     MOEKIT_DEDUP_ENTRY(hash, "hash",
                        "V0 seed baseline: shared-memory hash table (atomicCAS, linear probing), then a block sort",
-                       "M*k <= 8192"),
+                       hash_limits),
     MOEKIT_DEDUP_ENTRY(cub_sort, "cub-sort",
                        "V1: BlockRadixSort + BlockDiscontinuity flags + BlockScan, scattered stores",
-                       "M*k <= 16384"),
+                       tile_limits),
     MOEKIT_DEDUP_ENTRY(vectorized, "vectorized",
                        "V2: V1 with 16-byte loads and the row staged in smem for 16-byte coalesced stores",
-                       "M*k <= 16384"),
+                       tile_limits),
     MOEKIT_DEDUP_ENTRY(bitmask, "bitmask",
                        "V3: V2 with one 32-bit head mask per thread and __popc offsets",
-                       "M*k <= 16384"),
+                       tile_limits),
     MOEKIT_DEDUP_ENTRY(range_sort, "range-sort",
                        "ours: min/max first, sort only the range's bits with 8-bit match.any ranking, ballot compaction",
-                       "M*k <= 16384"),
+                       tile_limits),
     MOEKIT_DEDUP_ENTRY(fast, "fast",
                        "ours: per row, smem bitmap if max-min+1 <= 64*tile, else atomic buckets + in-bucket counting, else range-sort",
-                       "M*k <= 16384"),
+                       tile_limits),
     MOEKIT_DEDUP_ENTRY(general, "general",
                        "any size: CUB device segmented radix sort into the workspace, then a tiled unique pass per row",
-                       "any (batch*M*k < 2^31)"),
+                       general_limits),
 };
 
 #undef MOEKIT_DEDUP_ENTRY
+
+// One CTA per batch while a row fits the largest tile; larger rows sort in the workspace.
+const std::array<AutoRow<Problem>, 2> kAutoRows = {{
+    {"fast", "M*k <= 16384 (one CTA per batch; picks bitmap, buckets or radix passes per row)",
+     [](const Problem& p, const DeviceCaps&) { return p.row_len() <= kMaxTile; }},
+    {"general", "", nullptr},
+}};
 
 }  // namespace
 
@@ -56,13 +70,13 @@ std::span<const Variant> variants() { return kVariants; }
 
 const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
 
-const Variant& pick_auto(const Problem& p) {
-  return *find(p.row_len() <= kMaxTile ? "fast" : "general");
+const Variant& pick_auto(const Problem& p) { return pick_auto(p, moekit::device_caps()); }
+const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
+  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
 }
 
-std::string_view auto_rule() {
-  return "M*k <= 16384: fast (one CTA per batch; picks bitmap, buckets or radix passes per row); "
-         "larger: general (device segmented radix sort)";
-}
+std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
+
+std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
 
 }  // namespace moekit::dedup

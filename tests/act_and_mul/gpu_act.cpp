@@ -290,8 +290,9 @@ void run_case(const act::Variant& v, const HostInput& h, Activation a, const voi
   act::Buffers b;
   b.input = din;
   b.out = dout.data();
-  const bool zeroed = needs_zeroed_workspace(v, p);
-  const test::Workspace ws(v.workspace_bytes(p), zeroed);
+  const DeviceCaps& caps = device_caps();
+  const bool zeroed = needs_zeroed_workspace(v, p, caps);
+  const test::Workspace ws(v.workspace_bytes(p, caps), zeroed);
   b.workspace = ws.get();
   std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr); });
   if (why.empty()) {
@@ -339,7 +340,7 @@ TEST_CASE("registry: names, lookup, auto") {
         Problem p{t, d, dt, Activation::silu};
         const act::Variant& v = act::pick_auto(p);
         CHECK(act::find(v.info.name) == &v);
-        CHECK(v.not_applicable(p) == nullptr);
+        CHECK(v.not_applicable(p, device_caps()) == nullptr);
       }
 }
 

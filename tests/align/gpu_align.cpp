@@ -134,11 +134,6 @@ Problem problem_of(const Case& c) {
   return p;
 }
 
-bool promises_order(std::string_view name) {
-  return name == "stable" || name == "oneshot" || name == "persistent" || name == "twopass" ||
-         name == "micro";
-}
-
 // Runs every variant on one case: one assertion for its applicability and
 // one per run.
 void run_case(const Case& c, Stats& st) {
@@ -165,8 +160,9 @@ void run_case(const Case& c, Stats& st) {
   test::Guarded eids(static_cast<std::size_t>(p.max_num_blocks) * 4);
   test::Guarded total(4);
 
+  const DeviceCaps& caps = device_caps();
   for (const align::Variant& v : variants()) {
-    const char* na = v.not_applicable(p);
+    const char* na = v.not_applicable(p, caps);
     const std::string_view name = v.info.name;
     const std::string what = std::string(name) + " " + c.str();
     // Which variants must accept this shape (E <= 16384 everywhere).
@@ -188,10 +184,10 @@ void run_case(const Case& c, Stats& st) {
       ++st.not_applicable;
       continue;
     }
-    const std::size_t ws_bytes = v.workspace_bytes(p);
+    const std::size_t ws_bytes = v.workspace_bytes(p, caps);
     // A variant that keeps its workspace zero gets it zeroed once, like from
     // the CLI, and must hand it back zeroed after every run.
-    const bool zeroed = needs_zeroed_workspace(v, p);
+    const bool zeroed = needs_zeroed_workspace(v, p, caps);
     const test::Workspace ws(ws_bytes, zeroed);
     Buffers b;
     b.topk_ids = d_ids.data();
@@ -200,8 +196,8 @@ void run_case(const Case& c, Stats& st) {
     b.expert_ids = eids.as<std::int32_t>();
     b.num_tokens_post_pad = total.as<std::int32_t>();
     b.workspace = ws.get();
-    const bool exact = promises_order(name) ||
-                       (name == "auto" && promises_order(pick_auto(p).info.name));
+    // The registry's promise: stable order means bit for bit (and `auto` when it picks such a variant).
+    const bool exact = v.stable_order || (name == "auto" && pick_auto(p).stable_order);
     for (int rep = 0; rep < 2; ++rep) {
       sorted.poison();
       eids.poison();

@@ -169,15 +169,16 @@ std::string describe(const Case& c, const dd::Variant& v, const std::string& ext
 // Runs `v` on the case (input at element offset in_off, output at out_off
 // between poisoned guard zones) and compares with `ref`: one assertion.
 void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, int out_off = 0) {
-  if (v.not_applicable(c.p) != nullptr) {
+  const moekit::DeviceCaps& caps = moekit::device_caps();
+  if (v.not_applicable(c.p, caps) != nullptr) {
     ++g_tally.skipped;
     return;
   }
   const std::size_t elems = c.in.size();
   const moekit::test::Uploaded d_in(c.in.data(), elems * 4, std::size_t(in_off) * 4);
   moekit::test::Guarded d_out(elems * 4, 0xAB, 256, std::size_t(out_off) * 4);
-  const bool zeroed = moekit::needs_zeroed_workspace(v, c.p);
-  const moekit::test::Workspace d_ws(v.workspace_bytes(c.p), zeroed);
+  const bool zeroed = moekit::needs_zeroed_workspace(v, c.p, caps);
+  const moekit::test::Workspace d_ws(v.workspace_bytes(c.p, caps), zeroed);
   d_out.poison();
   dd::Buffers b;
   b.indices = d_in.as<std::int32_t>();
@@ -207,7 +208,7 @@ void run_all(const Case& c) {
   const V ref = dd::reference(c.p, c.in);
   for (const dd::Variant& v : dd::variants()) run_one(v, c, ref);
   const dd::Variant& a = dd::pick_auto(c.p);
-  CHECK_MESSAGE(a.not_applicable(c.p) == nullptr, "auto picked an inapplicable variant");
+  CHECK_MESSAGE(a.not_applicable(c.p, moekit::device_caps()) == nullptr, "auto picked an inapplicable variant");
 }
 
 }  // namespace
@@ -225,8 +226,9 @@ TEST_SUITE("gpu") {
     big.batch = 3;
     big.mtp_step = 4;
     big.k = 1 << 20;
-    CHECK(dd::find("general")->not_applicable(big) == nullptr);
-    CHECK(dd::find("bitmask")->not_applicable(big) != nullptr);
+    const moekit::DeviceCaps& caps = moekit::device_caps();
+    CHECK(dd::find("general")->not_applicable(big, caps) == nullptr);
+    CHECK(dd::find("bitmask")->not_applicable(big, caps) != nullptr);
     CHECK(std::string(dd::pick_auto(big).info.name) == "general");
     CHECK(!dd::auto_rule().empty());
   }

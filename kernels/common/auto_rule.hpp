@@ -1,0 +1,50 @@
+// The `auto` choice of a family as ONE table: the pick and its text
+// (`moekit variants`, docs) both come from it. Host-visible: no CUDA headers.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/device.hpp"
+#include "common/variant.hpp"
+
+namespace moekit {
+
+template <class Problem>
+struct AutoRow {
+  std::string_view variant;  // registry name
+  std::string_view when;     // text of the condition, e.g. "numel <= 32"; "" = always
+  bool (*holds)(const Problem&, const DeviceCaps&) = nullptr;  // nullptr = always
+};
+
+// The variant of the first row whose condition holds and whose variant applies
+// to p on caps; without one, the last row's variant (the table's "else").
+// Rows must name registered variants (the family's tests check that).
+template <class V, class Problem>
+const V& pick_from_rows(std::span<const AutoRow<Problem>> rows, std::span<const V> registry,
+                        const Problem& p, const DeviceCaps& caps) {
+  for (const AutoRow<Problem>& r : rows) {
+    if (r.holds != nullptr && !r.holds(p, caps)) continue;
+    const V* v = find_variant(registry, r.variant);
+    if (v != nullptr && v->not_applicable(p, caps) == nullptr) return *v;
+  }
+  return *find_variant(registry, rows.back().variant);
+}
+
+// "first that applies of: micro; tiny if numel <= ...; ...; warpscan".
+template <class Problem>
+std::string auto_rule_text(std::span<const AutoRow<Problem>> rows) {
+  std::string o = "first that applies of: ";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i > 0) o += "; ";
+    o += rows[i].variant;
+    if (!rows[i].when.empty()) {
+      o += " if ";
+      o += rows[i].when;
+    }
+  }
+  return o;
+}
+
+}  // namespace moekit
