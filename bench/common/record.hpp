@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "build_info.hpp"
+#include "common/device.hpp"
 #include "cuda_util.hpp"
 #include "timing.hpp"
 
@@ -135,15 +136,18 @@ inline std::string object(const Fields& fields) {
 // Writes records to FILE (JSON Lines) or stdout. A file is written as
 // FILE.partial and renamed by finish(), so a bench that dies half way leaves
 // the previous results in place.
-// The "device" object of this process's current CUDA device.
+// The "device" object of this process's current CUDA device: attributes from
+// device_caps(), the driver / runtime versions (not device attributes) from
+// device_props().
 inline Fields device_fields() {
-  const DeviceProps d = device_props();
-  return {{"name", d.name},
-          {"cc", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
-          {"sms", d.sm_count},
-          {"l2_mib", d.l2_bytes >> 20},
-          {"driver", d.driver_version},
-          {"runtime", d.runtime_version}};
+  const DeviceCaps& c = device_caps();
+  const DeviceProps v = device_props();
+  return {{"name", c.name},
+          {"cc", fmt::format("{}.{}", c.cc_major, c.cc_minor)},
+          {"sms", c.sm_count},
+          {"l2_mib", c.l2_bytes >> 20},
+          {"driver", v.driver_version},
+          {"runtime", v.runtime_version}};
 }
 
 class Writer {
