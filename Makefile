@@ -6,7 +6,7 @@ MOEKIT := $(BUILD)/src/moekit
 FAMILIES := $(shell grep -v '^\s*\#' families.txt)
 export PATH := $(PATH):/usr/local/cuda/bin
 
-.PHONY: all deps build demo test gpu-test gpu-verify bench clean
+.PHONY: all deps build demo test gpu-test gpu-verify bench render clean
 
 all: build
 
@@ -47,11 +47,15 @@ gpu-verify: build
 	cp $(MOEKIT) $(foreach f,$(FAMILIES),$(BUILD)/tests/$(f)/gpu_$(f)) $(BUILD)/gpu-bin/
 	bash .ci/gpu-verify $(BUILD)/gpu-bin $(BUILD)/gpu-logs
 
-# Regenerates the benchmark tables in docs/bench/ (GPU machine; several minutes).
+# Runs every benchmark (GPU machine; several minutes), each writing its
+# results to bench/results/<family>.jsonl, then renders docs/bench/.
 bench: build
-	$(BUILD)/bench/align/bench_align > docs/bench/align.md
-	$(BUILD)/bench/dedup/bench_dedup > docs/bench/dedup.md
-	$(BUILD)/bench/act_and_mul/bench_act > docs/bench/act-and-mul.md
+	$(foreach f,$(FAMILIES),$(BUILD)/bench/$(f)/bench_$(f) --json bench/results/$(f).jsonl &&) true
+	@$(MAKE) --no-print-directory render
+
+# docs/bench/<family>.md from bench/results/<family>.jsonl (no GPU, no build).
+render:
+	python3 bench/render.py
 
 clean:
 	rm -rf $(BUILD)

@@ -1,23 +1,21 @@
-// Benchmark of the align family: prints the Markdown of docs/bench/align.md.
+// Benchmark of the align family: one JSON record per (shape, variant) cell
+// (bench/common/record.hpp); bench/render.py turns them into docs/bench/align.md.
 //
-//   bench_align > docs/bench/align.md
-//   bench_align VARIANTS [TOKENS]     e.g. `bench_align micro,tiny 1,4`:
-//                                     only those columns / rows (exploration)
+//   bench_align --json bench/results/align.jsonl   (make bench; stdout without --json)
+//   bench_align [--json FILE] VARIANTS [TOKENS]    e.g. `bench_align micro,tiny 1,4`:
+//                                                  only those variants / rows (exploration)
 //
 // Median microseconds per launch (CUDA-graph replay, moekit::time_launches),
 // B = 128, int32 ids, every variant x tokens x (E, topk). Every token picks
 // topk distinct experts (uniformly, or zipf(1.2) in the zipf set). Each
 // variant's output is checked against the CPU reference once per shape; a
-// mismatch shows as "FAIL" in its cell. Not a test: timings never gate.
+// mismatch makes the cell's status "fail". Not a test: timings never gate.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
-#include <map>
-#include <numeric>
 #include <random>
 #include <string>
 #include <string_view>
@@ -27,6 +25,7 @@
 #include "bench_ids.hpp"
 #include "cuda_util.hpp"
 #include "align/reference.hpp"
+#include "record.hpp"
 #include "timing.hpp"
 
 using namespace moekit;
@@ -43,22 +42,14 @@ struct Config {
   int max_tokens = 1 << 30;  // rows past this are skipped (large E: minutes otherwise)
 };
 
-// SGLang reference points from issue #5 (same H100, graph replay, B=128).
-double sglang_us(int E, int topk, int tokens) {
-  static const std::map<std::pair<int, int>, std::map<int, double>> ref = {
-      {{256, 8}, {{1, 3.75}, {1024, 7.0}, {4096, 13.0}, {16384, 42.3}}},
-      {{64, 8}, {{1, 3.64}, {16384, 60.9}}},
-      {{512, 8}, {{1, 3.84}, {16384, 45.8}}},
-      {{8, 2}, {{1, 2.94}, {16384, 16.4}}},
-  };
-  const auto it = ref.find({E, topk});
-  if (it == ref.end()) return 0;
-  const auto jt = it->second.find(tokens);
-  return jt == it->second.end() ? 0 : jt->second;
-}
-
 std::vector<std::int32_t> make_ids(const Config& c, int tokens, std::mt19937_64& rng) {
   return bench::align_ids(c.E, c.topk, c.zipf, tokens, rng);
+}
+
+// Whether v's output must equal the reference bit for bit (the registry says
+// it promises stable order, or it is `auto` and picks a variant that does).
+bool exact_order(const align::Variant& v, const align::Problem& p) {
+  return v.stable_order || (v.info.name == "auto" && align::pick_auto(p).stable_order);
 }
 
 bool wanted(std::string_view n) {
@@ -77,20 +68,11 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// One table: rows = tokens, columns = variants.
-void run_config(const Config& c, std::mt19937_64& rng) {
+// The cells of one (E, topk, ids) table: every wanted variant x tokens.
+void run_config(const Config& c, std::mt19937_64& rng, bench::Writer& out) {
   const auto vars = align::variants();
-  fmt::print("\n### E = {}, topk = {}, {} ids\n\n", c.E, c.topk, c.zipf ? "zipf(1.2)" : "uniform");
-  std::string head = "| tokens |", rule = "|---:|";
-  for (const auto& v : vars) {
-    if (!wanted(v.info.name)) continue;
-    head += fmt::format(" {} |", v.info.name);
-    rule += "---:|";
-  }
-  head += " auto picks | SGLang (issue) | auto / SGLang |";
-  rule += "---|---:|---:|";
-  fmt::print("{}\n{}\n", head, rule);
-
+  const DeviceCaps& caps = device_caps();
+  const std::string table = fmt::format("E={} topk={} {}", c.E, c.topk, c.zipf ? "zipf" : "uniform");
   for (int tokens : g_tokens) {
     if (tokens > c.max_tokens) continue;
     const std::int64_t numel = static_cast<std::int64_t>(tokens) * c.topk;
@@ -109,13 +91,25 @@ void run_config(const Config& c, std::mt19937_64& rng) {
     DeviceBuffer eids(std::max<std::int64_t>(p.max_num_blocks, 1) * 4);
     DeviceBuffer total(4);
 
-    std::string line = fmt::format("| {} |", tokens);
-    double auto_us = 0;
     for (const auto& v : vars) {
       if (!wanted(v.info.name)) continue;
-      const DeviceCaps& caps = device_caps();
-      if (v.not_applicable(p, caps) != nullptr) {
-        line += " n/a |";
+      bench::Record rec;
+      rec.table = table;
+      rec.variant = std::string(v.info.name);
+      rec.params = {{"E", c.E},
+                    {"topk", c.topk},
+                    {"ids", c.zipf ? "zipf" : "uniform"},
+                    {"tokens", tokens},
+                    {"block_size", kBlockSize},
+                    {"dtype", "int32"}};
+      if (v.info.name == "auto") {
+        rec.extra = {{"picks", std::string(align::pick_auto(p).info.name)},
+                     {"auto_rule", align::auto_rule()}};
+      }
+      if (const char* na = v.not_applicable(p, caps)) {
+        rec.m.status = "n/a";
+        rec.m.reason = na;
+        out.write(rec);
         continue;
       }
       DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p, caps), 16));
@@ -129,75 +123,63 @@ void run_config(const Config& c, std::mt19937_64& rng) {
       b.topk_ids = d_ids[0].get();
       sorted.fill_bytes(0xAB);
       eids.fill_bytes(0xAB);
-      cuda_check(v.launch(p, b, nullptr), v.info.name.data());
-      cuda_sync(v.info.name.data());
-      align::Outputs got;
-      got.sorted_token_ids.resize(static_cast<std::size_t>(p.max_num_tokens_padded));
-      got.expert_ids.resize(static_cast<std::size_t>(p.max_num_blocks));
-      sorted.download(got.sorted_token_ids.data(), got.sorted_token_ids.size() * 4);
-      eids.download(got.expert_ids.data(), got.expert_ids.size() * 4);
-      total.download(&got.num_tokens_post_pad, 4);
-      const bool exact = v.stable_order || (v.info.name == "auto" && align::pick_auto(p).stable_order);
-      const bool ok = align::check(p, ref, got, exact).ok;
+      bool ok = false;
+      try {
+        cuda_check(v.launch(p, b, nullptr), v.info.name.data());
+        cuda_sync(v.info.name.data());
+        align::Outputs got;
+        got.sorted_token_ids.resize(static_cast<std::size_t>(p.max_num_tokens_padded));
+        got.expert_ids.resize(static_cast<std::size_t>(p.max_num_blocks));
+        sorted.download(got.sorted_token_ids.data(), got.sorted_token_ids.size() * 4);
+        eids.download(got.expert_ids.data(), got.expert_ids.size() * 4);
+        total.download(&got.num_tokens_post_pad, 4);
+        ok = align::check(p, ref, got, exact_order(v, p)).ok;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), e.what());
+        rec.m.status = "error";
+        rec.m.reason = e.what();
+        out.write(rec);
+        continue;
+      }
 
       TimingOptions opt;
       opt.warmup = 5;
       opt.samples = 25;
       opt.launches_per_graph = 20;
-      TimingStats st;
-      try {
-        st = time_launches(
-            [&](Stream s, int copy) {
-              align::Buffers bb = b;
-              bb.topk_ids = d_ids[static_cast<std::size_t>(copy)].get();
-              cuda_check(v.launch(p, bb, s), v.info.name.data());
-            },
-            copies, opt);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), e.what());
-        line += " ERR |";
-        continue;
-      }
-      line += ok ? fmt::format(" {:.2f} |", st.median_us) : std::string(" FAIL |");
-      if (v.info.name == "auto") auto_us = st.median_us;
+      rec.m = bench::measure(
+          [&](Stream s, int copy) {
+            align::Buffers bb = b;
+            bb.topk_ids = d_ids[static_cast<std::size_t>(copy)].get();
+            cuda_check(v.launch(p, bb, s), v.info.name.data());
+          },
+          copies, opt);
+      if (rec.m.status == "error") std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), rec.m.reason.c_str());
+      if (rec.m.status == "ok" && !ok) rec.m.status = "fail";
+      out.write(rec);
     }
-    const double sg = sglang_us(c.E, c.topk, tokens);
-    line += fmt::format(" {} |", align::pick_auto(p).info.name);
-    line += sg > 0 ? fmt::format(" {:.2f} | {:.2f} |", sg, auto_us / sg) : std::string(" | |");
-    fmt::print("{}\n", line);
-    std::fflush(stdout);
+    std::fprintf(stderr, "bench_align: %s, %d tokens\n", table.c_str(), tokens);
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string json = bench::take_json_arg(argc, argv);
   if (argc > 1) g_only = split(argv[1]);
   if (argc > 2) {
     g_tokens.clear();
     for (const std::string& x : split(argv[2])) g_tokens.push_back(std::stoi(x));
   }
   if (cuda_device_count() == 0) {
-    std::puts("bench_align: no CUDA device");
+    std::fputs("bench_align: no CUDA device\n", stderr);
     return 77;
   }
-  const DeviceProps d = device_props();
-  fmt::print("# align benchmark\n\n");
-  fmt::print(
-      "Device: {} ({} SMs, {} MiB L2), CUDA runtime {}, driver {}. Generated by "
-      "`bench_align` (bench/align/bench_align.cpp).\n\n",
-      d.name, d.sm_count, d.l2_bytes >> 20, d.runtime_version, d.driver_version);
-  fmt::print(
-      "Median µs per launch over 25 CUDA-graph replays of 20 launches each (a variant's whole "
-      "launch sequence counts as one launch), input copies rotated so ids do not sit in L2. "
-      "B = 128, int32 ids, no expert map; every token picks topk distinct experts. Each cell "
-      "was checked against the CPU reference once (FAIL otherwise). SGLang points are the "
-      "issue's measurements of its newest kernel on the same GPU model.\n");
-  fmt::print("\nauto rule: {}\n", align::auto_rule());
+  bench::Writer out("bench_align", "align", json);
   std::mt19937_64 rng(42);
   for (Config c : {Config{8, 2, false}, Config{64, 8, false}, Config{128, 8, false},
                    Config{256, 8, false}, Config{512, 8, false}, Config{256, 8, true},
                    Config{4096, 8, false, 16384}, Config{16384, 8, false, 16384}})
-    run_config(c, rng);
+    run_config(c, rng, out);
+  out.finish();
   return 0;
 }

@@ -1,7 +1,11 @@
-// Benchmark of the dedup variants: prints the Markdown of docs/bench/dedup.md.
+// Benchmark of the dedup variants: one JSON record per (shape, variant) cell
+// (bench/common/record.hpp); bench/render.py turns them into docs/bench/dedup.md.
+//
+//   bench_dedup --json bench/results/dedup.jsonl   (make bench; stdout without --json)
+//
 // Timings are medians of CUDA-graph replays (moekit::time_launches); every timed
 // configuration's output is also checked once against the CPU reference, so a
-// fast-but-wrong kernel shows up as "wrong" instead of a number.
+// fast-but-wrong kernel gets status "fail" (rendered "wrong").
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,6 +19,7 @@
 #include "cuda_util.hpp"
 #include "dedup/dedup.hpp"
 #include "dedup/reference.hpp"
+#include "record.hpp"
 #include "timing.hpp"
 #include "tune_dedup.hpp"
 
@@ -76,10 +81,10 @@ struct Bench {
     out = DeviceBuffer(bytes);
   }
 
-  // Median us per launch, or a short note ("n/a", "wrong").
-  std::string time(moekit::LaunchStatus (*launch)(const dd::Problem&, const dd::Buffers&, moekit::Stream),
-                   std::size_t ws_bytes,
-                   bool verify = true) {
+  // Checks the output once (unless verify is false), then times the launches.
+  moekit::bench::Measurement time(moekit::LaunchStatus (*launch)(const dd::Problem&, const dd::Buffers&,
+                                                                 moekit::Stream),
+                                  std::size_t ws_bytes, bool verify = true) {
     DeviceBuffer ws(ws_bytes ? ws_bytes : 1);
     auto buffers = [&](int copy) {
       dd::Buffers b;
@@ -88,22 +93,43 @@ struct Bench {
       b.workspace = ws.get();
       return b;
     };
-    out.fill_bytes(0xAB);
-    moekit::cuda_check(launch(p, buffers(0), nullptr), "dedup launch");
-    moekit::cuda_sync("dedup kernel");
-    std::vector<std::int32_t> got(host.size());
-    out.download(got.data(), got.size() * 4);
-    if (verify && !dd::check(p, ref, got).ok) return "wrong";
-    moekit::TimingOptions opt;
-    const auto st = moekit::time_launches(
-        [&](moekit::Stream s, int copy) { moekit::cuda_check(launch(p, buffers(copy), s), "dedup launch"); }, n_copies, opt);
-    return fmt::format("{:.1f}", st.median_us);
+    bool ok = true;
+    try {
+      out.fill_bytes(0xAB);
+      moekit::cuda_check(launch(p, buffers(0), nullptr), "dedup launch");
+      moekit::cuda_sync("dedup kernel");
+      std::vector<std::int32_t> got(host.size());
+      out.download(got.data(), got.size() * 4);
+      ok = !verify || dd::check(p, ref, got).ok;
+    } catch (const std::exception& e) {
+      moekit::bench::Measurement m;
+      m.status = "error";
+      m.reason = e.what();
+      return m;
+    }
+    moekit::bench::Measurement m = moekit::bench::measure(
+        [&](moekit::Stream s, int copy) { moekit::cuda_check(launch(p, buffers(copy), s), "dedup launch"); },
+        n_copies, moekit::TimingOptions{});
+    if (m.status == "ok" && !ok) m.status = "fail";
+    return m;
   }
 
-  std::string time(const dd::Variant& v) {
+  moekit::bench::Measurement time(const dd::Variant& v) {
     const moekit::DeviceCaps& caps = moekit::device_caps();
-    if (v.not_applicable(p, caps)) return "n/a";
+    if (const char* why = v.not_applicable(p, caps)) {
+      moekit::bench::Measurement m;
+      m.status = "n/a";
+      m.reason = why;
+      return m;
+    }
     return time(v.launch, v.workspace_bytes(p, caps));
+  }
+
+  moekit::bench::Fields params(Values kind) const {
+    return {{"bs", p.batch},
+            {"M", p.mtp_step},
+            {"k", p.k},
+            {"values", kind == Values::kUniform ? "uniform" : "realistic"}};
   }
 };
 
@@ -112,73 +138,37 @@ const char* kind_name(Values v) {
                                : "(b) realistic rows: values < 131072, consecutive rows share 80%";
 }
 
+void write(moekit::bench::Writer& w, std::string table, std::string variant, moekit::bench::Fields params,
+           moekit::bench::Measurement m) {
+  if (m.status == "error") std::fprintf(stderr, "bench_dedup: %s: %s\n", variant.c_str(), m.reason.c_str());
+  w.write({std::move(table), std::move(variant), std::move(params), std::move(m), {}});
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::string json = moekit::bench::take_json_arg(argc, argv);
   if (moekit::cuda_device_count() == 0) {
-    std::puts("no CUDA device");
+    std::fputs("bench_dedup: no CUDA device\n", stderr);
     return 77;
   }
-  const auto props = moekit::device_props();
-  std::string mode;
-  {
-    // One throwaway timing just to fetch the harness's description of its mode.
-    Bench b(Values::kUniform, 115, 2, 2048);
-    moekit::TimingOptions opt;
-    opt.samples = 3;
-    const dd::Variant& v = *dd::find("fast");
-    mode = moekit::time_launches(
-               [&](moekit::Stream s, int copy) {
-                 dd::Buffers bf;
-                 bf.indices = b.copies[std::size_t(copy)].as<std::int32_t>();
-                 bf.out = b.out.as<std::int32_t>();
-                 moekit::cuda_check(v.launch(b.p, bf, s), "dedup launch");
-               },
-               b.n_copies, opt)
-               .mode;
-  }
-
-  fmt::print("# dedup benchmark\n\n");
-  fmt::print("Device: {} ({} SMs, sm_{}{}, L2 {} MiB), CUDA runtime {}, driver {}.\n", props.name, props.sm_count,
-             props.cc_major, props.cc_minor, props.l2_bytes >> 20, props.runtime_version, props.driver_version);
-  fmt::print("Median µs per launch over 100 samples; {} (`bench_dedup`, `moekit::time_launches`). "
-             "\"n/a\": the variant does not take that shape.\n",
-             mode);
-  fmt::print("Every timed configuration's output was first checked against the CPU reference.\n\n");
-
+  moekit::bench::Writer w("bench_dedup", "dedup", json);
   const auto vs = dd::variants();
   for (Values kind : {Values::kUniform, Values::kRealistic}) {
-    fmt::print("## bs=115, k=2048, M = 1..4 — {}\n\n", kind_name(kind));
-    fmt::print("| variant | M=1 | M=2 | M=3 | M=4 |\n|---|---:|---:|---:|---:|\n");
+    const std::string table = fmt::format("bs=115, k=2048, M = 1..4 — {}", kind_name(kind));
     std::vector<Bench> benches;
     for (int m = 1; m <= 4; ++m) benches.emplace_back(kind, 115, m, 2048);
-    for (const auto& v : vs) {
-      fmt::print("| {} |", v.info.name);
-      for (auto& b : benches) fmt::print(" {} |", b.time(v));
-      fmt::print("\n");
-      std::fflush(stdout);
-    }
-    fmt::print("\n");
+    for (const auto& v : vs)
+      for (auto& b : benches) write(w, table, std::string(v.info.name), b.params(kind), b.time(v));
   }
-
   for (Values kind : {Values::kUniform, Values::kRealistic}) {
-    fmt::print("## M=2, k=2048, bs sweep — {}\n\n", kind_name(kind));
-    fmt::print("| variant | bs=1 | bs=8 | bs=32 | bs=256 |\n|---|---:|---:|---:|---:|\n");
+    const std::string table = fmt::format("M=2, k=2048, bs sweep — {}", kind_name(kind));
     std::vector<Bench> benches;
     for (int bs : {1, 8, 32, 256}) benches.emplace_back(kind, bs, 2, 2048);
-    for (const auto& v : vs) {
-      fmt::print("| {} |", v.info.name);
-      for (auto& b : benches) fmt::print(" {} |", b.time(v));
-      fmt::print("\n");
-      std::fflush(stdout);
-    }
-    fmt::print("\n");
+    for (const auto& v : vs)
+      for (auto& b : benches) write(w, table, std::string(v.info.name), b.params(kind), b.time(v));
   }
-
-  fmt::print("## Tuning (bs=115, k=2048, M = tile/2048)\n\n");
-  fmt::print("The same kernels at other block shapes (threads x items per thread), digit widths and sort "
-             "algorithms, and the I/O floor of a one-CTA-per-row kernel (load, one block reduction, store -1).\n\n");
-  fmt::print("| tile | configuration | (a) uniform | (b) realistic |\n|---:|---|---:|---:|\n");
+  // Tuning configurations (bench/dedup/tune_dedup.cu): tile = row length built for.
   {
     std::vector<Bench> uni, real;
     for (int m : {1, 2, 4}) {
@@ -186,16 +176,15 @@ int main() {
       real.emplace_back(Values::kRealistic, 115, m, 2048);
     }
     for (const auto& c : dd::tune::configs()) {
-      const int idx = c.tile == 2048 ? 0 : c.tile == 4096 ? 1 : 2;
-      fmt::print("| {} | {} | {} | {} |\n", c.tile, c.name, uni[idx].time(c.launch, 0, c.checks),
-                 real[idx].time(c.launch, 0, c.checks));
-      std::fflush(stdout);
+      const std::size_t idx = c.tile == 2048 ? 0 : c.tile == 4096 ? 1 : 2;
+      for (auto* set : {&uni, &real}) {
+        Bench& b = (*set)[idx];
+        auto params = b.params(set == &uni ? Values::kUniform : Values::kRealistic);
+        params.emplace_back("tile", c.tile);
+        write(w, "tuning", c.name, std::move(params), b.time(c.launch, 0, c.checks));
+      }
     }
   }
-  fmt::print("\n## Reference points (from issue #3, not measured here)\n\n");
-  fmt::print("- The seed's best kernel (V3): 16 µs at bs=115, M=2, k=2048 (GPU not named).\n");
-  fmt::print("- torch sort-based implementation on our H100: 64 µs (M=1), 77 (M=2), 249 (M=3), 297 (M=4).\n");
-  fmt::print("- Target: <= 8 µs at bs=115, M=2, k=2048 on the H100. Floor: ~3.8 MB of traffic at M=2 is ~1.3 µs of "
-             "HBM time plus one launch.\n");
+  w.finish();
   return 0;
 }

@@ -36,7 +36,7 @@ template <class Problem, class Buffers>
 struct Variant {
   VariantInfo info;
   // Output order promise: true = output identical bit for bit with the CPU
-  // reference (align: slots ascend inside each expert). The CLI, GPU tests and
+  // reference (e.g. items keep their input order inside each output group). The CLI, GPU tests and
   // benches read this field, nothing else.
   bool stable_order = false;
   // Limits as text, computed from the constants and policy the kernel uses:

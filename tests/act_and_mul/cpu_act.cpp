@@ -1,5 +1,5 @@
 // CPU tests: f16/bf16 conversions (src/half.hpp), the act-and-mul reference and
-// its checker (src/ops/act_ref.cpp). The checker tests make sure it can fail.
+// its checker (src/act_and_mul/reference.cpp). The checker tests make sure it can fail.
 #include <doctest/doctest.h>
 
 #include <bit>

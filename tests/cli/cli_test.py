@@ -101,7 +101,7 @@ def unknown_variant_is_exit_2_on_cpu_too():
 
 @case()
 def parse_errors_are_one_prefixed_line():
-    for args in [["align", "-E", 8, "--tokens", 4, "--format", "yaml"], ["variants", "--format", "xml"],
+    for args in [[FAMILIES[0].COMMAND, *FAMILIES[0].SMALL_ARGS, "--format", "yaml"], ["variants", "--format", "xml"],
                  ["info", "--nope"]]:
         p = run(*args, code=2)
         lines = p.stderr.strip().splitlines()

@@ -1,0 +1,143 @@
+"""Tables of docs/bench/act-and-mul.md from bench/results/act-and-mul.jsonl (run by bench/render.py)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from render import ordered, tables, md_table, header, timing_sentence  # noqa: E402
+
+NAME = "act-and-mul"
+
+# The issue's reference points (same H100 model, graph replay), bf16 silu:
+# (tokens, d) -> (FlashInfer, torch.compile) as µs or TB/s.
+ACT_REFS = [
+    (1, 4096, ("us", 1.85), ("us", 1.32)),
+    (1, 14336, ("us", 4.33), None),
+    (16384, 4096, ("tbs", 3.07), ("tbs", 3.02)),
+    (16384, 14336, ("tbs", 2.27), None),
+    (16384, 18432, ("tbs", 2.51), None),
+]
+ACT_TARGET_TBS = 2.9  # auto, bf16 silu, >= 4096 tokens
+ACT_TARGET_ONE_US = 1.3  # auto, bf16 silu, 1 token
+ACT_TUNING_TABLE = "flat grid configurations"
+
+
+def act_cell(r):
+    if r is None:
+        return ""
+    if r.status == "n/a":
+        return "n/a"
+    if r.status == "error" or r.us is None:
+        return "error"
+    s = f"{r.us:.2f} µs"
+    if r.derived.get("gbps") is not None:
+        s += f" · {r.derived['gbps']:.0f} GB/s"
+        if r.derived.get("pct_copy") is not None:
+            s += f" ({r.derived['pct_copy']:.0f}%)"
+    if r.status == "fail":
+        s += " FAIL"
+    return s
+
+
+def act_ref_text(ref):
+    if ref is None:
+        return ""
+    kind, v = ref
+    return f"{v:.2f} µs" if kind == "us" else f"{v:.2f} TB/s"
+
+
+def act_rows(recs):
+    """(tokens, d) -> {variant: record}, in first-appearance order."""
+    rows = {}
+    for r in recs:
+        rows.setdefault((r.params.get("tokens"), r.params.get("d")), {})[r.variant] = r
+    return rows
+
+
+def act_table(title, recs):
+    variants = ordered(r.variant for r in recs)
+    body = []
+    for (t, d), cells in act_rows(recs).items():
+        ok = [c.us for c in cells.values() if c.status == "ok" and c.us is not None]
+        best = min(ok) if ok else None
+        row = [t, d]
+        for v in variants:
+            c = cells.get(v)
+            text = act_cell(c)
+            if c is not None and best is not None and c.status == "ok" and c.us == best:
+                text = f"**{text}**"
+            row.append(text)
+        picks = ordered(c.extra.get("auto_pick") for c in cells.values() if c.extra.get("auto_pick"))
+        row.append(picks[0] if picks else "")
+        body.append(row)
+    return ["", f"### {title}", "", md_table(["tokens", "d"] + variants + ["auto →"],
+                                            ["---:", "---:"] + ["---"] * (len(variants) + 1), body)]
+
+
+def render(records):
+    out = header("act-and-mul", records, "bench/act_and_mul/bench_act.cpp")
+    copy = ordered(r.derived.get("copy_gbps") for r in records if r.derived.get("copy_gbps"))
+    main = [r for r in records if r.table != ACT_TUNING_TABLE]
+    tune = [r for r in records if r.table == ACT_TUNING_TABLE]
+    if copy:
+        out.append(f"- Measured device copy bandwidth (cudaMemcpy D2D 512 MiB, read + write): **{copy[0]:.0f} GB/s**")
+    out.append(
+        "- Cells: " + timing_sentence(records).replace("Median", "median") +
+        ". GB/s = (input read once + "
+        "output written once) / time, and % of the copy bandwidth. Inputs below 2x L2 rotate through copies "
+        "so the rotation exceeds L2. Bold: fastest. `auto →`: what `auto` picks. FAIL: output differs from "
+        "the CPU reference on sampled rows.")
+    out.append("- Variants: " + " ".join(f"`{v}`" for v in ordered(r.variant for r in main)) +
+               " (see docs/act-and-mul.md).")
+
+    # bf16 silu cells by (tokens, d), for the reference points and targets.
+    bf16 = {}
+    for r in main:
+        p = r.params
+        if p.get("dtype") == "bf16" and p.get("act") == "silu":
+            bf16.setdefault((p.get("tokens"), p.get("d")), {})[r.variant] = r
+
+    def auto_of(t, d):
+        cells = bf16.get((t, d), {})
+        for c in cells.values():
+            pick = c.extra.get("auto_pick")
+            if pick:
+                return cells.get(pick)
+        return None
+
+    out += ["", "## Targets and reference points (bf16, silu)", ""]
+    body = []
+    for t, d, fi, tc in ACT_REFS:
+        a = auto_of(t, d)
+        s = bf16.get((t, d), {}).get("vectorized")
+        ratio = ""
+        if a is not None and a.measured:
+            if fi[0] == "us":
+                ratio = f"{fi[1] / a.us:.2f}x faster"
+            elif a.derived.get("gbps") is not None:
+                ratio = f"{a.derived['gbps'] / 1000.0 / fi[1]:.2f}x bandwidth"
+        body.append([f"{t} x {d}", act_ref_text(fi), act_ref_text(tc), act_cell(s), act_cell(a), ratio])
+    out.append(md_table(["shape (tokens x d)", "FlashInfer", "torch.compile", "vectorized (seed)", "auto",
+                         "auto vs FlashInfer"], ["---"] * 6, body))
+    out += ["", "FlashInfer and torch.compile numbers are the issue's (same H100 model, graph replay), not "
+            "re-measured here.", "", "Targets (auto, bf16 silu):", ""]
+    for d in ordered(d for (_, d) in bf16):
+        big = [auto_of(t, d) for t in (4096, 16384)]
+        big = [a.derived["gbps"] / 1000.0 for a in big if a is not None and a.measured and a.derived.get("gbps")]
+        one = auto_of(1, d)
+        if not big or one is None or not one.measured:
+            continue
+        worst = min(big)
+        out.append(f"- d = {d}: >= 4096 tokens at least {worst:.2f} TB/s (target {ACT_TARGET_TBS}: "
+                   f"{'met' if worst >= ACT_TARGET_TBS else 'missed'}); 1 token {one.us:.2f} µs (target "
+                   f"{ACT_TARGET_ONE_US}: {'met' if one.us <= ACT_TARGET_ONE_US else 'missed'})")
+
+    out += ["", "## Every variant"]
+    for title, recs in tables(main):
+        out += act_table(title, recs)
+    if tune:
+        out += ["", "## Tuning candidates of the flat grid (bf16, silu; not variants)", "",
+                "`nN-uU-bB-pP`: N elements per vector, U vectors per thread, B threads per block, grid capped at "
+                "P blocks per SM with grid-stride (0: one block per chunk). `flat` is n8-u1-b256-p0, `spread` "
+                "n2-u1-b128-p0."]
+        out += act_table(ACT_TUNING_TABLE, tune)
+    return "\n".join(out) + "\n"
