@@ -13,6 +13,7 @@
 #include "act_and_mul/activation.cuh"
 #include "act_and_mul/tuning.hpp"
 #include "common/cuda_check.cuh"
+#include "primitives/launch.cuh"
 
 namespace moekit::act {
 namespace {
@@ -51,22 +52,8 @@ bool rows_aligned(const Problem& p, const Buffers& b, std::int64_t n_elems, std:
 bool empty(const Problem& p) { return p.tokens <= 0 || p.d <= 0; }
 
 template <class Kernel, class... Args>
-cudaError_t launch_pdl(Kernel kernel, unsigned grid, unsigned block, Stream s, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, args...);
-}
-
-template <class Kernel, class... Args>
 cudaError_t launch_plain(bool pdl, Kernel kernel, unsigned grid, unsigned block, Stream s, Args... args) {
-  if (pdl) return launch_pdl(kernel, grid, block, s, args...);
+  if (pdl) return prim::launch_ex(kernel, dim3(grid), dim3(block), 0, s, prim::LaunchAttrs{true, false}, args...);
   kernel<<<grid, block, 0, s>>>(args...);
   return cudaGetLastError();
 }

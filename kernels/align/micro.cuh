@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
           ++below;
         }
     }
-    s_row[lane] = e >= 0 ? first + __popc(peers & lanemask_lt()) : -1;
+    s_row[lane] = e >= 0 ? first + __popc(peers & lanemask_lt(threadIdx.x & (kWarp - 1))) : -1;
     if (leader) {
       s_first[below] = first;
       s_expert[below] = e;

@@ -146,7 +146,7 @@ struct Baseline {
                                 s>>>(a);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = allow_smem(baseline_count_kernel<IdT>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = opt_in_smem(baseline_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     baseline_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -178,7 +178,7 @@ struct Vecpad {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = allow_smem(vecpad_count_kernel<IdT>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = opt_in_smem(vecpad_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     vecpad_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -192,7 +192,7 @@ struct Blelloch {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = blelloch_smem(p);
-    if (const cudaError_t e = allow_smem(blelloch_count_kernel<IdT>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = opt_in_smem(blelloch_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     blelloch_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor, next_pow2(p.num_experts));
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -209,7 +209,7 @@ struct Warpscan {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = allow_smem(warpscan_count_kernel<IdT, false>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = opt_in_smem(warpscan_count_kernel<IdT, false>, smem); e != cudaSuccess) return e;
     warpscan_count_kernel<IdT, false><<<1, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -228,7 +228,7 @@ struct FillOverlap {
     }
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = allow_smem(warpscan_count_kernel<IdT, true>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = opt_in_smem(warpscan_count_kernel<IdT, true>, smem); e != cudaSuccess) return e;
     warpscan_count_kernel<IdT, true><<<2, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);

@@ -57,19 +57,6 @@ __device__ __forceinline__ TinyDivB tiny_divb(int b) {
   return TinyDivB{b, (b & (b - 1)) == 0 ? __ffs(b) - 1 : -1};
 }
 
-// Inclusive scan over the first kWidth lanes (a power of two <= 32): only
-// log2(kWidth) shuffle steps, e.g. 3 for the 8 warp sums of 256 threads.
-template <int kWidth>
-__device__ __forceinline__ int tiny_lane_scan(int v) {
-  const int lane = threadIdx.x & (kWarp - 1);
-#pragma unroll
-  for (int d = 1; d < kWidth; d <<= 1) {
-    const int n = __shfl_up_sync(kFullMask, v, d);
-    if (lane >= d) v += n;
-  }
-  return v;
-}
-
 __device__ __forceinline__ int tiny_pack(int e, int* cnt) {
   return e >= 0 ? e | (atomicAdd(cnt + e, 1) << kTinyExpertBits) : -1;
 }
@@ -183,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
   int excl, total;  // lane k < kWarps: the start of warp k's experts
   {
     const int x = lane < kWarps ? warp_sums[lane] : 0;
-    const int xi = tiny_lane_scan<kWarps>(x);
+    const int xi = warp_inclusive_scan<kWarps>(x);
     excl = xi - x;
     total = __shfl_sync(kFullMask, xi, kWarps - 1);
   }
@@ -325,7 +312,7 @@ inline const char* tiny_not_applicable(const Problem& p, const DeviceCaps& caps 
 template <class IdT, int kThreads, bool kWide>
 inline cudaError_t launch_tiny_as(const Args& a, const TinyPlan& pl, std::size_t smem,
                                   cudaStream_t s) {
-  if (const cudaError_t e = allow_smem(tiny_kernel<IdT, kThreads, kWide>, smem); e != cudaSuccess)
+  if (const cudaError_t e = opt_in_smem(tiny_kernel<IdT, kThreads, kWide>, smem); e != cudaSuccess)
     return e;
   tiny_kernel<IdT, kThreads, kWide><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
   return cudaGetLastError();

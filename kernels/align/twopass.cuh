@@ -23,22 +23,15 @@
 #include "align/common.cuh"
 #include "align/host_util.cuh"
 #include "align/warp_rows.cuh"
+#include "primitives/launch.cuh"
+#include "primitives/pdl.cuh"
 
 namespace moekit::align::detail {
 
 constexpr std::size_t kTwoPassRowBudget = 96 * 1024;  // bytes of per-warp rows
 constexpr std::int64_t kTwoPassTableInts = 32768;     // cap on G x E read by each block
 
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait_primary() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+using prim::pdl_launch_dependents;
 
 // Dynamic shared memory: rows x E (+ for `place`: 2E + 1).
 template <class IdT, bool kPlace>
@@ -83,7 +76,7 @@ __global__ void __launch_bounds__(1024)
     }
     return;
   } else {
-    pdl_wait_primary();  // `count` has finished and its H is visible
+    prim::pdl_wait();  // `count` has finished and its H is visible
     const int GE = G * E;
     for (int i = t; i < GE; i += nt) {
       const int k = i / E, e = i - k * E;
@@ -178,24 +171,15 @@ inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStr
                                   const TwoPassPlan& pl) {
   const Args a = make_args(p, bufs);
   int* H = static_cast<int*>(bufs.workspace);
-  if (const cudaError_t e = allow_smem(twopass_kernel<IdT, false>, pl.smem_count); e != cudaSuccess)
+  if (const cudaError_t e = opt_in_smem(twopass_kernel<IdT, false>, pl.smem_count); e != cudaSuccess)
     return e;
-  if (const cudaError_t e = allow_smem(twopass_kernel<IdT, true>, pl.smem_place); e != cudaSuccess)
+  if (const cudaError_t e = opt_in_smem(twopass_kernel<IdT, true>, pl.smem_place); e != cudaSuccess)
     return e;
   twopass_kernel<IdT, false><<<pl.grid, pl.threads, pl.smem_count, s>>>(a, H, pl.rows, pl.tile,
                                                                        pl.subtile);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(pl.grid);
-  cfg.blockDim = dim3(pl.threads);
-  cfg.dynamicSmemBytes = pl.smem_place;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, twopass_kernel<IdT, true>, a, H, pl.rows, pl.tile, pl.subtile);
+  return prim::launch_ex(twopass_kernel<IdT, true>, dim3(pl.grid), dim3(pl.threads), pl.smem_place, s,
+                         prim::LaunchAttrs{true, false}, a, H, pl.rows, pl.tile, pl.subtile);
 }
 
 template <class IdT>
