@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "align/policy.hpp"
 #include "common/device.hpp"
 #include "primitives/launch.cuh"
 #include "primitives/smem.cuh"

@@ -318,16 +318,17 @@ const char* twopass_na(const Problem& p, const DeviceCaps& caps) {
 // 16384 tokens: 59.6 vs 102.8 µs).
 enum class StablePath { kMicro, kOneshot, kPersistent, kTwoPass };
 
-bool oneshot_preferred(const Problem& p) { return p.numel <= 8192; }
-bool huge_experts(const Problem& p) { return p.num_experts >= 4096; }
+bool oneshot_preferred(const Problem& p, const Policy& pol) { return p.numel <= pol.oneshot_max_slots; }
+bool huge_experts(const Problem& p, const Policy& pol) { return p.num_experts >= pol.huge_experts; }
 
 StablePath stable_path(const Problem& p, const DeviceCaps& caps) {
   const bool one_ok = oneshot_not_applicable(p, caps) == nullptr;
   const bool two_ok = twopass_not_applicable(p, caps) == nullptr;
   const bool per_ok = persistent_not_applicable(p, caps) == nullptr;
+  const Policy& pol = policy_for(caps);
   if (micro_not_applicable(p, caps) == nullptr) return StablePath::kMicro;
-  if (one_ok && (oneshot_preferred(p) || huge_experts(p))) return StablePath::kOneshot;
-  if (per_ok && huge_experts(p)) return StablePath::kPersistent;
+  if (one_ok && (oneshot_preferred(p, pol) || huge_experts(p, pol))) return StablePath::kOneshot;
+  if (per_ok && huge_experts(p, pol)) return StablePath::kPersistent;
   if (two_ok) return StablePath::kTwoPass;
   if (per_ok) return StablePath::kPersistent;
   return StablePath::kOneshot;  // applicable or nothing is
@@ -433,18 +434,24 @@ const std::array<Variant, 14> kVariants = {{
 //  - where onepass does not apply (more slots than a wave of blocks holds),
 //    the stable rule: oneshot while preferred, twopass, persistent where
 //    twopass does not apply (or first when E >= 4096);
-// warpscan is the last resort (E <= 16384 always fits it).
-std::int64_t tiny_max_slots(int E) { return E <= 16 ? 4096 : E >= 1024 ? 16384 : 8192; }
-
+// warpscan is the last resort (E <= 16384 always fits it). Thresholds: the
+// device's row of align/policy.hpp.
 const std::array<AutoRow<Problem>, 10> kAutoRows = {{
     {"micro", "", nullptr},
-    {"tiny", "numel <= 4096 (E <= 16), 8192, 16384 (E >= 1024)",
-     [](const Problem& p, const DeviceCaps&) { return p.numel <= tiny_max_slots(p.num_experts); }},
+    {"tiny",
+     "numel <= policy.tiny_max_slots (policy.tiny_max_slots_few_experts when E <= 16, "
+     "policy.tiny_max_slots_many_experts when E >= 1024)",
+     [](const Problem& p, const DeviceCaps& caps) {
+       return p.numel <= tiny_max_slots(policy_for(caps), p.num_experts);
+     }},
     {"onepass", "", nullptr},
-    {"oneshot", "numel <= 8192 or E >= 4096",
-     [](const Problem& p, const DeviceCaps&) { return oneshot_preferred(p) || huge_experts(p); }},
-    {"persistent", "E >= 4096",
-     [](const Problem& p, const DeviceCaps&) { return huge_experts(p); }},
+    {"oneshot", "numel <= policy.oneshot_max_slots or E >= policy.huge_experts",
+     [](const Problem& p, const DeviceCaps& caps) {
+       const Policy& pol = policy_for(caps);
+       return oneshot_preferred(p, pol) || huge_experts(p, pol);
+     }},
+    {"persistent", "E >= policy.huge_experts",
+     [](const Problem& p, const DeviceCaps& caps) { return huge_experts(p, policy_for(caps)); }},
     {"twopass", "", nullptr},
     {"persistent", "", nullptr},
     {"oneshot", "", nullptr},

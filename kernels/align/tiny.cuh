@@ -292,12 +292,15 @@ inline TinyPlan tiny_plan_with(const Problem& p, int want_grid, int threads) {
 // 4096, 1024 beyond (every block ranks all slots: more threads, more atomics
 // in flight), and never fewer than one thread per 16 rows of a chunk.
 inline TinyPlan tiny_plan(const Problem& p, const DeviceCaps& caps = device_caps()) {
-  const int sms = std::max(caps.sm_count, 1);
+  const Policy& pol = policy_for(caps);
+  const std::int64_t most = std::int64_t{pol.tiny_blocks_per_sm} * std::max(caps.sm_count, 1);
   const std::int64_t g = std::clamp<std::int64_t>(
-      ceil_div<std::int64_t>(p.max_num_tokens_padded, 1024), 1, sms);
-  int threads = p.numel <= 1024 ? 256 : p.numel <= 4096 ? 512 : 1024;
+      ceil_div<std::int64_t>(p.max_num_tokens_padded, pol.tiny_rows_per_block), 1, most);
+  int threads = p.numel <= pol.tiny_256_threads_max_slots   ? 256
+                : p.numel <= pol.tiny_512_threads_max_slots ? 512
+                                                            : 1024;
   const std::int64_t chunk = ceil_div<std::int64_t>(std::max<std::int64_t>(p.max_num_tokens_padded, 1), g);
-  while (threads < 1024 && chunk > 16 * threads) threads *= 2;
+  while (threads < 1024 && chunk > std::int64_t{pol.tiny_rows_per_thread} * threads) threads *= 2;
   return tiny_plan_with(p, static_cast<int>(g), threads);
 }
 

@@ -128,7 +128,9 @@ inline int twopass_rows(int num_experts) {
 // 0-4.6 µs slower (E = 8, 16384 tokens: 9.41 -> 6.73 µs).
 // want_grid / want_rows (> 0) override the fit, for the sweep itself.
 template <class IdT>
-inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_rows = 0) {
+inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_rows = 0,
+                               const DeviceCaps& caps = device_caps()) {
+  const Policy& pol = policy_for(caps);
   TwoPassPlan pl;
   const int E = p.num_experts;
   pl.rows = twopass_rows(E);
@@ -140,7 +142,8 @@ inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_ro
   pl.smem_count = sizeof(int) * static_cast<std::size_t>(pl.rows) * E;
   pl.smem_place = pl.smem_count + sizeof(int) * (2 * static_cast<std::size_t>(E) + 1);
   const std::int64_t gmax =
-      std::min<std::int64_t>(E <= 64 ? 128 : 64, std::max<std::int64_t>(1, kTwoPassTableInts / E));
+      std::min<std::int64_t>(E <= 64 ? pol.twopass_max_grid_few_experts : pol.twopass_max_grid,
+                             std::max<std::int64_t>(1, kTwoPassTableInts / E));
   const int per_lane = E >= 256 && p.numel <= 32768 ? 2 : 4;
   const std::int64_t want =
       std::max(ceil_div<std::int64_t>(p.numel, pl.rows * kWarp * per_lane),
@@ -153,8 +156,8 @@ inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_ro
 }
 
 template <class IdT>
-inline std::size_t twopass_workspace(const Problem& p, const DeviceCaps& = device_caps()) {
-  const TwoPassPlan pl = twopass_plan<IdT>(p);
+inline std::size_t twopass_workspace(const Problem& p, const DeviceCaps& caps = device_caps()) {
+  const TwoPassPlan pl = twopass_plan<IdT>(p, 0, 0, caps);
   return sizeof(int) * static_cast<std::size_t>(pl.grid) * p.num_experts;
 }
 
@@ -162,7 +165,7 @@ inline const char* twopass_not_applicable(const Problem& p, const DeviceCaps& ca
   const int rows = twopass_rows(p.num_experts);
   if (rows < 1 ||
       !fits_smem(caps, sizeof(int) * (static_cast<std::size_t>(rows + 2) * p.num_experts + 1)))
-    return "needs 12*E+4 bytes of shared memory per block (E <= 19370 on H100)";
+    return "needs 12*E+4 bytes of shared memory per block (`moekit variants align`: E limit here)";
   return nullptr;
 }
 
