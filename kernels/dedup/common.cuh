@@ -50,7 +50,7 @@ __device__ __forceinline__ void load_vectorized(const std::int32_t* row, int n, 
     for (int v = 0; v < IPT / 4; ++v) {
       const int i4 = v * THREADS + static_cast<int>(threadIdx.x);
       int4 x = make_int4(-1, -1, -1, -1);
-      if (i4 < n4) x = prim::load16_ldg(row + 4 * i4);
+      if (i4 < n4) x = prim::load16_ldg(row, i4);
       keys[4 * v + 0] = static_cast<std::uint32_t>(x.x);
       keys[4 * v + 1] = static_cast<std::uint32_t>(x.y);
       keys[4 * v + 2] = static_cast<std::uint32_t>(x.z);

@@ -32,6 +32,15 @@ __device__ __forceinline__ Vec16<T> load16_ldg(const T* p) {
   return __ldg(reinterpret_cast<const Vec16<T>*>(p));
 }
 
+//! The i-th 16-byte vector of `base` (16-byte aligned), read-only load: for
+//! loops that step in whole vectors.
+//! @tparam T a 4- or 8-byte integer type.
+template <class T>
+__device__ __forceinline__ Vec16<T> load16_ldg(const T* base, int i) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "4- or 8-byte elements");
+  return __ldg(reinterpret_cast<const Vec16<T>*>(base) + i);
+}
+
 //! One 16-byte store of four int32 at p (16-byte aligned).
 __device__ __forceinline__ void store16(std::int32_t* p, int4 v) { *reinterpret_cast<int4*>(p) = v; }
 
