@@ -539,7 +539,7 @@ template <int kThreads, class Probe>
 void launch_tiny_narrow(const Setup& su, int copy, cudaStream_t s, const ad::TinyPlan& pl) {
   const ad::Args a = ad::make_args(su.p, su.buffers(copy));
   const std::size_t smem = ad::tiny_smem(su.p.numel, su.p.num_experts);
-  ad::allow_smem(ad::tiny_kernel<std::int32_t, kThreads, false, Probe>, smem);
+  ad::opt_in_smem(ad::tiny_kernel<std::int32_t, kThreads, false, Probe>, smem);
   ad::tiny_kernel<std::int32_t, kThreads, false, Probe><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
 }
 

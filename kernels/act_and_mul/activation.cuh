@@ -10,6 +10,7 @@
 #include "act_and_mul/act_math.cuh"
 #include "act_and_mul/fast_div.hpp"
 #include "act_and_mul/vec_dtypes.cuh"
+#include "primitives/pdl.cuh"
 
 namespace moekit::act::detail {
 
@@ -49,17 +50,13 @@ enum PdlMode : int { kPdlNone = 0, kPdlEarly = 1, kPdlLate = 2 };
 
 template <int kPdl>
 __device__ __forceinline__ void pdl_begin() {
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  if constexpr (kPdl != kPdlNone) asm volatile("griddepcontrol.wait;" ::: "memory");
-  if constexpr (kPdl == kPdlEarly) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  if constexpr (kPdl != kPdlNone) prim::pdl_wait();
+  if constexpr (kPdl == kPdlEarly) prim::pdl_launch_dependents();
 }
 
 template <int kPdl>
 __device__ __forceinline__ void pdl_end() {
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  if constexpr (kPdl == kPdlLate) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  if constexpr (kPdl == kPdlLate) prim::pdl_launch_dependents();
 }
 
 // ---- scalar: one element per thread per grid-stride step --------------------

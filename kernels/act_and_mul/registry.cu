@@ -11,8 +11,10 @@
 
 #include "act_and_mul/act_and_mul.hpp"
 #include "act_and_mul/activation.cuh"
+#include "act_and_mul/policy.hpp"
 #include "act_and_mul/tuning.hpp"
 #include "common/cuda_check.cuh"
+#include "primitives/launch.cuh"
 
 namespace moekit::act {
 namespace {
@@ -51,22 +53,8 @@ bool rows_aligned(const Problem& p, const Buffers& b, std::int64_t n_elems, std:
 bool empty(const Problem& p) { return p.tokens <= 0 || p.d <= 0; }
 
 template <class Kernel, class... Args>
-cudaError_t launch_pdl(Kernel kernel, unsigned grid, unsigned block, Stream s, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, args...);
-}
-
-template <class Kernel, class... Args>
 cudaError_t launch_plain(bool pdl, Kernel kernel, unsigned grid, unsigned block, Stream s, Args... args) {
-  if (pdl) return launch_pdl(kernel, grid, block, s, args...);
+  if (pdl) return prim::launch_ex(kernel, dim3(grid), dim3(block), 0, s, prim::LaunchAttrs{true, false}, args...);
   kernel<<<grid, block, 0, s>>>(args...);
   return cudaGetLastError();
 }
@@ -159,10 +147,10 @@ LaunchStatus launch_flat_pdl(const Problem& p, const Buffers& b, Stream s) {
 // many short threads so that a single row covers the chip and each thread's
 // math chain is short.
 LaunchStatus launch_spread(const Problem& p, const Buffers& b, Stream s) {
-  return launch_flat_grid<2, 1, 128, detail::kPdlNone, 0>(p, b, s);
+  return launch_flat_grid<kSpreadElemsPerThread, 1, kSpreadThreads, detail::kPdlNone, 0>(p, b, s);
 }
 LaunchStatus launch_spread_pdl(const Problem& p, const Buffers& b, Stream s) {
-  return launch_flat_grid<2, 1, 128, detail::kPdlEarly, 0>(p, b, s);
+  return launch_flat_grid<kSpreadElemsPerThread, 1, kSpreadThreads, detail::kPdlEarly, 0>(p, b, s);
 }
 
 // Tuning candidates (bench only): other shapes of the flat grid, bf16 silu
@@ -224,12 +212,8 @@ const std::array<Variant, 9> kTuning{{
 }};
 #undef MOEKIT_TUNE
 
-// Output elements up to which the problem is latency-bound: one wave of spread
-// blocks on a 132-SM H100 (2 elements x 128 threads x 16 blocks x 132 SMs is
-// 540k). Measured crossover: docs/bench/act-and-mul.md.
-constexpr std::int64_t kSmallMaxOutputs = std::int64_t{1} << 19;
-
-bool small(const Problem& p, const DeviceCaps&) { return p.tokens * p.d <= kSmallMaxOutputs; }
+// Latency-bound up to one wave of spread blocks (act_and_mul/policy.hpp).
+bool small(const Problem& p, const DeviceCaps& caps) { return p.tokens * p.d <= small_max_outputs(caps); }
 bool small_pdl(const Problem& p, const DeviceCaps& caps) { return caps.pdl && small(p, caps); }
 bool has_pdl(const Problem&, const DeviceCaps& caps) { return caps.pdl; }
 
@@ -237,8 +221,11 @@ bool has_pdl(const Problem&, const DeviceCaps& caps) { return caps.pdl; }
 // H100 and up to 9% faster at 128-1024 tokens (its launch overlaps the
 // previous grid's tail); without PDL hardware it is flat.
 const std::array<AutoRow<Problem>, 4> kAutoRows = {{
-    {"spread-pdl", "tokens*d <= 2^19 outputs (latency-bound, one wave) and PDL (sm_90+)", small_pdl},
-    {"spread", "tokens*d <= 2^19 outputs", small},
+    {"spread-pdl",
+     "tokens*d <= one wave of spread outputs (2 x 128 x policy.spread_blocks_per_sm x SMs, down to a "
+     "power of two: latency-bound) and PDL (sm_90+)",
+     small_pdl},
+    {"spread", "tokens*d <= one wave of spread outputs", small},
     {"flat-pdl", "PDL (sm_90+; bandwidth-bound)", has_pdl},
     {"flat", "", nullptr},
 }};

@@ -1,6 +1,6 @@
 // Device-side building blocks shared by the align variants: the kernel
-// argument pack, id -> local expert conversion, 16-byte id loads, 16-byte
-// padding fills, warp/block scans and the expert_ids writer.
+// argument pack, id -> local expert conversion, 16-byte id loads and the
+// expert_ids writer; scans, fills and lane masks come from kernels/primitives.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,11 +10,27 @@
 
 #include "align/align.hpp"
 #include "common/cuda_check.cuh"
+#include "primitives/block_scan.cuh"
+#include "primitives/fill.cuh"
+#include "primitives/lane_mask.cuh"
+#include "primitives/vec_io.cuh"
+#include "primitives/warp_peers.cuh"
+#include "primitives/warp_scan.cuh"
 
 namespace moekit::align::detail {
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarp = prim::kWarpThreads;
+constexpr unsigned kFullMask = prim::kFullWarpMask;
+
+using prim::block_exclusive_scan;
+using prim::fill_range;
+using prim::fill_range_scalar;
+using prim::lanemask_lt;
+using prim::warp_inclusive_scan;
+using prim::warp_peers;
+
+// Bits that tell experts 0..E-1 apart (for warp_peers).
+__device__ __forceinline__ int expert_bits(int num_experts) { return prim::key_bits(num_experts); }
 
 // Everything a kernel needs, by value. Sizes fit int32 (make_problem checks the
 // block-rounded range), so in-kernel positions are int32; loop counters that
@@ -69,11 +85,9 @@ __device__ __forceinline__ int expert_at(const Args& a, std::int64_t i) {
 
 // Ids per 16-byte load.
 template <class IdT>
-constexpr int kVec = 16 / static_cast<int>(sizeof(IdT));
+constexpr int kVec = prim::kVec16<IdT>;
 
-__device__ __forceinline__ bool ids_aligned16(const Args& a) {
-  return (reinterpret_cast<std::uintptr_t>(a.ids) & 15) == 0;
-}
+__device__ __forceinline__ bool ids_aligned16(const Args& a) { return prim::is_aligned16(a.ids); }
 
 // Local experts of slots first .. first+kVec-1 (first is a multiple of kVec);
 // -1 past numel. One 16-byte load when the pointer is aligned and the whole
@@ -84,13 +98,13 @@ __device__ __forceinline__ void load_experts(const Args& a, std::int64_t first, 
   const IdT* ids = static_cast<const IdT*>(a.ids);
   if (aligned && first + kVec<IdT> <= a.numel) {
     if constexpr (sizeof(IdT) == 4) {
-      const int4 v = __ldg(reinterpret_cast<const int4*>(ids + first));
+      const int4 v = prim::load16_ldg(ids + first);
       e[0] = expert_of<IdT>(v.x, a);
       e[1] = expert_of<IdT>(v.y, a);
       e[2] = expert_of<IdT>(v.z, a);
       e[3] = expert_of<IdT>(v.w, a);
     } else {
-      const longlong2 v = __ldg(reinterpret_cast<const longlong2*>(ids + first));
+      const longlong2 v = prim::load16_ldg(ids + first);
       e[0] = expert_of<IdT>(static_cast<IdT>(v.x), a);
       e[1] = expert_of<IdT>(static_cast<IdT>(v.y), a);
     }
@@ -101,110 +115,8 @@ __device__ __forceinline__ void load_experts(const Args& a, std::int64_t first, 
   }
 }
 
-// dst[lo, hi) = v by threads t of nt, 16-byte stores in the aligned middle.
-// Every row index fits int32 (make_problem), so the math is 32-bit, and the
-// unaligned head and tail share one rolled loop: this is inlined at many call
-// sites of short kernels, where code size costs instruction fetches.
-__device__ __forceinline__ void fill_range(std::int32_t* dst, std::int64_t lo64, std::int64_t hi64,
-                                           std::int32_t v, std::int64_t t64, std::int64_t nt64) {
-  const int lo = static_cast<int>(lo64), hi = static_cast<int>(hi64);
-  const int t = static_cast<int>(t64), nt = static_cast<int>(nt64);
-  if (lo >= hi) return;
-  const int mis = static_cast<int>((reinterpret_cast<std::uintptr_t>(dst + lo) & 15) / 4);
-  const int head = min(hi - lo, (4 - mis) & 3);
-  const int mid = lo + head;
-  const int nvec = (hi - mid) >> 2;
-  const int tail = mid + 4 * nvec;
-  const int nscalar = head + (hi - tail);
-#pragma unroll 1
-  for (int k = t; k < nscalar; k += nt) dst[k < head ? lo + k : tail + (k - head)] = v;
-  int4* q = reinterpret_cast<int4*>(dst + mid);
-  const int4 vv = make_int4(v, v, v, v);
-#pragma unroll 1
-  for (int i = t; i < nvec; i += nt) q[i] = vv;
-}
-
-// Plain element-by-element fill, for the variants that predate vector padding.
-__device__ __forceinline__ void fill_range_scalar(std::int32_t* dst, std::int64_t lo,
-                                                  std::int64_t hi, std::int32_t v, std::int64_t t,
-                                                  std::int64_t nt) {
-  for (std::int64_t i = lo + t; i < hi; i += nt) dst[i] = v;
-}
-
 __device__ __forceinline__ int padded(int count, int block_size) {
   return (count + block_size - 1) / block_size * block_size;
-}
-
-__device__ __forceinline__ int warp_inclusive_scan(int v) {
-  const int lane = threadIdx.x & (kWarp - 1);
-#pragma unroll
-  for (int d = 1; d < kWarp; d <<= 1) {
-    const int n = __shfl_up_sync(kFullMask, v, d);
-    if (lane >= d) v += n;
-  }
-  return v;
-}
-
-__device__ __forceinline__ unsigned lanemask_lt() {
-  return (1u << (threadIdx.x & (kWarp - 1))) - 1u;
-}
-
-// Bits that tell experts 0..E-1 apart.
-__device__ __forceinline__ int expert_bits(int num_experts) {
-  return num_experts > 1 ? 32 - __clz(num_experts - 1) : 0;
-}
-
-// Lanes of the warp holding the same expert as this lane, by one ballot per
-// expert bit (plus one for validity). __match_any_sync gives the same mask but
-// its cost grows with the number of distinct values in the warp; this costs
-// log2(E)+1 votes whatever the data. Every lane of the warp must call it.
-__device__ __forceinline__ unsigned warp_peers(int e, int nbits) {
-  const unsigned valid = __ballot_sync(kFullMask, e >= 0);
-  unsigned peers = e >= 0 ? valid : ~valid;
-  for (int bit = 0; bit < nbits; ++bit) {
-    const bool set = (e >> bit) & 1;
-    const unsigned m = __ballot_sync(kFullMask, set);
-    peers &= set ? m : ~m;
-  }
-  return peers;
-}
-
-// In-place exclusive scan of data[0, n) by the whole block; data[n] = total,
-// which is also returned. Each thread owns a contiguous chunk, so n may exceed
-// blockDim (E up to 16384); the chunk sums go through a two-level warp scan
-// (3 barriers whatever n is). blockDim must be a multiple of 32.
-// warp_sums: 33 ints of shared memory.
-__device__ __forceinline__ int block_exclusive_scan(int* data, int n, int* warp_sums) {
-  const int t = threadIdx.x;
-  const int nt = blockDim.x;
-  const int lane = t & (kWarp - 1);
-  const int w = t / kWarp;
-  const int nw = nt / kWarp;
-  const int per = (n + nt - 1) / nt;
-  const int lo = min(t * per, n);
-  const int hi = min(lo + per, n);
-  int s = 0;
-  for (int i = lo; i < hi; ++i) s += data[i];
-  const int incl = warp_inclusive_scan(s);
-  if (lane == kWarp - 1) warp_sums[w] = incl;
-  __syncthreads();
-  if (w == 0) {
-    const int v = lane < nw ? warp_sums[lane] : 0;
-    const int inc = warp_inclusive_scan(v);
-    warp_sums[lane] = inc - v;
-    if (lane == kWarp - 1) warp_sums[kWarp] = inc;
-  }
-  __syncthreads();
-  int run = warp_sums[w] + incl - s;
-  for (int i = lo; i < hi; ++i) {
-    const int x = data[i];
-    data[i] = run;
-    run += x;
-  }
-  const int total = warp_sums[kWarp];
-  if (t == 0) data[n] = total;
-  __syncthreads();
-  return total;
 }
 
 // Owner of row `pos` < total: the last expert e with cs[e] <= pos (empty

@@ -30,7 +30,6 @@ namespace moekit::align::detail {
 
 constexpr int kMicroMaxNumel = kWarp;  // one slot per lane of one warp
 constexpr int kMicroThreads = 256;
-constexpr int kMicroChunk = 1024;  // rows per block (one 16-byte store per thread)
 
 template <class IdT, int kThreads = kMicroThreads>
 __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
@@ -72,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
           ++below;
         }
     }
-    s_row[lane] = e >= 0 ? first + __popc(peers & lanemask_lt()) : -1;
+    s_row[lane] = e >= 0 ? first + __popc(peers & lanemask_lt(threadIdx.x & (kWarp - 1))) : -1;
     if (leader) {
       s_first[below] = first;
       s_expert[below] = e;
@@ -119,12 +118,14 @@ inline const char* micro_not_applicable(const Problem& p, const DeviceCaps& = de
   return nullptr;
 }
 
-// Rows per block: kMicroChunk, or more when that would need more than two
-// blocks per SM (E in the thousands: megabytes of padding).
+// Rows per block: the policy's micro_rows_per_block, or more when that would
+// need more than micro_blocks_per_sm blocks per SM (E in the thousands:
+// megabytes of padding).
 inline int micro_chunk(const Problem& p, const DeviceCaps& caps = device_caps()) {
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
-  const std::int64_t most = 2LL * std::max(caps.sm_count, 1);
-  std::int64_t chunk = kMicroChunk;
+  const Policy& pol = policy_for(caps);
+  const std::int64_t most = std::int64_t{pol.micro_blocks_per_sm} * std::max(caps.sm_count, 1);
+  std::int64_t chunk = pol.micro_rows_per_block;
   if (ceil_div<std::int64_t>(rows, chunk) > most)
     chunk = ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, most), 4) * 4;
   return static_cast<int>(chunk);

@@ -216,7 +216,8 @@ inline OnePassPlan onepass_plan(const Problem& p, int want_threads = 0, int want
   pl.smem = onepass_smem(E);
   if (pl.smem > caps.smem_optin) return pl;
   const std::int64_t n = std::max<std::int64_t>(p.numel, 1);
-  const std::int64_t sms = caps.sm_count;
+  const Policy& pol = policy_for(caps);
+  const std::int64_t sms = std::int64_t{pol.onepass_blocks_per_sm} * caps.sm_count;
   const int t0 = E >= 4096 ? 1024 : E >= 1024 || (E >= 256 && p.numel > 65536) ? 512 : 256;
   constexpr int V = kVec<IdT>;
   for (int loads : {1, 2, 4}) {
@@ -227,7 +228,8 @@ inline OnePassPlan onepass_plan(const Problem& p, int want_threads = 0, int want
           ceil_div<std::int64_t>(n, static_cast<std::int64_t>(threads) * loads * V);
       if (need > sms) continue;
       const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
-      const std::int64_t pad = std::min(ceil_div<std::int64_t>(rows, threads * 8LL), sms);
+      const std::int64_t pad =
+          std::min(ceil_div<std::int64_t>(rows, std::int64_t{threads} * pol.onepass_pad_rows_per_thread), sms);
       const std::int64_t grid =
           want_grid > 0 ? std::clamp<std::int64_t>(want_grid, need, sms) : std::max(need, pad);
       pl.loads = loads;
@@ -250,10 +252,9 @@ inline const char* onepass_not_applicable(const Problem& p, const DeviceCaps& ca
   if (!caps.present()) return nullptr;  // every limit depends on the device
   if (!caps.cooperative) return "needs cooperative launch support";
   if (onepass_smem(p.num_experts) > caps.smem_optin)
-    return "needs 8*E+4 bytes of shared memory per block (E <= 29000 on H100)";
+    return "needs 8*E+4 bytes of shared memory per block (`moekit variants align`: E limit here)";
   if (onepass_plan<IdT>(p, 0, 0, 0, caps).loads == 0)
-    return "needs numel <= 4 16-byte loads x 1024 threads x SMs (2.1M int32, 1.08M int64 ids on "
-           "H100)";
+    return "needs numel <= 4 16-byte loads x 1024 threads x SMs (one wave of blocks)";
   return nullptr;
 }
 

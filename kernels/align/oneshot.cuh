@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kOneshotThreads) oneshot_kernel(Args a, int sl
     const int i = base + lane;
     const int e = i < hi ? mine[i - lo] : -1;
     const unsigned peers = warp_peers(e, nbits);
-    const int row = e >= 0 ? static_cast<int>(packed[e]) + __popc(peers & lanemask_lt()) : 0;
+    const int row = e >= 0 ? static_cast<int>(packed[e]) + __popc(peers & lanemask_lt(threadIdx.x & (kWarp - 1))) : 0;
     __syncwarp();
     if (e >= 0 && lane == __ffs(peers) - 1) packed[e] += __popc(peers);
     __syncwarp();
@@ -123,7 +123,7 @@ inline cudaError_t launch_oneshot(const Problem& p, const Buffers& bufs, cudaStr
   const Args a = make_args(p, bufs);
   const OneshotPlan pl = oneshot_plan(p);
   const std::size_t smem = oneshot_smem(p.num_experts);
-  if (const cudaError_t e = allow_smem(oneshot_kernel<IdT>, smem); e != cudaSuccess) return e;
+  if (const cudaError_t e = opt_in_smem(oneshot_kernel<IdT>, smem); e != cudaSuccess) return e;
   oneshot_kernel<IdT><<<pl.grid, kOneshotThreads, smem, s>>>(a, pl.slots_per_block);
   return cudaGetLastError();
 }

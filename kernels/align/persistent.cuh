@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(1024)
       const std::int64_t slot = base + kWarp * r + lane;
       if (slot >= whi) e = -1;
       const unsigned peers = warp_peers(e, expert_bits(E));
-      const int pos = e >= 0 ? row[e] + __popc(peers & lanemask_lt()) : 0;
+      const int pos = e >= 0 ? row[e] + __popc(peers & lanemask_lt(threadIdx.x & (kWarp - 1))) : 0;
       __syncwarp();
       if (e >= 0 && lane == __ffs(peers) - 1) row[e] += __popc(peers);
       __syncwarp();

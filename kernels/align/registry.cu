@@ -146,7 +146,7 @@ struct Baseline {
                                 s>>>(a);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = allow_smem(baseline_count_kernel<IdT>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = opt_in_smem(baseline_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     baseline_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -178,7 +178,7 @@ struct Vecpad {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = allow_smem(vecpad_count_kernel<IdT>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = opt_in_smem(vecpad_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     vecpad_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -192,7 +192,7 @@ struct Blelloch {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = blelloch_smem(p);
-    if (const cudaError_t e = allow_smem(blelloch_count_kernel<IdT>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = opt_in_smem(blelloch_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     blelloch_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor, next_pow2(p.num_experts));
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -209,7 +209,7 @@ struct Warpscan {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = allow_smem(warpscan_count_kernel<IdT, false>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = opt_in_smem(warpscan_count_kernel<IdT, false>, smem); e != cudaSuccess) return e;
     warpscan_count_kernel<IdT, false><<<1, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -228,7 +228,7 @@ struct FillOverlap {
     }
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = allow_smem(warpscan_count_kernel<IdT, true>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = opt_in_smem(warpscan_count_kernel<IdT, true>, smem); e != cudaSuccess) return e;
     warpscan_count_kernel<IdT, true><<<2, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -318,16 +318,17 @@ const char* twopass_na(const Problem& p, const DeviceCaps& caps) {
 // 16384 tokens: 59.6 vs 102.8 µs).
 enum class StablePath { kMicro, kOneshot, kPersistent, kTwoPass };
 
-bool oneshot_preferred(const Problem& p) { return p.numel <= 8192; }
-bool huge_experts(const Problem& p) { return p.num_experts >= 4096; }
+bool oneshot_preferred(const Problem& p, const Policy& pol) { return p.numel <= pol.oneshot_max_slots; }
+bool huge_experts(const Problem& p, const Policy& pol) { return p.num_experts >= pol.huge_experts; }
 
 StablePath stable_path(const Problem& p, const DeviceCaps& caps) {
   const bool one_ok = oneshot_not_applicable(p, caps) == nullptr;
   const bool two_ok = twopass_not_applicable(p, caps) == nullptr;
   const bool per_ok = persistent_not_applicable(p, caps) == nullptr;
+  const Policy& pol = policy_for(caps);
   if (micro_not_applicable(p, caps) == nullptr) return StablePath::kMicro;
-  if (one_ok && (oneshot_preferred(p) || huge_experts(p))) return StablePath::kOneshot;
-  if (per_ok && huge_experts(p)) return StablePath::kPersistent;
+  if (one_ok && (oneshot_preferred(p, pol) || huge_experts(p, pol))) return StablePath::kOneshot;
+  if (per_ok && huge_experts(p, pol)) return StablePath::kPersistent;
   if (two_ok) return StablePath::kTwoPass;
   if (per_ok) return StablePath::kPersistent;
   return StablePath::kOneshot;  // applicable or nothing is
@@ -433,18 +434,24 @@ const std::array<Variant, 14> kVariants = {{
 //  - where onepass does not apply (more slots than a wave of blocks holds),
 //    the stable rule: oneshot while preferred, twopass, persistent where
 //    twopass does not apply (or first when E >= 4096);
-// warpscan is the last resort (E <= 16384 always fits it).
-std::int64_t tiny_max_slots(int E) { return E <= 16 ? 4096 : E >= 1024 ? 16384 : 8192; }
-
+// warpscan is the last resort (E <= 16384 always fits it). Thresholds: the
+// device's row of align/policy.hpp.
 const std::array<AutoRow<Problem>, 10> kAutoRows = {{
     {"micro", "", nullptr},
-    {"tiny", "numel <= 4096 (E <= 16), 8192, 16384 (E >= 1024)",
-     [](const Problem& p, const DeviceCaps&) { return p.numel <= tiny_max_slots(p.num_experts); }},
+    {"tiny",
+     "numel <= policy.tiny_max_slots (policy.tiny_max_slots_few_experts when E <= 16, "
+     "policy.tiny_max_slots_many_experts when E >= 1024)",
+     [](const Problem& p, const DeviceCaps& caps) {
+       return p.numel <= tiny_max_slots(policy_for(caps), p.num_experts);
+     }},
     {"onepass", "", nullptr},
-    {"oneshot", "numel <= 8192 or E >= 4096",
-     [](const Problem& p, const DeviceCaps&) { return oneshot_preferred(p) || huge_experts(p); }},
-    {"persistent", "E >= 4096",
-     [](const Problem& p, const DeviceCaps&) { return huge_experts(p); }},
+    {"oneshot", "numel <= policy.oneshot_max_slots or E >= policy.huge_experts",
+     [](const Problem& p, const DeviceCaps& caps) {
+       const Policy& pol = policy_for(caps);
+       return oneshot_preferred(p, pol) || huge_experts(p, pol);
+     }},
+    {"persistent", "E >= policy.huge_experts",
+     [](const Problem& p, const DeviceCaps& caps) { return huge_experts(p, policy_for(caps)); }},
     {"twopass", "", nullptr},
     {"persistent", "", nullptr},
     {"oneshot", "", nullptr},

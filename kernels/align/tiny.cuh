@@ -57,19 +57,6 @@ __device__ __forceinline__ TinyDivB tiny_divb(int b) {
   return TinyDivB{b, (b & (b - 1)) == 0 ? __ffs(b) - 1 : -1};
 }
 
-// Inclusive scan over the first kWidth lanes (a power of two <= 32): only
-// log2(kWidth) shuffle steps, e.g. 3 for the 8 warp sums of 256 threads.
-template <int kWidth>
-__device__ __forceinline__ int tiny_lane_scan(int v) {
-  const int lane = threadIdx.x & (kWarp - 1);
-#pragma unroll
-  for (int d = 1; d < kWidth; d <<= 1) {
-    const int n = __shfl_up_sync(kFullMask, v, d);
-    if (lane >= d) v += n;
-  }
-  return v;
-}
-
 __device__ __forceinline__ int tiny_pack(int e, int* cnt) {
   return e >= 0 ? e | (atomicAdd(cnt + e, 1) << kTinyExpertBits) : -1;
 }
@@ -183,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
   int excl, total;  // lane k < kWarps: the start of warp k's experts
   {
     const int x = lane < kWarps ? warp_sums[lane] : 0;
-    const int xi = tiny_lane_scan<kWarps>(x);
+    const int xi = warp_inclusive_scan<kWarps>(x);
     excl = xi - x;
     total = __shfl_sync(kFullMask, xi, kWarps - 1);
   }
@@ -305,12 +292,15 @@ inline TinyPlan tiny_plan_with(const Problem& p, int want_grid, int threads) {
 // 4096, 1024 beyond (every block ranks all slots: more threads, more atomics
 // in flight), and never fewer than one thread per 16 rows of a chunk.
 inline TinyPlan tiny_plan(const Problem& p, const DeviceCaps& caps = device_caps()) {
-  const int sms = std::max(caps.sm_count, 1);
+  const Policy& pol = policy_for(caps);
+  const std::int64_t most = std::int64_t{pol.tiny_blocks_per_sm} * std::max(caps.sm_count, 1);
   const std::int64_t g = std::clamp<std::int64_t>(
-      ceil_div<std::int64_t>(p.max_num_tokens_padded, 1024), 1, sms);
-  int threads = p.numel <= 1024 ? 256 : p.numel <= 4096 ? 512 : 1024;
+      ceil_div<std::int64_t>(p.max_num_tokens_padded, pol.tiny_rows_per_block), 1, most);
+  int threads = p.numel <= pol.tiny_256_threads_max_slots   ? 256
+                : p.numel <= pol.tiny_512_threads_max_slots ? 512
+                                                            : 1024;
   const std::int64_t chunk = ceil_div<std::int64_t>(std::max<std::int64_t>(p.max_num_tokens_padded, 1), g);
-  while (threads < 1024 && chunk > 16 * threads) threads *= 2;
+  while (threads < 1024 && chunk > std::int64_t{pol.tiny_rows_per_thread} * threads) threads *= 2;
   return tiny_plan_with(p, static_cast<int>(g), threads);
 }
 
@@ -325,7 +315,7 @@ inline const char* tiny_not_applicable(const Problem& p, const DeviceCaps& caps 
 template <class IdT, int kThreads, bool kWide>
 inline cudaError_t launch_tiny_as(const Args& a, const TinyPlan& pl, std::size_t smem,
                                   cudaStream_t s) {
-  if (const cudaError_t e = allow_smem(tiny_kernel<IdT, kThreads, kWide>, smem); e != cudaSuccess)
+  if (const cudaError_t e = opt_in_smem(tiny_kernel<IdT, kThreads, kWide>, smem); e != cudaSuccess)
     return e;
   tiny_kernel<IdT, kThreads, kWide><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
   return cudaGetLastError();

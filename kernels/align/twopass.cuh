@@ -23,22 +23,15 @@
 #include "align/common.cuh"
 #include "align/host_util.cuh"
 #include "align/warp_rows.cuh"
+#include "primitives/launch.cuh"
+#include "primitives/pdl.cuh"
 
 namespace moekit::align::detail {
 
 constexpr std::size_t kTwoPassRowBudget = 96 * 1024;  // bytes of per-warp rows
 constexpr std::int64_t kTwoPassTableInts = 32768;     // cap on G x E read by each block
 
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait_primary() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+using prim::pdl_launch_dependents;
 
 // Dynamic shared memory: rows x E (+ for `place`: 2E + 1).
 template <class IdT, bool kPlace>
@@ -83,7 +76,7 @@ __global__ void __launch_bounds__(1024)
     }
     return;
   } else {
-    pdl_wait_primary();  // `count` has finished and its H is visible
+    prim::pdl_wait();  // `count` has finished and its H is visible
     const int GE = G * E;
     for (int i = t; i < GE; i += nt) {
       const int k = i / E, e = i - k * E;
@@ -135,7 +128,9 @@ inline int twopass_rows(int num_experts) {
 // 0-4.6 µs slower (E = 8, 16384 tokens: 9.41 -> 6.73 µs).
 // want_grid / want_rows (> 0) override the fit, for the sweep itself.
 template <class IdT>
-inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_rows = 0) {
+inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_rows = 0,
+                               const DeviceCaps& caps = device_caps()) {
+  const Policy& pol = policy_for(caps);
   TwoPassPlan pl;
   const int E = p.num_experts;
   pl.rows = twopass_rows(E);
@@ -147,7 +142,8 @@ inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_ro
   pl.smem_count = sizeof(int) * static_cast<std::size_t>(pl.rows) * E;
   pl.smem_place = pl.smem_count + sizeof(int) * (2 * static_cast<std::size_t>(E) + 1);
   const std::int64_t gmax =
-      std::min<std::int64_t>(E <= 64 ? 128 : 64, std::max<std::int64_t>(1, kTwoPassTableInts / E));
+      std::min<std::int64_t>(E <= 64 ? pol.twopass_max_grid_few_experts : pol.twopass_max_grid,
+                             std::max<std::int64_t>(1, kTwoPassTableInts / E));
   const int per_lane = E >= 256 && p.numel <= 32768 ? 2 : 4;
   const std::int64_t want =
       std::max(ceil_div<std::int64_t>(p.numel, pl.rows * kWarp * per_lane),
@@ -160,8 +156,8 @@ inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_ro
 }
 
 template <class IdT>
-inline std::size_t twopass_workspace(const Problem& p, const DeviceCaps& = device_caps()) {
-  const TwoPassPlan pl = twopass_plan<IdT>(p);
+inline std::size_t twopass_workspace(const Problem& p, const DeviceCaps& caps = device_caps()) {
+  const TwoPassPlan pl = twopass_plan<IdT>(p, 0, 0, caps);
   return sizeof(int) * static_cast<std::size_t>(pl.grid) * p.num_experts;
 }
 
@@ -169,7 +165,7 @@ inline const char* twopass_not_applicable(const Problem& p, const DeviceCaps& ca
   const int rows = twopass_rows(p.num_experts);
   if (rows < 1 ||
       !fits_smem(caps, sizeof(int) * (static_cast<std::size_t>(rows + 2) * p.num_experts + 1)))
-    return "needs 12*E+4 bytes of shared memory per block (E <= 19370 on H100)";
+    return "needs 12*E+4 bytes of shared memory per block (`moekit variants align`: E limit here)";
   return nullptr;
 }
 
@@ -178,24 +174,15 @@ inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStr
                                   const TwoPassPlan& pl) {
   const Args a = make_args(p, bufs);
   int* H = static_cast<int*>(bufs.workspace);
-  if (const cudaError_t e = allow_smem(twopass_kernel<IdT, false>, pl.smem_count); e != cudaSuccess)
+  if (const cudaError_t e = opt_in_smem(twopass_kernel<IdT, false>, pl.smem_count); e != cudaSuccess)
     return e;
-  if (const cudaError_t e = allow_smem(twopass_kernel<IdT, true>, pl.smem_place); e != cudaSuccess)
+  if (const cudaError_t e = opt_in_smem(twopass_kernel<IdT, true>, pl.smem_place); e != cudaSuccess)
     return e;
   twopass_kernel<IdT, false><<<pl.grid, pl.threads, pl.smem_count, s>>>(a, H, pl.rows, pl.tile,
                                                                        pl.subtile);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(pl.grid);
-  cfg.blockDim = dim3(pl.threads);
-  cfg.dynamicSmemBytes = pl.smem_place;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, twopass_kernel<IdT, true>, a, H, pl.rows, pl.tile, pl.subtile);
+  return prim::launch_ex(twopass_kernel<IdT, true>, dim3(pl.grid), dim3(pl.threads), pl.smem_place, s,
+                         prim::LaunchAttrs{true, false}, a, H, pl.rows, pl.tile, pl.subtile);
 }
 
 template <class IdT>

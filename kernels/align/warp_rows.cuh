@@ -113,7 +113,7 @@ __device__ __forceinline__ void place_slots(const Args& a, std::int64_t lo, std:
     const int e = slot < hi ? expert_of<IdT>(raw, a) : -1;
     if (slot + kWarp < hi) raw = __ldg(ids + slot + kWarp);
     const unsigned peers = warp_peers(e, nbits);
-    const int pos = e >= 0 ? base[e] + row[e] + __popc(peers & lanemask_lt()) : 0;
+    const int pos = e >= 0 ? base[e] + row[e] + __popc(peers & lanemask_lt(threadIdx.x & (kWarp - 1))) : 0;
     __syncwarp();
     if (e >= 0 && lane == __ffs(peers) - 1) row[e] += __popc(peers);
     __syncwarp();

@@ -8,6 +8,10 @@
 #include <cstdint>
 
 #include "dedup/dedup.hpp"
+#include "primitives/lane_mask.cuh"
+#include "primitives/smem.cuh"
+#include "primitives/vec_io.cuh"
+#include "primitives/warp_scan.cuh"
 
 namespace moekit::dedup::detail {
 
@@ -19,15 +23,8 @@ constexpr std::uint32_t kPad = 0xFFFFFFFFu;
 
 __device__ __forceinline__ bool is_valid(std::uint32_t key) { return key < kFirstInvalid; }
 
-__device__ __forceinline__ bool aligned16(const void* p) {
-  return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0;
-}
-
-__device__ __forceinline__ std::uint32_t lanemask_lt() {
-  std::uint32_t m;
-  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
-  return m;
-}
+using prim::is_aligned16;
+using prim::lanemask_lt;
 
 // Striped scalar load of one row: item j of thread t is element j*THREADS + t.
 // Striped (not blocked) so that every load instruction of a warp is coalesced.
@@ -47,14 +44,13 @@ __device__ __forceinline__ void load_striped(const std::int32_t* row, int n, std
 template <int THREADS, int IPT>
 __device__ __forceinline__ void load_vectorized(const std::int32_t* row, int n, std::uint32_t (&keys)[IPT]) {
   static_assert(IPT % 4 == 0, "vector loads need items per thread divisible by 4");
-  if ((n & 3) == 0 && aligned16(row)) {
-    const int4* row4 = reinterpret_cast<const int4*>(row);
+  if ((n & 3) == 0 && is_aligned16(row)) {
     const int n4 = n >> 2;
 #pragma unroll
     for (int v = 0; v < IPT / 4; ++v) {
       const int i4 = v * THREADS + static_cast<int>(threadIdx.x);
       int4 x = make_int4(-1, -1, -1, -1);
-      if (i4 < n4) x = __ldg(row4 + i4);
+      if (i4 < n4) x = prim::load16_ldg(row, i4);
       keys[4 * v + 0] = static_cast<std::uint32_t>(x.x);
       keys[4 * v + 1] = static_cast<std::uint32_t>(x.y);
       keys[4 * v + 2] = static_cast<std::uint32_t>(x.z);
@@ -72,7 +68,7 @@ template <int THREADS>
 __device__ __forceinline__ void store_staged(const std::uint32_t* stage, int total, std::int32_t* out_row,
                                              int n) {
   const int tid = static_cast<int>(threadIdx.x);
-  if ((n & 3) == 0 && aligned16(out_row)) {
+  if ((n & 3) == 0 && is_aligned16(out_row)) {
     const uint4* s4 = reinterpret_cast<const uint4*>(stage);
     int4* o4 = reinterpret_cast<int4*>(out_row);
     for (int i4 = tid; i4 < (n >> 2); i4 += THREADS) {
@@ -90,16 +86,6 @@ __device__ __forceinline__ void store_staged(const std::uint32_t* stage, int tot
   } else {
     for (int p = tid; p < n; p += THREADS) out_row[p] = p < total ? static_cast<std::int32_t>(stage[p]) : -1;
   }
-}
-
-// Dynamic shared memory, opted in once per kernel above the 48 KiB default.
-// Keyed on the kernel itself, so every instantiation sets its own attribute.
-template <auto Kernel>
-inline cudaError_t ensure_smem(std::size_t bytes) {
-  if (bytes <= 48 * 1024) return cudaSuccess;
-  static const cudaError_t done =
-      cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  return done;
 }
 
 // Tile shapes: THREADS x IPT keys per CTA. The smallest tile holding a row is

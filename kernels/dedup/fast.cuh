@@ -161,12 +161,7 @@ struct FastKernel {
   // Uses warp_a; the caller separates consecutive uses with a barrier.
   static __device__ __forceinline__ int block_exclusive_sum(Storage& s, int x, int& total) {
     const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-    int incl = x;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int t = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += t;
-    }
+    const int incl = prim::warp_inclusive_scan(x);
     if (lane == 31) s.warp_a[warp] = static_cast<std::uint32_t>(incl);
     __syncthreads();
     int before = 0;

@@ -15,7 +15,7 @@ template <auto Kernel, class Storage, int THREADS>
 inline cudaError_t launch_rows(const Problem& p, const Buffers& b, Stream stream) {
   if (p.batch <= 0) return cudaSuccess;
   constexpr std::size_t smem = sizeof(Storage);
-  if (const cudaError_t e = ensure_smem<Kernel>(smem); e != cudaSuccess) return e;
+  if (const cudaError_t e = prim::opt_in_smem(Kernel, smem); e != cudaSuccess) return e;
   Kernel<<<static_cast<unsigned>(p.batch), THREADS, smem, stream>>>(b.indices, b.out,
                                                                     static_cast<int>(p.row_len()));
   return cudaGetLastError();

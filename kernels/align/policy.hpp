@@ -1,0 +1,87 @@
+// Launch shapes and `auto` thresholds of the align family, per architecture.
+// Host-visible: no CUDA headers. Values are per SM or per block; the device's
+// SM count and shared memory (DeviceCaps) scale them at launch.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "common/device.hpp"
+#include "common/policy.hpp"
+
+namespace moekit::align {
+
+struct Policy {
+  // --- auto (docs/align.md) ---
+  // `tiny` up to this many slots (its few shared counters contend in every
+  // block when E <= 16; onepass's per-block E-wide passes cost more when
+  // E >= 1024), then onepass.
+  std::int64_t tiny_max_slots_few_experts = 0;   // E <= 16
+  std::int64_t tiny_max_slots = 0;
+  std::int64_t tiny_max_slots_many_experts = 0;  // E >= 1024
+  // The stable rule: oneshot while every block can afford to re-read all
+  // slots, and from huge_experts on (twopass's G x E table cap starves it).
+  std::int64_t oneshot_max_slots = 0;
+  int huge_experts = 0;
+  // --- tiny: rows of sorted_token_ids per block, blocks per SM, block size
+  // steps by numel, and at least one thread per this many rows of a chunk.
+  int tiny_rows_per_block = 0;
+  int tiny_blocks_per_sm = 0;
+  std::int64_t tiny_256_threads_max_slots = 0;
+  std::int64_t tiny_512_threads_max_slots = 0;
+  int tiny_rows_per_thread = 0;
+  // --- micro: rows per block, and blocks per SM before chunks grow.
+  int micro_rows_per_block = 0;
+  int micro_blocks_per_sm = 0;
+  // --- onepass: blocks per SM (one: residency certain without an occupancy
+  // query) and padding rows per thread before the grid grows.
+  int onepass_blocks_per_sm = 0;
+  int onepass_pad_rows_per_thread = 0;
+  // --- twopass: grid cap (E <= 64, else).
+  int twopass_max_grid_few_experts = 0;
+  int twopass_max_grid = 0;
+};
+
+// sm_90: measured on the H100 (bench_align; probe_align sweep / onepass /
+// twopass; docs/bench/align.md, docs/align.md).
+inline constexpr Policy kPolicySm90 = {
+    .tiny_max_slots_few_experts = 4096,
+    .tiny_max_slots = 8192,
+    .tiny_max_slots_many_experts = 16384,
+    .oneshot_max_slots = 8192,
+    .huge_experts = 4096,
+    .tiny_rows_per_block = 1024,
+    .tiny_blocks_per_sm = 1,
+    .tiny_256_threads_max_slots = 1024,
+    .tiny_512_threads_max_slots = 4096,
+    .tiny_rows_per_thread = 16,
+    .micro_rows_per_block = 1024,
+    .micro_blocks_per_sm = 2,
+    .onepass_blocks_per_sm = 1,
+    .onepass_pad_rows_per_thread = 8,
+    .twopass_max_grid_few_experts = 128,
+    .twopass_max_grid = 64,
+};
+
+// sm_80: not measured yet (no A100 run of `bench_align` / `probe_align
+// sweep|onepass|twopass`): the sm_90 values, which are per SM and per block.
+inline constexpr Policy kPolicySm80 = kPolicySm90;
+
+inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
+    {80, kPolicySm80},
+    {90, kPolicySm90},
+}};
+
+inline const Policy& policy_for(const DeviceCaps& caps) {
+  return policy_row_for<Policy>(kPolicyRows, caps);
+}
+
+// Slots up to which `auto` picks tiny for E experts.
+inline std::int64_t tiny_max_slots(const Policy& pol, int num_experts) {
+  return num_experts <= 16 ? pol.tiny_max_slots_few_experts
+         : num_experts >= 1024 ? pol.tiny_max_slots_many_experts
+                               : pol.tiny_max_slots;
+}
+
+}  // namespace moekit::align

@@ -1,0 +1,55 @@
+//! @file
+//! Block-wide exclusive prefix sum of an array in shared memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "primitives/warp_scan.cuh"
+
+namespace moekit::prim {
+
+//! Shared-memory ints block_exclusive_scan needs for its warp sums.
+constexpr int kBlockScanScratch = kWarpThreads + 1;
+
+//! In-place exclusive scan of data[0, n) by the whole block; data[n] = total,
+//! which is also returned to every thread. Each thread owns a contiguous
+//! chunk, so n may exceed blockDim (E up to 16384 experts); the chunk sums go
+//! through a two-level warp scan: 3 barriers whatever n is (the last one
+//! makes data[] and the total visible to the whole block).
+//! Requirements: one-dimensional block, blockDim.x a multiple of 32 and at
+//! most 1024; `data` (n + 1 ints) and `warp_sums` (kBlockScanScratch ints) in
+//! shared memory; every thread of the block calls it.
+__device__ __forceinline__ int block_exclusive_scan(int* data, int n, int* warp_sums) {
+  const int t = threadIdx.x;
+  const int nt = blockDim.x;
+  const int lane = t & (kWarpThreads - 1);
+  const int w = t / kWarpThreads;
+  const int nw = nt / kWarpThreads;
+  const int per = (n + nt - 1) / nt;
+  const int lo = min(t * per, n);
+  const int hi = min(lo + per, n);
+  int s = 0;
+  for (int i = lo; i < hi; ++i) s += data[i];
+  const int incl = warp_inclusive_scan(s);
+  if (lane == kWarpThreads - 1) warp_sums[w] = incl;
+  __syncthreads();
+  if (w == 0) {
+    const int v = lane < nw ? warp_sums[lane] : 0;
+    const int inc = warp_inclusive_scan(v);
+    warp_sums[lane] = inc - v;
+    if (lane == kWarpThreads - 1) warp_sums[kWarpThreads] = inc;
+  }
+  __syncthreads();
+  int run = warp_sums[w] + incl - s;
+  for (int i = lo; i < hi; ++i) {
+    const int x = data[i];
+    data[i] = run;
+    run += x;
+  }
+  const int total = warp_sums[kWarpThreads];
+  if (t == 0) data[n] = total;
+  __syncthreads();
+  return total;
+}
+
+}  // namespace moekit::prim

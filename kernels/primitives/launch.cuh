@@ -1,0 +1,67 @@
+//! @file
+//! Kernel launches through cudaLaunchKernelEx with launch attributes (PDL,
+//! cooperative), returning the launch error.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "primitives/pdl.cuh"
+#include "primitives/smem.cuh"
+
+namespace moekit::prim {
+
+//! What a launch asks for beyond grid, block and shared memory.
+struct LaunchAttrs {
+  bool pdl = false;          //!< may overlap the previous kernel (see pdl.cuh)
+  bool cooperative = false;  //!< every block co-resident, or the launch fails
+};
+
+//! Launches kernel<<<grid, block, smem, s>>>(args...) with `attrs`; returns the
+//! launch error (no opt-in: see launch_with_smem).
+//! @tparam Params the kernel's parameter types; Actual converts to them.
+template <class... Params, class... Actual>
+inline cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
+                             cudaStream_t s, LaunchAttrs attrs, Actual&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (attrs.cooperative) {
+    attr[n] = cudaLaunchAttribute{};
+    attr[n].id = cudaLaunchAttributeCooperative;
+    attr[n].val.cooperative = 1;
+    ++n;
+  }
+  if (attrs.pdl) attr[n++] = pdl_attribute();
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Actual>(args)...);
+}
+
+//! launch_ex after the shared-memory opt-in (smem.cuh); the first error of the two.
+template <class... Params, class... Actual>
+inline cudaError_t launch_with_smem(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                    std::size_t smem, cudaStream_t s, LaunchAttrs attrs,
+                                    Actual&&... args) {
+  if (const cudaError_t e = opt_in_smem(kernel, smem); e != cudaSuccess) return e;
+  return launch_ex(kernel, grid, block, smem, s, attrs, std::forward<Actual>(args)...);
+}
+
+//! A grid-barrier kernel's launch: cooperative when asked (every block
+//! resident, or the launch fails instead of a grid barrier hanging), after the
+//! shared-memory opt-in. `cooperative = false` only for measurements.
+template <class... Params, class... Actual>
+inline cudaError_t launch_cooperative(void (*kernel)(Params...), int grid, int threads,
+                                      std::size_t smem, cudaStream_t s, bool cooperative,
+                                      Actual&&... args) {
+  return launch_with_smem(kernel, dim3(grid), dim3(threads), smem, s,
+                          LaunchAttrs{false, cooperative}, std::forward<Actual>(args)...);
+}
+
+}  // namespace moekit::prim

@@ -1,0 +1,48 @@
+// The act-and-mul `auto` table is the decision (fake sm_90 / sm_80 devices;
+// no device needed), and its sm_90 threshold is the measured 2^19 outputs.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "act_and_mul/act_and_mul.hpp"
+
+using namespace moekit;
+
+namespace {
+
+DeviceCaps fake(int major, int sms, bool pdl) {
+  DeviceCaps c;
+  c.ordinal = 0;
+  c.cc_major = major;
+  c.sm_count = sms;
+  c.pdl = pdl;
+  c.cooperative = true;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("act-and-mul auto: first applicable row; the H100 threshold is 2^19 outputs") {
+  const DeviceCaps sm90 = fake(9, 132, true), sm80 = fake(8, 108, false);
+  for (const DeviceCaps* caps : {&sm90, &sm80})
+    for (std::int64_t t : {1, 7, 64, 256, 512, 1024, 4096, 65536})
+      for (std::int64_t d : {1, 64, 511, 512, 513, 1024, 2048, 14336}) {
+        const act::Problem p{t, d, act::DType::bf16, act::Activation::silu};
+        std::string_view want;
+        for (const auto& r : act::auto_rows())
+          if ((r.holds == nullptr || r.holds(p, *caps)) && act::find(r.variant)->not_applicable(p, *caps) == nullptr) {
+            want = r.variant;
+            break;
+          }
+        CHECK(act::pick_auto(p, *caps).info.name == want);
+        if (caps == &sm90) {  // the rule before the table: 2^19 outputs, PDL on sm_90
+          const bool small = t * d <= (std::int64_t{1} << 19);
+          CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread-pdl" : "flat-pdl"));
+        } else {
+          const bool small = t * d <= (std::int64_t{1} << 18);  // 108 SMs: one wave is 442368 outputs
+          CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread" : "flat"));
+        }
+      }
+  const std::string text = act::auto_rule();
+  for (const auto& r : act::auto_rows()) CHECK(text.find(r.when) != std::string::npos);
+}

@@ -1,0 +1,116 @@
+// The align `auto` table is the decision: on fake sm_90 / sm_80 devices the
+// pick is the first row whose condition holds and whose variant applies, the
+// rule's text names every row, and on sm_90 the picks are the ones of the
+// hand-written rule the table replaced. No device needed.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "align/align.hpp"
+#include "ops/align_ref.hpp"
+
+using namespace moekit;
+
+namespace {
+
+DeviceCaps fake(int major, int sms, std::size_t smem_optin, bool pdl) {
+  DeviceCaps c;
+  c.ordinal = 0;
+  c.name = "fake sm_" + std::to_string(major * 10);
+  c.cc_major = major;
+  c.sm_count = sms;
+  c.smem_optin = smem_optin;
+  c.smem_per_sm = smem_optin + 1024;
+  c.cooperative = true;
+  c.pdl = pdl;
+  return c;
+}
+
+const DeviceCaps kSm90 = fake(9, 132, 227 * 1024, true);
+const DeviceCaps kSm80 = fake(8, 108, 163 * 1024, false);
+
+bool applies(std::string_view name, const align::Problem& p, const DeviceCaps& caps) {
+  const align::Variant* v = align::find(name);
+  REQUIRE(v != nullptr);
+  return v->not_applicable(p, caps) == nullptr;
+}
+
+std::string_view first_row(const align::Problem& p, const DeviceCaps& caps) {
+  for (const auto& r : align::auto_rows())
+    if ((r.holds == nullptr || r.holds(p, caps)) && applies(r.variant, p, caps)) return r.variant;
+  return align::auto_rows().back().variant;
+}
+
+// The rule as written before the table (registry.cu, H100 thresholds).
+std::string_view legacy_sm90(const align::Problem& p, const DeviceCaps& c) {
+  const int E = p.num_experts;
+  if (applies("micro", p, c)) return "micro";
+  const bool tiny_size = p.numel <= (E <= 16 ? 4096 : E >= 1024 ? 16384 : 8192);
+  if (tiny_size && applies("tiny", p, c)) return "tiny";
+  if (applies("onepass", p, c)) return "onepass";
+  const bool one_ok = applies("oneshot", p, c), two_ok = applies("twopass", p, c),
+             per_ok = applies("persistent", p, c), huge = E >= 4096;
+  if (one_ok && (p.numel <= 8192 || huge)) return "oneshot";
+  if (per_ok && huge) return "persistent";
+  if (two_ok) return "twopass";
+  if (per_ok) return "persistent";
+  if (one_ok) return "oneshot";
+  if (applies("tiny", p, c)) return "tiny";
+  return "warpscan";
+}
+
+std::vector<align::Problem> grid() {
+  std::vector<align::Problem> ps;
+  for (std::int64_t n : {1, 8, 32, 33, 100, 1024, 4096, 4097, 8192, 8193, 16384, 16385, 32768, 65535,
+                         65536, 300000, 1 << 20, 1081345, 2162688, 2162689, 3 << 20})
+    for (int E : {1, 8, 16, 17, 64, 256, 1023, 1024, 4095, 4096, 16384, 19370, 19371, 24576, 29000, 40000})
+      for (bool i64 : {false, true})
+        for (int B : {16, 128}) {
+          try {
+            ps.push_back(align::make_problem(n, E, B, i64, 0, true));
+          } catch (...) {  // outputs past int32: not a problem any variant sees
+          }
+        }
+  return ps;
+}
+
+}  // namespace
+
+TEST_CASE("align auto: the pick is the first applicable row of the table") {
+  for (const DeviceCaps* caps : {&kSm90, &kSm80})
+    for (const align::Problem& p : grid()) {
+      CAPTURE(caps->name);
+      CAPTURE(p.numel);
+      CAPTURE(p.num_experts);
+      CAPTURE(p.ids_int64);
+      CHECK(align::pick_auto(p, *caps).info.name == first_row(p, *caps));
+    }
+}
+
+TEST_CASE("align auto: on sm_90 the table picks what the hand-written rule picked") {
+  for (const align::Problem& p : grid()) {
+    CAPTURE(p.numel);
+    CAPTURE(p.num_experts);
+    CAPTURE(p.ids_int64);
+    CHECK(align::pick_auto(p, kSm90).info.name == legacy_sm90(p, kSm90));
+  }
+}
+
+TEST_CASE("align auto: the rule's text names every row, and every row a variant") {
+  const std::string text = align::auto_rule();
+  for (const auto& r : align::auto_rows()) {
+    CHECK(align::find(r.variant) != nullptr);
+    CHECK(text.find(r.variant) != std::string::npos);
+    CHECK(text.find(r.when) != std::string::npos);
+  }
+}
+
+TEST_CASE("align limits name this device's numbers, and the formula without one") {
+  const align::Variant* onepass = align::find("onepass");
+  REQUIRE(onepass != nullptr);
+  CHECK(onepass->limits(kSm90).find("2162688 int32") != std::string::npos);  // 4 x 1024 x 4 x 132
+  CHECK(onepass->limits(kSm80).find("1769472 int32") != std::string::npos);  // ... x 108
+  CHECK(onepass->limits(DeviceCaps{}).find("SMs") != std::string::npos);
+  for (const auto& v : align::variants()) CHECK(!v.limits(DeviceCaps{}).empty());
+}
