@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "errors.hpp"
 #include "gen.hpp"
+#include "outputs.hpp"
 
 namespace {
 
@@ -166,7 +167,7 @@ int run(int argc, char** argv) {
     } else {
       a = gen::act_input(g_tokens, g_d, *npy::parse_dtype(gdtype), g_seed);
     }
-    npy::write(out_file, a);
+    outputs::write_file(out_file, a);
     std::string shape;
     for (auto s : a.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(s);
     fmt::print("wrote {}: {} [{}]\n", out_file, npy::dtype_name(a.dtype), shape);
