@@ -58,10 +58,9 @@ extern "C" void remove_temps_and_die(int sig) {
   ::raise(sig);  // blocked while in the handler: delivered on return, with the default action
 }
 
+// Checked on every set (a few syscalls): a caller may have changed the
+// dispositions since the last one.
 void install_handlers() {
-  static bool done = false;
-  if (done) return;
-  done = true;
   struct sigaction sa {};
   sa.sa_handler = remove_temps_and_die;
   sigemptyset(&sa.sa_mask);
