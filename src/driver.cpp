@@ -9,6 +9,7 @@
 
 #include "cuda_util.hpp"
 #include "errors.hpp"
+#include "outputs.hpp"
 #include "profile.hpp"
 
 namespace moekit {
@@ -86,17 +87,9 @@ void measure_cpu(const CommonOpts& c, Report& r, const std::function<void()>& ru
 
 std::vector<std::string> write_outputs(const CommonOpts& c, Report& r,
                                        const std::vector<std::pair<std::string, const npy::Array*>>& files) {
-  std::vector<std::string> paths;
-  if (c.out.empty()) return paths;
-  std::error_code ec;
-  std::filesystem::create_directories(c.out, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", c.out, ec.message()));
-  for (auto& [name, arr] : files) {
-    std::string path = (std::filesystem::path(c.out) / name).string();
-    npy::write(path, *arr);
-    paths.push_back(path);
-    r.outputs.push_back(path);
-  }
+  if (c.out.empty()) return {};
+  auto paths = outputs::write_folder(c.out, files);  // all files or none
+  r.outputs.insert(r.outputs.end(), paths.begin(), paths.end());
   return paths;
 }
 

@@ -1,9 +1,13 @@
 // `moekit info`: the device, or the dtype and shape of .npy files.
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "commands.hpp"
 #include "cuda_util.hpp"
+#include "display.hpp"
 #include "errors.hpp"
+#include "json.hpp"
 #include "npy.hpp"
 #include "timing.hpp"
 
@@ -21,30 +25,41 @@ std::string dims_csv(const std::vector<std::int64_t>& shape) {
 
 std::string version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 
-std::string jq(std::string_view s) {
-  std::string o = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    o += ch;
+std::string jq(std::string_view s) { return json_quote(s); }
+
+// Describes each file from its header alone (inspect() also checks the file
+// size against the header, so a truncated or padded file is still an error).
+// Every file is reported; a bad one is a stderr line, and exit 2 at the end.
+int describe_files(const std::vector<std::string>& files, bool json) {
+  int rc = kOk;
+  for (auto& f : files) {
+    npy::Info a;
+    try {
+      a = npy::inspect(f);
+    } catch (const InputError& e) {
+      std::fflush(stdout);
+      fmt::print(stderr, "moekit: {}\n", e.what());
+      rc = kBadInput;
+      continue;
+    }
+    std::int64_t numel = 1;
+    for (auto d : a.shape) numel *= d;  // inspect() refused shapes whose count overflows
+    if (json)
+      fmt::print("{{\"file\":{},\"dtype\":{},\"shape\":[{}],\"numel\":{}}}\n", jq(f), jq(npy::dtype_name(a.dtype)),
+                 dims_csv(a.shape), numel);
+    else
+      fmt::print("{}: {} {} ({} elements)\n", display_path(f), npy::dtype_name(a.dtype), npy::format_shape(a.shape),
+                 numel);
   }
-  return o + "\"";
+  std::fflush(stdout);
+  return rc;
 }
 
 }  // namespace
 
 int run_info(const std::vector<std::string>& files, const std::string& format) {
   const bool json = format == "json";
-  if (!files.empty()) {
-    for (auto& f : files) {
-      auto a = npy::read(f);  // reads the data too: a truncated or padded file is an error here as well
-      if (json)
-        fmt::print("{{\"file\":{},\"dtype\":{},\"shape\":[{}],\"numel\":{}}}\n", jq(f),
-                   jq(npy::dtype_name(a.dtype)), dims_csv(a.shape), a.numel());
-      else
-        fmt::print("{}: {} {} ({} elements)\n", f, npy::dtype_name(a.dtype), npy::format_shape(a.shape), a.numel());
-    }
-    return kOk;
-  }
+  if (!files.empty()) return describe_files(files, json);
   if (cuda_device_count() == 0) {
     if (json)
       fmt::print("{{\"device\":null,\"note\":\"no CUDA device found\"}}\n");

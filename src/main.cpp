@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "errors.hpp"
 #include "family.hpp"
+#include "outputs.hpp"
 #include "report.hpp"
 
 namespace {
@@ -201,7 +202,7 @@ int run(int argc, char** argv) {
   for (auto& [g, make] : gen_cmds) {
     if (!*g) continue;
     npy::Array a = make(g_seed);
-    npy::write(out_file, a);
+    outputs::write_file(out_file, a);
     std::string shape;
     for (auto d : a.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
     fmt::print("wrote {}: {} [{}]\n", out_file, npy::dtype_name(a.dtype), shape);

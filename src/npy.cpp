@@ -11,31 +11,31 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <chrono>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cctype>
-#include <system_error>
-#include <filesystem>
 #include <limits>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "display.hpp"
 #include "errors.hpp"
+#include "outputs.hpp"
 
 namespace moekit::npy {
 
 namespace {
 
 constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
-// NumPy limits headers to 10 000 bytes by default; we allow far more (rank is
-// not capped) but still bound the allocation for the header text.
+// NumPy limits headers to 10 000 bytes by default; we allow more (padding) but
+// still bound the allocation for the header text.
 constexpr std::size_t kMaxHeaderBytes = std::size_t{1} << 20;
+// NumPy's NPY_MAXDIMS (64 since NumPy 2.0, 32 before).
+constexpr std::size_t kMaxRank = 64;
 constexpr char kMagic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 constexpr bool kHostLittle = std::endian::native == std::endian::little;
 
@@ -65,26 +65,11 @@ constexpr std::array<DTypeRow, 13> kDTypes = {{
 
 const DTypeRow& row(DType t) { return kDTypes.at(static_cast<std::size_t>(t)); }
 
-// Printable, one-line, bounded rendering of untrusted text for messages.
-std::string escape(std::string_view s, std::size_t max_len = 40) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (out.size() >= max_len) {
-      out += "...";
-      break;
-    }
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  return out;
-}
+// Printable, one-line, bounded rendering of untrusted header text for messages.
+std::string escape(std::string_view s, std::size_t max_len = 40) { return printable(s, max_len); }
 
 [[noreturn]] void fail(const std::string& path, std::string_view what) {
-  throw InputError(fmt::format("{}: {}", path, what));
+  throw InputError(fmt::format("{}: {}", display_path(path), what));
 }
 
 std::string errno_text(int e) { return std::strerror(e); }
@@ -236,6 +221,11 @@ class HeaderParser {
     bool saw_comma = false;
     skip_ws();
     while (!at_end() && s_[pos_] != close) {
+      // Only 'shape' holds a sequence we accept; stop a 500 000-item one early.
+      if (v.items.size() == kMaxRank) {
+        fail_here(fmt::format("a tuple or list of more than {} items (a shape has at most {} dimensions, as in NumPy)",
+                              kMaxRank, kMaxRank));
+      }
       v.items.push_back(parse_value(depth + 1));
       skip_ws();
       if (!at_end() && s_[pos_] == ',') {
@@ -343,6 +333,9 @@ std::vector<std::int64_t> parse_shape(const std::string& path, const Value& v) {
     fail(path, fmt::format("bad header: 'shape' must be a tuple, got {} in parentheses", kind_name(in.kind)));
   }
   if (v.kind != Value::Tuple) fail(path, fmt::format("bad header: 'shape' must be a tuple, got {}", kind_name(v.kind)));
+  if (v.items.size() > kMaxRank) {
+    fail(path, fmt::format("bad header: shape has {} dimensions, more than {} (NumPy's limit)", v.items.size(), kMaxRank));
+  }
   std::vector<std::int64_t> shape;
   shape.reserve(v.items.size());
   for (const auto& it : v.items) {
@@ -373,6 +366,15 @@ std::int64_t data_bytes(const std::string& path, const std::vector<std::int64_t>
     fail(path, fmt::format("shape {} is too large: its byte count overflows int64", format_shape(shape)));
   }
   return zero ? 0 : nonzero * static_cast<std::int64_t>(item);
+}
+
+std::string_view file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a file";
 }
 
 // An open file that closes itself.
@@ -413,7 +415,7 @@ Parsed parse_file(const std::string& path, int fd, const ReadOptions& opt) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(path, fmt::format("cannot stat: {}", errno_text(errno)));
   if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a .npy file");
-  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  if (!S_ISREG(st.st_mode)) fail(path, fmt::format("not a regular file ({})", file_kind(st.st_mode)));
   const std::int64_t file_size = st.st_size;
 
   if (file_size < 10) fail(path, fmt::format("not a .npy file: only {} bytes, too short for a .npy header", file_size));
@@ -503,37 +505,66 @@ void byteswap_items(std::vector<std::byte>& data, std::size_t item) {
   for (std::size_t i = 0; i < n; ++i, p += item) std::reverse(p, p + item);
 }
 
-// Column-major (Fortran) -> row-major (C) copy for any rank.
-std::vector<std::byte> fortran_to_c(const std::vector<std::byte>& src, const std::vector<std::int64_t>& shape,
-                                    std::size_t item) {
-  std::vector<std::byte> dst(src.size());
-  const std::size_t rank = shape.size();
-  const std::size_t n = src.size() / item;
-  if (n == 0) return dst;
-  std::vector<std::int64_t> fstride(rank), idx(rank, 0);
+// Column-major (Fortran) -> row-major (C) copy for any rank, in time linear in
+// the element count: size-1 dimensions do not change the layout and are
+// dropped, so every carry of the index odometer below passes dimensions of size
+// >= 2 and the carries cost O(1) per element amortized.
+template <class T>
+void fortran_to_c_typed(const std::byte* src, std::byte* dst, std::size_t n, const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> dims, fstride;
   std::int64_t s = 1;
-  for (std::size_t d = 0; d < rank; ++d) {
-    fstride[d] = s;
-    s *= shape[d];
+  for (const auto d : shape) {
+    if (d != 1) dims.push_back(d), fstride.push_back(s);
+    s *= d;
   }
-  std::int64_t off = 0;  // source element offset of the C-order index `idx`
-  for (std::size_t i = 0; i < n; ++i) {
-    std::memcpy(dst.data() + i * item, src.data() + static_cast<std::size_t>(off) * item, item);
-    // Increment the C-order multi-index (last dimension fastest).
-    for (std::size_t d = rank; d-- > 0;) {
-      if (++idx[d] < shape[d]) {
+  const std::size_t rank = dims.size();
+  if (rank == 0) {
+    std::memcpy(dst, src, n * sizeof(T));
+    return;
+  }
+  // Innermost C dimension in a plain strided loop; the odometer runs per row.
+  const std::int64_t inner = dims[rank - 1], inner_stride = fstride[rank - 1];
+  std::vector<std::int64_t> idx(rank, 0);
+  std::int64_t off = 0;  // source element offset of the C row start
+  for (std::size_t i = 0; i < n; i += static_cast<std::size_t>(inner)) {
+    for (std::int64_t j = 0; j < inner; ++j) {
+      T v;
+      std::memcpy(&v, src + static_cast<std::size_t>(off + j * inner_stride) * sizeof(T), sizeof(T));
+      std::memcpy(dst + (i + static_cast<std::size_t>(j)) * sizeof(T), &v, sizeof(T));
+    }
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      if (++idx[d] < dims[d]) {
         off += fstride[d];
         break;
       }
-      off -= fstride[d] * (shape[d] - 1);
+      off -= fstride[d] * (dims[d] - 1);
       idx[d] = 0;
     }
+  }
+}
+
+std::vector<std::byte> fortran_to_c(const std::vector<std::byte>& src, const std::vector<std::int64_t>& shape,
+                                    std::size_t item) {
+  std::vector<std::byte> dst(src.size());
+  const std::size_t n = src.size() / item;
+  if (n == 0) return dst;
+  switch (item) {
+    case 1: fortran_to_c_typed<std::uint8_t>(src.data(), dst.data(), n, shape); break;
+    case 2: fortran_to_c_typed<std::uint16_t>(src.data(), dst.data(), n, shape); break;
+    case 4: fortran_to_c_typed<std::uint32_t>(src.data(), dst.data(), n, shape); break;
+    default: fortran_to_c_typed<std::uint64_t>(src.data(), dst.data(), n, shape); break;
   }
   return dst;
 }
 
+// Type first, then a non-blocking open: a FIFO with no writer, or a device,
+// must not hang the reader. O_NONBLOCK has no effect on regular files.
 int open_for_read(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(path, fmt::format("cannot open: {}", errno_text(errno)));
+  if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a .npy file");
+  if (!S_ISREG(st.st_mode)) fail(path, fmt::format("not a regular file ({})", file_kind(st.st_mode)));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) fail(path, fmt::format("cannot open: {}", errno_text(errno)));
   return fd;
 }
@@ -543,19 +574,6 @@ std::string descr_for_write(DType t) {
   const auto& r = row(t);
   const char order = r.size == 1 ? '|' : (kHostLittle ? '<' : '>');
   return fmt::format("{}{}{}", order, r.kind, r.size);
-}
-
-void write_all(int fd, const void* src, std::size_t n) {
-  const auto* p = static_cast<const char*>(src);
-  while (n > 0) {
-    const ssize_t put = ::write(fd, p, std::min<std::size_t>(n, std::size_t{1} << 30));
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      throw std::system_error(errno, std::generic_category());
-    }
-    p += put;
-    n -= static_cast<std::size_t>(put);
-  }
 }
 
 }  // namespace
@@ -625,7 +643,10 @@ Array read(const std::string& path, const ReadOptions& opt) {
   return a;
 }
 
-void write(const std::string& path, const Array& a) {
+std::string encode_header(const std::string& path, const Array& a) {
+  if (a.shape.size() > kMaxRank) {
+    fail(path, fmt::format("cannot write: {} dimensions, more than {} (NumPy's limit)", a.shape.size(), kMaxRank));
+  }
   for (const auto d : a.shape) {
     if (d < 0) fail(path, fmt::format("cannot write: negative dimension in shape {}", format_shape(a.shape)));
   }
@@ -634,72 +655,23 @@ void write(const std::string& path, const Array& a) {
     fail(path, fmt::format("cannot write: shape {} of {} needs {} bytes, the array holds {}", format_shape(a.shape),
                            dtype_name(a.dtype), need, a.data.size()));
   }
-
   // Header: dict, then spaces and '\n' so the data starts at a multiple of 64.
+  // At most 64 dimensions keep it far below version 1.0's 65535-byte limit.
   const std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
                                        descr_for_write(a.dtype), format_shape(a.shape));
-  const auto padded_len = [&](std::size_t prefix) {
-    const std::size_t total = prefix + dict.size() + 1;
-    return (total + 63) / 64 * 64 - prefix;
-  };
-  std::size_t prefix = 10;
-  std::size_t hlen = padded_len(prefix);
-  unsigned char major = 1;
-  if (hlen > 0xffff) {
-    prefix = 12;
-    hlen = padded_len(prefix);
-    major = 2;
-    if (hlen > 0xffffffffu) fail(path, "cannot write: header too large");
-  }
+  constexpr std::size_t prefix = 10;
+  const std::size_t hlen = (prefix + dict.size() + 1 + 63) / 64 * 64 - prefix;
   std::string head(kMagic, sizeof kMagic);
-  head += static_cast<char>(major);
+  head += '\x01';
   head += '\0';
-  for (std::size_t i = 0; i < prefix - 8; ++i) head += static_cast<char>((hlen >> (8 * i)) & 0xff);
+  head += static_cast<char>(hlen & 0xff);
+  head += static_cast<char>(hlen >> 8);
   head += dict;
   head.append(hlen - dict.size() - 1, ' ');
   head += '\n';
-
-  // Atomic: write a temp file beside the target, then rename over it.
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  // Our own unique name opened with O_EXCL and mode 0666, so the kernel applies
-  // the umask like for any new file (mkstemp would make it 0600).
-  std::string tmpl;
-  int fd = -1;
-  for (int attempt = 0; fd < 0; ++attempt) {
-    static std::atomic<unsigned> counter{0};
-    const auto tick = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
-    std::string tmp_name = ".";  // hidden, and matched by .gitignore's *.tmp
-    tmp_name += target.filename().string();
-    tmp_name += fmt::format(".{}.{}.{:x}.tmp", ::getpid(), counter++, tick & 0xffffff);
-    tmpl = (dir / tmp_name).string();
-    fd = ::open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && (errno != EEXIST || attempt >= 100)) {
-      fail(path, fmt::format("cannot write: cannot create a temporary file in '{}': {}", dir.string(),
-                             errno_text(errno)));
-    }
-  }
-  try {
-    write_all(fd, head.data(), head.size());
-    write_all(fd, a.data.data(), a.data.size());
-    if (::fsync(fd) != 0) throw std::system_error(errno, std::generic_category());
-    const int rc = ::close(fd);
-    if (rc != 0) {
-      const int e = errno;
-      ::unlink(tmpl.c_str());
-      fail(path, fmt::format("cannot write: {}", errno_text(e)));
-    }
-  } catch (const std::system_error& e) {
-    ::close(fd);
-    ::unlink(tmpl.c_str());
-    fail(path, fmt::format("cannot write: {}", errno_text(e.code().value())));
-  }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmpl.c_str());
-    fail(path, fmt::format("cannot write: {}", errno_text(e)));
-  }
+  return head;
 }
+
+void write(const std::string& path, const Array& a) { outputs::write_file(path, a); }
 
 }  // namespace moekit::npy

@@ -1,5 +1,6 @@
 // NumPy .npy reader/writer (format versions 1.0, 2.0, 3.0). Host-only.
-// Errors throw moekit::InputError with a message "FILE: problem".
+// Errors throw moekit::InputError with a message "FILE: problem" (FILE as
+// display_path() shows it). At most 64 dimensions, like NumPy.
 #pragma once
 
 #include <cstddef>
@@ -60,7 +61,12 @@ Info inspect(const std::string& path, const ReadOptions& opt = {});
 
 // Python tuple notation, as NumPy prints a shape: "()", "(5,)", "(2, 3)".
 std::string format_shape(std::span<const std::int64_t> shape);
-// Writes atomically: a temp file in the same folder, then rename.
+// The header (magic to '\n') written before `a`'s data: format 1.0, data
+// offset a multiple of 64. Throws InputError naming `path` when `a` is
+// inconsistent (data size, negative dimension, more than 64 dimensions).
+std::string encode_header(const std::string& path, const Array& a);
+// Writes atomically (outputs::write_file: a temp file in the same folder, then
+// rename; a target that is not a writable regular file is refused).
 void write(const std::string& path, const Array& a);
 
 }  // namespace moekit::npy

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "json.hpp"
+
 namespace moekit {
 
 double Report::gbps() const {
@@ -18,29 +20,7 @@ double Report::pct_of_peak() const {
 
 namespace {
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  o.reserve(s.size() + 2);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (c < 0x20) o += fmt::format("\\u{:04x}", c);
-        else o += static_cast<char>(c);
-    }
-  }
-  return o;
-}
-
-std::string q(const std::string& s) {
-  std::string o(1, '"');
-  o += json_escape(s);
-  o += '"';
-  return o;
-}
+std::string q(const std::string& s) { return json_quote(s); }
 
 // Appends `item` to a comma-separated list.
 void append_item(std::string& list, const std::string& item) {

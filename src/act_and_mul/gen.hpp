@@ -7,7 +7,8 @@
 
 namespace moekit::gen {
 
-// [tokens, 2d] standard-normal values in f16, bf16 or f32.
+// [tokens, 2d] approximately standard-normal values (a 4096-bin quantile table,
+// src/gen_common.hpp) in f16, bf16 or f32.
 npy::Array act_input(std::int64_t tokens, std::int64_t d, npy::DType dtype, std::uint64_t seed);
 
 }  // namespace moekit::gen

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <random>
 #include <unordered_set>
 #include <vector>
 
@@ -43,69 +42,106 @@ npy::Array align_ids(std::int64_t tokens, std::int32_t topk, std::int32_t num_ex
                                  num_experts));
   // align indexes token slots in int32: a larger trace could never be used.
   check_size(double(tokens) * topk, "an align trace", kInt32Max);
-  std::mt19937_64 rng(seed);
-  // Written straight into the output array (no wide copy of the whole trace).
+  // Each token draws from its own counter-based stream (see Rng).
+  const std::uint64_t key = stream_key(seed, 1);
   npy::Array a;
   a.shape = {tokens, topk};
   a.dtype = int64 ? npy::DType::i8 : npy::DType::i4;
   a.data.resize(static_cast<std::size_t>(tokens) * topk * (int64 ? 8 : 4));
-  std::vector<std::int64_t> row_buf(static_cast<std::size_t>(topk));
+  std::vector<std::int32_t> row_buf(static_cast<std::size_t>(topk));
+  const auto E = static_cast<std::uint64_t>(num_experts);
 
-  // Zipf: popularity 1/rank^S, ranks assigned to experts by a seeded shuffle.
-  std::vector<double> cdf;
-  std::vector<std::int32_t> perm(num_experts);
-  std::iota(perm.begin(), perm.end(), 0);
+  // Zipf: popularity 1/rank^S, ranks assigned to experts by a seeded shuffle,
+  // sampled in O(1) from an alias table (Vose): one random number picks a
+  // column i and, by its low 64 product bits, i itself or alias[i].
+  std::vector<std::int32_t> perm, alias;
+  std::vector<std::uint64_t> keep;
+  struct Column {  // one cache access per draw, and a select instead of a branch
+    std::uint64_t keep;
+    std::int32_t expert, alias;
+  };
+  std::vector<Column> cols;
   if (dist.kind == ExpertDist::zipf) {
-    std::shuffle(perm.begin(), perm.end(), rng);
-    cdf.resize(num_experts);
-    double acc = 0;
-    for (std::int32_t r = 0; r < num_experts; ++r) cdf[r] = (acc += 1.0 / std::pow(r + 1.0, dist.param));
-    for (auto& c : cdf) c /= acc;
-  }
-  std::uniform_int_distribution<std::int32_t> uni(0, num_experts - 1);
-  std::uniform_real_distribution<double> u01(0.0, 1.0);
-  auto draw = [&]() -> std::int32_t {
-    if (dist.kind == ExpertDist::zipf) {
-      auto it = std::lower_bound(cdf.begin(), cdf.end(), u01(rng));
-      std::size_t r = std::min<std::size_t>(it - cdf.begin(), num_experts - 1);
-      return perm[r];
+    Rng setup{mix64(key)};
+    perm.resize(E);
+    std::iota(perm.begin(), perm.end(), 0);
+    for (std::uint64_t i = E; i > 1; --i) std::swap(perm[i - 1], perm[setup.below(i)]);
+    std::vector<double> p(E);
+    double sum = 0;
+    for (std::uint64_t r = 0; r < E; ++r) sum += (p[r] = 1.0 / std::pow(double(r) + 1.0, dist.param));
+    for (auto& x : p) x *= double(E) / sum;
+    alias.resize(E);
+    keep.assign(E, ~std::uint64_t{0});
+    std::vector<std::int32_t> small, large;
+    for (std::uint64_t r = 0; r < E; ++r) (p[r] < 1.0 ? small : large).push_back(static_cast<std::int32_t>(r));
+    while (!small.empty() && !large.empty()) {
+      const std::int32_t s_ = small.back(), l = large.back();
+      small.pop_back();
+      keep[s_] = static_cast<std::uint64_t>(std::ldexp(std::max(p[s_], 0.0), 64));  // p < 1: fits
+      alias[s_] = l;
+      p[l] -= 1.0 - p[s_];
+      if (p[l] < 1.0) {
+        large.pop_back();
+        small.push_back(l);
+      }
     }
-    return uni(rng);
+    for (auto r : small) alias[r] = r;  // rounding leftovers: keep all
+    for (auto r : large) alias[r] = r;
+    for (auto& x : alias) x = perm[static_cast<std::size_t>(x)];  // ranks -> experts
+    cols.resize(E);
+    for (std::uint64_t r = 0; r < E; ++r) cols[r] = {keep[r], perm[r], alias[r]};
+  }
+  auto draw = [&](Rng& rng) -> std::int32_t {
+    if (dist.kind == ExpertDist::zipf) {
+      const unsigned __int128 m = static_cast<unsigned __int128>(rng.next()) * E;
+      const auto col = static_cast<std::size_t>(m >> 64);
+      const Column& c = cols[col];
+      return static_cast<std::uint64_t>(m) < c.keep ? c.expert : c.alias;
+    }
+    return static_cast<std::int32_t>(rng.below(E));
   };
   // Dense "taken" marks make distinctness O(topk) per token even when topk ~ E;
   // rejection stays cheap while most experts are free, and we fall back to a
   // scan of free experts when it is not.
-  std::vector<std::uint8_t> taken(num_experts, 0);
+  std::vector<std::uint8_t> taken(E, 0);
   for (std::int64_t t = 0; t < tokens; ++t) {
-    std::int64_t* row = row_buf.data();
+    Rng rng{counter_at(key, static_cast<std::uint64_t>(t))};
+    std::int32_t* row = row_buf.data();
     int n = 0;
-    if (dist.kind == ExpertDist::hot && u01(rng) < dist.param) {
+    if (dist.kind == ExpertDist::hot && rng.unit() < dist.param) {
       row[n++] = 0;
       taken[0] = 1;
     }
-    while (n < topk) {
-      std::int32_t e = -1;
-      for (int tries = 0; tries < 64 && e < 0; ++tries) {
-        std::int32_t c = draw();
-        if (!taken[c]) e = c;
-      }
-      if (e < 0) {  // heavily skewed and nearly full: take a uniformly chosen free expert
+    // Rejection without a branch on the (unpredictable) outcome: a taken
+    // expert is written and then overwritten.
+    for (int tries = 0; n < topk; ++tries) {
+      if (tries == 64 * topk) {  // heavily skewed and nearly full: uniformly chosen free experts
         std::vector<std::int32_t> free_e;
         for (std::int32_t c = 0; c < num_experts; ++c)
           if (!taken[c]) free_e.push_back(c);
-        e = free_e[std::uniform_int_distribution<std::size_t>(0, free_e.size() - 1)(rng)];
+        while (n < topk) {
+          const auto at = rng.below(free_e.size());
+          row[n++] = free_e[at];
+          taken[free_e[at]] = 1;
+          free_e.erase(free_e.begin() + static_cast<std::ptrdiff_t>(at));
+        }
+        break;
       }
-      taken[e] = 1;
-      row[n++] = e;
+      const std::int32_t c = draw(rng);
+      const bool fresh = !taken[c];
+      row[n] = c;
+      taken[c] = 1;
+      n += fresh;
     }
-    std::shuffle(row, row + topk, rng);  // the hot expert is not always first
+    // Shuffled: the hot expert is not always first.
+    shuffle(row, static_cast<std::size_t>(topk), rng);
     for (int j = 0; j < topk; ++j) taken[row[j]] = 0;
     const std::size_t at = static_cast<std::size_t>(t) * topk;
     if (int64) {
-      std::memcpy(a.as<std::int64_t>().data() + at, row, static_cast<std::size_t>(topk) * 8);
+      auto out = a.as<std::int64_t>().data() + at;
+      for (int j = 0; j < topk; ++j) out[j] = row[j];
     } else {
-      auto out = a.as<std::int32_t>().data() + at;
-      for (int j = 0; j < topk; ++j) out[j] = static_cast<std::int32_t>(row[j]);
+      std::memcpy(a.as<std::int32_t>().data() + at, row, static_cast<std::size_t>(topk) * 4);
     }
   }
   return a;

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <random>
 #include <unordered_set>
 #include <vector>
 
@@ -27,43 +26,47 @@ npy::Array dedup_indices(std::int32_t batch, std::int32_t mtp_step, std::int32_t
   // A batch row (M*k values) is indexed in int32 by every dedup variant.
   check_size(double(mtp_step) * k, "a dedup batch (M*k values)", kInt32Max);
   check_size(double(batch) * mtp_step * k, "dedup input");
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<std::int64_t> val(0, max_index - 1);
+  // Each (batch, step) row draws from its own counter-based stream (see Rng).
+  const std::uint64_t key = stream_key(seed, 2);
   const bool distinct = max_index >= 2 * std::int64_t(k);  // rejection stays cheap
-  std::vector<std::int32_t> v(static_cast<std::size_t>(batch) * mtp_step * k);
-  std::vector<std::int32_t> prev(k), row(k);
-  std::unordered_set<std::int32_t> seen;
+  npy::Array a;
+  a.dtype = npy::DType::i4;
+  a.shape = {std::int64_t(batch) * mtp_step, k};
+  a.data.resize(static_cast<std::size_t>(batch) * mtp_step * k * 4);
+  const auto out = a.as<std::int32_t>();
+  std::vector<std::int32_t> prev(k), row(k), carry(k);
+  SmallSet seen(distinct ? static_cast<std::size_t>(k) : 0);
   const int keep = static_cast<int>(std::lround(overlap * k));
   const int pads = static_cast<int>(std::lround(pad * k));
   for (std::int32_t b = 0; b < batch; ++b) {
     for (std::int32_t m = 0; m < mtp_step; ++m) {
-      seen.clear();
+      const std::size_t r = static_cast<std::size_t>(b) * mtp_step + m;
+      Rng rng{counter_at(key, r)};
       int n = 0;
       if (m > 0 && keep > 0) {  // carry over a random subset of the previous step's values
-        std::vector<std::int32_t> carry(prev.begin(), prev.end());
-        std::shuffle(carry.begin(), carry.end(), rng);
+        carry = prev;
+        // Fisher-Yates, only as far as needed.
+        IndexStream idx{rng};
         for (int i = 0; i < k && n < keep; ++i) {
+          std::swap(carry[i], carry[i + idx.below(static_cast<std::uint64_t>(k - i))]);
           if (carry[i] < 0) continue;
-          if (distinct && !seen.insert(carry[i]).second) continue;
+          if (distinct && !seen.insert(carry[i])) continue;
           row[n++] = carry[i];
         }
       }
       while (n < k) {
-        auto x = static_cast<std::int32_t>(val(rng));
-        if (distinct && !seen.insert(x).second) continue;
+        const auto x = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(max_index)));
+        if (distinct && !seen.insert(x)) continue;
         row[n++] = x;
       }
-      std::shuffle(row.begin(), row.end(), rng);
-      prev = row;
-      for (int i = k - pads; i < k; ++i) row[i] = -1;
-      std::copy(row.begin(), row.end(), v.begin() + (static_cast<std::size_t>(b) * mtp_step + m) * k);
+      seen.clear();
+      shuffle(row.data(), row.size(), rng);
+      std::int32_t* o = out.data() + r * k;
+      std::copy(row.begin(), row.end(), o);
+      for (int i = k - pads; i < k; ++i) o[i] = -1;
+      std::swap(prev, row);  // the next step carries from the unpadded row
     }
   }
-  npy::Array a;
-  a.dtype = npy::DType::i4;
-  a.shape = {std::int64_t(batch) * mtp_step, k};
-  a.data.resize(v.size() * 4);
-  if (!v.empty()) std::memcpy(a.data.data(), v.data(), a.data.size());
   return a;
 }
 

@@ -1,6 +1,11 @@
 // Unit tests of the align input generator.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <ctime>
+#include <numeric>
 #include <set>
 #include <vector>
 
@@ -57,4 +62,52 @@ TEST_CASE("gen align: int32 and int64 traces hold the same ids") {
 TEST_CASE("gen align refuses sizes align cannot use, before allocating") {
   // align indexes slots in int32.
   CHECK_THROWS_AS(gen::align_ids(std::int64_t(1) << 28, 8, 256, {}, 1, false), InputError);
+}
+
+TEST_CASE("gen align: deterministic, distinct experts per token, distributions") {
+  const std::int64_t T = 200000;
+  const int K = 8, E = 64;
+  for (const char* d : {"uniform", "zipf:1.2", "hot:0.5"}) {
+    CAPTURE(d);
+    const auto dist = gen::parse_dist(d);
+    const auto a = gen::align_ids(T, K, E, dist, 3, false);
+    CHECK(gen::align_ids(T, K, E, dist, 3, false).data == a.data);
+    CHECK(gen::align_ids(T, K, E, dist, 4, false).data != a.data);
+    const auto v = a.as<std::int32_t>();
+    std::vector<double> count(E, 0);
+    std::size_t first_is_0 = 0;
+    bool distinct = true, in_range = true;
+    for (std::int64_t t = 0; t < T; ++t) {
+      std::set<std::int32_t> row(v.begin() + t * K, v.begin() + (t + 1) * K);
+      distinct = distinct && row.size() == std::size_t(K);
+      for (int j = 0; j < K; ++j) {
+        const auto e = v[static_cast<std::size_t>(t * K + j)];
+        in_range = in_range && e >= 0 && e < E;
+        if (e >= 0 && e < E) count[static_cast<std::size_t>(e)] += 1;
+      }
+      first_is_0 += v[static_cast<std::size_t>(t * K)] == 0;
+    }
+    CHECK(distinct);
+    CHECK(in_range);
+    const double total = double(T) * K;
+    std::vector<double> sorted = count;
+    std::sort(sorted.rbegin(), sorted.rend());
+    if (std::string(d) == "uniform") {
+      CHECK(sorted.front() / total < 1.1 / E);
+      CHECK(sorted.back() / total > 0.9 / E);
+    } else if (std::string(d) == "hot:0.5") {
+      // Expert 0 is in every hot token and in K/E of the rest; shuffled into place.
+      CHECK(std::abs(count[0] / double(T) - (0.5 + 0.5 * K / double(E))) < 0.01);
+      CHECK(std::abs(first_is_0 / double(T) - count[0] / double(T) / K) < 0.01);
+    } else {
+      // Popularity falls with rank; the most popular expert is much above uniform.
+      CHECK(sorted.front() / total > 3.0 / E);
+      CHECK(sorted[0] > sorted[4]);
+      CHECK(sorted[4] > sorted[16]);
+    }
+  }
+  // topk == E: every token takes every expert (the free-scan fallback).
+  const auto full_a = gen::align_ids(100, 16, 16, gen::parse_dist("zipf:3"), 1, true);
+  const auto full = full_a.as<std::int64_t>();
+  for (int t = 0; t < 100; ++t) CHECK(std::set<std::int64_t>(full.begin() + t * 16, full.begin() + (t + 1) * 16).size() == 16);
 }

@@ -2,6 +2,7 @@
 """Corpus of malformed .npy files (plus a few valid controls), crafted byte by byte.
 
   npy_corpus.py --list                 print the case names, one per line
+  npy_corpus.py --write DIR            write every file case as DIR/CASE.npy (fuzzing seeds)
   npy_corpus.py DIR CASE|all CMD...    write DIR/CASE.npy and run CMD... DIR/CASE.npy
 
 A defect passes when CMD exits 2 and prints exactly one line on stderr that
@@ -154,6 +155,11 @@ def check(root, name, cmd):
 def main(argv):
     if argv[1:] == ["--list"]:
         print("\n".join(names()))
+        return 0
+    if len(argv) == 3 and argv[1] == "--write":
+        os.makedirs(argv[2], exist_ok=True)
+        for name in CASES:
+            materialize(argv[2], name)
         return 0
     if len(argv) < 4:
         print(__doc__)

@@ -2,6 +2,7 @@
 // order, the writer's layout and atomicity, and rejection of malformed files.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -330,7 +331,12 @@ TEST_CASE("big-endian and explicit byte orders are converted to native") {
 TEST_CASE("Fortran order is converted to C order") {
   TempDir dir;
   const std::string path = dir.file("f.npy");
-  const std::vector<std::vector<std::int64_t>> shapes = {{2, 3}, {3, 1}, {2, 3, 4}, {3, 2, 2, 5}, {1, 4, 1, 3}};
+  // Size-1 dimensions anywhere (the conversion drops them), a 1-long innermost
+  // row, and the 64-dimension maximum.
+  std::vector<std::int64_t> rank64(64, 1);
+  rank64[0] = 3, rank64[17] = 2, rank64[63] = 2;
+  const std::vector<std::vector<std::int64_t>> shapes = {{2, 3},          {3, 1}, {2, 3, 4}, {3, 2, 2, 5}, {1, 4, 1, 3},
+                                                         {2, 1, 1, 3, 1}, {1, 1}, {5, 1},    rank64};
   for (const auto& shape : shapes) {
     CAPTURE(format_shape(shape));
     std::int64_t n = 1;
@@ -338,6 +344,7 @@ TEST_CASE("Fortran order is converted to C order") {
     std::vector<std::int32_t> fdata(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) fdata[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i * 7 + 3);
     for (const bool big : {false, true}) {
+      CAPTURE(big);
       spit(path, raw_npy(std::string("{'descr': '") + (big ? ">i4" : "<i4") + "', 'fortran_order': True, 'shape': " +
                              format_shape(shape) + ", }",
                          big ? big_endian_bytes(fdata) : bytes_of(fdata)));
@@ -359,6 +366,18 @@ TEST_CASE("Fortran order is converted to C order") {
           idx[d] = 0;
         }
       }
+    }
+  }
+  SUBCASE("every item size") {
+    // [[0,1,2],[3,4,5]] stored column-major as 0,3,1,4,2,5.
+    const std::vector<int> f = {0, 3, 1, 4, 2, 5};
+    for (const auto& [descr, item] : {std::pair{"|u1", 1}, {"<u2", 2}, {"<u4", 4}, {"<u8", 8}}) {
+      CAPTURE(descr);
+      std::string data;
+      for (int v : f) data += std::string(1, static_cast<char>(v)) + std::string(static_cast<std::size_t>(item - 1), '\0');
+      spit(path, raw_npy(std::string("{'descr': '") + descr + "', 'fortran_order': True, 'shape': (2, 3), }", data));
+      const Array a = read(path);
+      for (std::size_t i = 0; i < 6; ++i) CHECK(static_cast<int>(a.data[i * static_cast<std::size_t>(item)]) == int(i));
     }
   }
   SUBCASE("2x3 by hand") {
@@ -417,11 +436,11 @@ TEST_CASE("bfloat16: V2 descr, the named form, and the reinterpret override") {
   }
 }
 
-TEST_CASE("writer: alignment for every header size, version 2.0 for huge headers") {
+TEST_CASE("writer: alignment for every header size, at most 64 dimensions") {
   TempDir dir;
   const std::string path = dir.file("w.npy");
-  // Ranks 0..40 of ones walk the header length across several 64-byte steps.
-  for (std::size_t rank = 0; rank <= 40; ++rank) {
+  // Ranks 0..64 of ones walk the header length across several 64-byte steps.
+  for (std::size_t rank = 0; rank <= 64; ++rank) {
     const Array a = random_array(DType::u2, std::vector<std::int64_t>(rank, 1), 7);
     write(path, a);
     const Layout l = layout_of(slurp(path));
@@ -432,16 +451,23 @@ TEST_CASE("writer: alignment for every header size, version 2.0 for huge headers
     CHECK(l.header.find('\n') == l.header.size() - 1);
     CHECK(read(path).shape.size() == rank);
   }
-  // A header over 65535 bytes does not fit version 1.0's 16-bit length.
-  const Array big = random_array(DType::f4, std::vector<std::int64_t>(25000, 1), 9);
-  write(path, big);
-  const Layout l = layout_of(slurp(path));
-  CHECK(l.major == 2);
-  CHECK(l.header_len > 65535);
-  CHECK(l.data_offset % 64 == 0);
-  const Array back = read(path);
-  CHECK(back.shape.size() == 25000);
-  CHECK(back.data == big.data);
+  // 64 dimensions of the largest sizes still fit version 1.0 (what NumPy writes).
+  Array wide;
+  wide.dtype = DType::u1;
+  wide.shape.assign(64, 0);
+  wide.shape[0] = std::int64_t{1} << 62;
+  write(path, wide);
+  CHECK(layout_of(slurp(path)).major == 1);
+  CHECK(read(path).shape == wide.shape);
+  // NumPy's limit: a 65-dimension array is refused and nothing is written.
+  const Array over = random_array(DType::f4, std::vector<std::int64_t>(65, 1), 9);
+  try {
+    write(dir.file("over.npy"), over);
+    FAIL("wrote 65 dimensions");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("more than 64") != std::string::npos);
+  }
+  CHECK(!fs::exists(dir.file("over.npy")));
 }
 
 TEST_CASE("writer: atomic replace, errors leave nothing behind") {
@@ -560,11 +586,125 @@ TEST_CASE("malformed files are rejected with a one-line message naming the file"
   expect_rejected(dir, "unknown_word", with("{'descr': '<i4', 'fortran_order': false, 'shape': (2, 3)}"), "false");
   expect_rejected(dir, "leading_zero", with("{'descr': '<i4', 'fortran_order': False, 'shape': (02, 3)}"),
                   "leading zeros");
+  std::string dims65;
+  for (int i = 0; i < 65; ++i) dims65 += "1, ";
+  expect_rejected(dir, "rank_65", with("{'descr': '<i4', 'fortran_order': False, 'shape': (" + dims65 + "6)}"),
+                  "more than 64");
   expect_rejected(dir, "deep_nesting",
                   with("{'descr': '<i4', 'fortran_order': False, 'shape': " + std::string(100, '(') + "}"), "deeply");
 
   SUBCASE("paths that are not files") {
     CHECK_THROWS_AS((void)read(dir.file("missing.npy")), InputError);
     CHECK_THROWS_AS((void)read(dir.path.string()), InputError);
+  }
+}
+
+TEST_CASE("hostile paths: FIFOs and devices are refused without blocking") {
+  TempDir dir;
+  const std::string fifo = dir.file("f.npy");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  // A blocking open of a FIFO without a writer would hang here forever.
+  for (const auto& p : {fifo, std::string("/dev/null"), std::string("/dev/zero")}) {
+    CAPTURE(p);
+    try {
+      (void)read(p);
+      FAIL("read a special file");
+    } catch (const InputError& e) {
+      CHECK(std::string(e.what()).find("not a regular file") != std::string::npos);
+    }
+    CHECK_THROWS_AS((void)inspect(p), InputError);
+  }
+}
+
+TEST_CASE("hostile paths: output targets that are not writable regular files are left alone") {
+  TempDir dir;
+  const Array a = random_array(DType::i4, {4}, 3);
+  const auto refused = [&](const std::string& p, const char* needle) {
+    CAPTURE(p);
+    try {
+      write(p, a);
+      FAIL("write succeeded");
+    } catch (const InputError& e) {
+      CHECK(std::string(e.what()).find(needle) != std::string::npos);
+    }
+  };
+  const std::string fifo = dir.file("fifo.npy");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  refused(fifo, "a FIFO");
+  // Never /dev/null itself: a regression run as root would replace it. A copy
+  // of its device node (root only) and a symlink to it are safe to lose.
+  const std::string dev = dir.file("dev.npy");
+  const bool have_dev = ::mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;
+  if (have_dev) refused(dev, "a character device");
+  const std::string link = dir.file("null.npy");
+  REQUIRE(::symlink("/dev/null", link.c_str()) == 0);
+  refused(link, "a character device");
+  struct stat st {};
+  REQUIRE(::stat("/dev/null", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  REQUIRE(::lstat(link.c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+
+  // Read-only: refused (even for root), content and mode kept.
+  const std::string ro = dir.file("ro.npy");
+  write(ro, random_array(DType::f4, {2}, 1));
+  const std::string before = slurp(ro);
+  REQUIRE(::chmod(ro.c_str(), 0444) == 0);
+  refused(ro, "read-only");
+  CHECK(slurp(ro) == before);
+  REQUIRE(::stat(ro.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0444);
+  auto left = dir.entries();
+  std::sort(left.begin(), left.end());
+  if (have_dev) {
+    REQUIRE(::lstat(dev.c_str(), &st) == 0);
+    CHECK(S_ISCHR(st.st_mode));
+    left.erase(std::find(left.begin(), left.end(), "dev.npy"));
+  }
+  CHECK(left == std::vector<std::string>{"fifo.npy", "null.npy", "ro.npy"});
+}
+
+TEST_CASE("hostile paths: messages show file names on one printable line") {
+  TempDir dir;
+  const std::string weird = dir.file("a\nb\x1b[31m\\c\xff.npy");
+  spit(weird, "not an npy file at all");
+  try {
+    (void)read(weird);
+    FAIL("accepted");
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    CAPTURE(msg);
+    CHECK(msg.find('\n') == std::string::npos);
+    CHECK(msg.find('\x1b') == std::string::npos);
+    CHECK(msg.find("a\\x0ab\\x1b[31m\\x5cc\\xff.npy: not a .npy file") != std::string::npos);
+  }
+  // Printable UTF-8 stays readable.
+  const std::string utf8 = dir.file("donn\xc3\xa9" "es.npy");
+  try {
+    (void)read(utf8);
+    FAIL("read a missing file");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).rfind(utf8 + ": cannot open", 0) == 0);
+  }
+}
+
+TEST_CASE("hostile headers: a huge rank is refused in time linear in the header") {
+  // 500 000 dimensions of size 1 in Fortran order (2 MB): refused at the 65th.
+  TempDir dir;
+  std::string dims;
+  for (int i = 0; i < 500000; ++i) dims += "1,";
+  std::string dict = "{'descr': '<i4', 'fortran_order': True, 'shape': (" + dims + "), }";
+  std::string bytes = "\x93NUMPY\x02";
+  bytes += '\0';
+  for (int i = 0; i < 4; ++i) bytes += static_cast<char>((dict.size() >> (8 * i)) & 0xff);
+  bytes += dict + std::string(4, '\0');
+  spit(dir.file("r.npy"), bytes);
+  try {
+    (void)read(dir.file("r.npy"));
+    FAIL("accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("more than 64 items") != std::string::npos);
   }
 }

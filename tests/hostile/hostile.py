@@ -1,0 +1,617 @@
+#!/usr/bin/env python3
+"""Hostile-input suite: the real moekit binary against special files, broken
+output folders, signals, weird file names and malformed .npy files.
+
+  hostile.py --list                  print the case names, one per line
+  hostile.py MOEKIT WORKDIR CASE     run one case in WORKDIR/CASE (exit 0 pass, 1 fail, 77 skip)
+
+Every case states the exit code, the one stderr line (prefixed "moekit: ",
+printable: no control byte reaches the terminal) and the state of the files
+afterwards: an output folder holding a previous run's files must hold exactly
+those bytes after a refused run, with no temp file left. Stdlib only.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "npy"))
+import npy_corpus  # noqa: E402  (the malformed .npy files, byte by byte)
+
+SKIP = 77
+CASES = {}
+MOEKIT = None
+
+
+class Fail(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def case(f):
+    CASES[f.__name__] = f
+    return f
+
+
+def expect(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def run(*args, timeout=30, preexec_fn=None):
+    """Runs moekit; returns (exit code, stdout bytes, stderr bytes). A hang is a failure."""
+    try:
+        p = subprocess.run([MOEKIT, *[a if isinstance(a, bytes) else str(a) for a in args]],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+                           preexec_fn=preexec_fn)
+    except subprocess.TimeoutExpired:
+        raise Fail(f"moekit {args!r} still running after {timeout} s (hang)")
+    return p.returncode, p.stdout, p.stderr
+
+
+def expect_error(res, pattern, code=2):
+    """Exit `code`, exactly one stderr line 'moekit: ...' matching `pattern` (a
+    bytes regex searched in the line), and no control byte in it."""
+    rc, out, err = res
+    lines = [l for l in err.split(b"\n") if l.strip()]
+    expect(rc == code, f"exit {rc}, want {code}; stderr {err!r}")
+    expect(len(lines) == 1, f"stderr has {len(lines)} lines, want 1: {err!r}")
+    line = lines[0]
+    expect(line.startswith(b"moekit: "), f"stderr line lacks the 'moekit: ' prefix: {line!r}")
+    expect(not re.search(rb"[\x00-\x1f\x7f]", line), f"control byte in the stderr line: {line!r}")
+    expect(re.search(pattern, line), f"stderr line {line!r} does not match {pattern!r}")
+    return line
+
+
+def snapshot(d):
+    """name -> (kind, bytes or link target, permission bits) of every entry of d."""
+    out = {}
+    for name in os.listdir(d):
+        p = os.path.join(d, name)
+        st = os.lstat(p)
+        if stat.S_ISREG(st.st_mode):
+            with open(p, "rb") as f:
+                body = f.read()
+        elif stat.S_ISLNK(st.st_mode):
+            body = os.readlink(p)
+        else:
+            body = None
+        out[os.fsdecode(name)] = (stat.S_IFMT(st.st_mode), body, stat.S_IMODE(st.st_mode))
+    return out
+
+
+def expect_unchanged(d, before, what="output folder"):
+    after = snapshot(d)
+    temps = [n for n in after if ".moekit-" in n or n.endswith(".tmp")]
+    expect(not temps, f"temp files left in the {what}: {temps}")
+    expect(after == before, f"{what} changed: before {sorted(before)}, after {sorted(after)}")
+
+
+def npy_bytes(descr, shape, data, fortran=False, major=1):
+    h = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (descr, fortran, shape)
+    return npy_corpus.npy(h, data=data, major=major)
+
+
+def save_i32(path, values, shape=None):
+    shape = shape or (len(values),)
+    with open(path, "wb") as f:
+        f.write(npy_bytes("<i4", repr(tuple(shape)), struct.pack(f"<{len(values)}i", *values)))
+
+
+ALIGN_OUT = ["sorted_token_ids.npy", "expert_ids.npy", "num_tokens_post_pad.npy"]
+
+
+def align_set(d, seed=1):
+    """`d` holding a previous align run's three outputs."""
+    rc, _, err = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "-B", 4, "--device", "cpu",
+                     "--seed", seed, "--out", d)
+    expect(rc == 0, f"setup run failed: {err!r}")
+    expect(sorted(map(os.fsdecode, os.listdir(d))) == sorted(ALIGN_OUT), f"setup outputs {os.listdir(d)}")
+
+
+def align_again(d, seed=2):
+    return run("align", "--tokens", 64, "--topk", 2, "-E", 8, "-B", 4, "--device", "cpu", "--seed", seed,
+               "--out", d)
+
+
+def gen_small(target):
+    return run("gen", "act-and-mul", "--tokens", 2, "--d", 2, "-o", target)
+
+
+# ------------------------------------------------------------------ 1. special output targets
+@case
+def out_gen_fifo(w):
+    os.mkfifo(os.path.join(w, "t.npy"))
+    before = snapshot(w)
+    expect_error(gen_small(os.path.join(w, "t.npy")), rb"t\.npy: not replaced: it is a FIFO, not a regular file$")
+    expect_unchanged(w, before, "folder")
+
+
+@case
+def out_gen_symlink_to_dev_null(w):
+    # Never /dev/null itself: a regression run as root would replace it.
+    os.symlink("/dev/null", os.path.join(w, "n.npy"))
+    before = snapshot(w)
+    expect_error(gen_small(os.path.join(w, "n.npy")), rb"n\.npy: not replaced: it is a character device")
+    expect_unchanged(w, before, "folder")
+    expect(stat.S_ISCHR(os.stat("/dev/null").st_mode), "/dev/null is no longer a character device")
+
+
+@case
+def out_gen_fake_char_device(w):
+    dev = os.path.join(w, "fake")
+    try:
+        os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        raise Skip("mknod needs root")
+    before = snapshot(w)
+    expect_error(gen_small(dev), rb"fake: not replaced: it is a character device")
+    expect_unchanged(w, before, "folder")
+
+
+@case
+def out_gen_directory(w):
+    os.mkdir(os.path.join(w, "d.npy"))
+    before = snapshot(w)
+    expect_error(gen_small(os.path.join(w, "d.npy")), rb"d\.npy: not replaced: it is a directory")
+    expect_unchanged(w, before, "folder")
+
+
+@case
+def out_folder_member_fifo(w):
+    o = os.path.join(w, "o")
+    align_set(o)
+    os.remove(os.path.join(o, "expert_ids.npy"))
+    os.mkfifo(os.path.join(o, "expert_ids.npy"))
+    before = snapshot(o)
+    expect_error(align_again(o), rb"expert_ids\.npy: not replaced: it is a FIFO")
+    expect_unchanged(o, before)
+
+
+@case
+def out_folder_member_symlink_to_dev_null(w):
+    o = os.path.join(w, "o")
+    align_set(o)
+    os.remove(os.path.join(o, "num_tokens_post_pad.npy"))
+    os.symlink("/dev/null", os.path.join(o, "num_tokens_post_pad.npy"))
+    before = snapshot(o)
+    expect_error(align_again(o), rb"num_tokens_post_pad\.npy: not replaced: it is a character device")
+    expect_unchanged(o, before)
+
+
+# ------------------------------------------------------------------ 5. all-or-nothing output sets
+@case
+def out_folder_member_directory_keeps_previous_set(w):
+    # The issue's reproduction: the second file of the set cannot be replaced.
+    o = os.path.join(w, "o")
+    align_set(o)
+    os.remove(os.path.join(o, "expert_ids.npy"))
+    os.mkdir(os.path.join(o, "expert_ids.npy"))
+    before = snapshot(o)
+    expect_error(align_again(o), rb"expert_ids\.npy: not replaced: it is a directory")
+    expect_unchanged(o, before)
+
+
+@case
+def out_folder_replaced_as_a_whole(w):
+    o = os.path.join(w, "o")
+    align_set(o, seed=1)
+    first = snapshot(o)
+    rc, _, err = align_again(o, seed=2)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    second = snapshot(o)
+    expect(sorted(second) == sorted(ALIGN_OUT), f"entries {sorted(second)}")
+    expect(second["sorted_token_ids.npy"] != first["sorted_token_ids.npy"], "the set was not replaced")
+
+
+@case
+def out_folder_is_a_file(w):
+    f = os.path.join(w, "o")
+    open(f, "wb").close()
+    before = snapshot(w)
+    expect_error(align_again(f), rb"o: cannot create output folder")
+    expect_unchanged(w, before, "folder")
+
+
+# ------------------------------------------------------------------ 7. read-only outputs: refused
+@case
+def out_gen_read_only_file(w):
+    t = os.path.join(w, "ro.npy")
+    rc, _, err = gen_small(t)
+    expect(rc == 0, f"setup: {err!r}")
+    os.chmod(t, 0o444)
+    before = snapshot(w)
+    expect_error(gen_small(t), rb"ro\.npy: not replaced: the file is read-only \(mode 0444\)")
+    expect_unchanged(w, before, "folder")
+
+
+@case
+def out_folder_member_read_only(w):
+    o = os.path.join(w, "o")
+    align_set(o)
+    os.chmod(os.path.join(o, "num_tokens_post_pad.npy"), 0o444)
+    before = snapshot(o)
+    expect_error(align_again(o), rb"num_tokens_post_pad\.npy: not replaced: the file is read-only")
+    expect_unchanged(o, before)
+
+
+# ------------------------------------------------------------------ 4. special input files (no hang)
+def fifo_input(w):
+    f = os.path.join(w, "f.npy")
+    os.mkfifo(f)
+    return f
+
+
+def input_refused(w, args, pattern=rb"f\.npy: not a regular file \(a FIFO\)$"):
+    o = os.path.join(w, "o")
+    expect_error(run(*args, "--out", o, timeout=15), pattern)
+    expect(not os.path.exists(o), "an output folder was created for a refused input")
+
+
+@case
+def in_info_fifo(w):
+    expect_error(run("info", fifo_input(w), timeout=15), rb"f\.npy: not a regular file \(a FIFO\)$")
+
+
+@case
+def in_align_topk_ids_fifo(w):
+    input_refused(w, ["align", "--topk-ids", fifo_input(w), "-E", 8, "--device", "cpu"])
+
+
+@case
+def in_align_expert_map_fifo(w):
+    ids = os.path.join(w, "ids.npy")
+    save_i32(ids, [0, 1, 2, 3], (2, 2))
+    input_refused(w, ["align", "--topk-ids", ids, "-E", 8, "--expert-map", fifo_input(w), "--device", "cpu"])
+
+
+@case
+def in_dedup_indices_fifo(w):
+    input_refused(w, ["dedup", "--indices", fifo_input(w), "-M", 1, "--device", "cpu"])
+
+
+@case
+def in_act_input_fifo(w):
+    input_refused(w, ["act-and-mul", "--input", fifo_input(w), "--device", "cpu"])
+
+
+@case
+def in_info_char_device(w):
+    expect_error(run("info", "/dev/zero", timeout=15), rb"/dev/zero: not a regular file \(a character device\)$")
+
+
+@case
+def in_align_topk_ids_char_device(w):
+    input_refused(w, ["align", "--topk-ids", "/dev/zero", "-E", 8, "--device", "cpu"],
+                  rb"/dev/zero: not a regular file \(a character device\)$")
+
+
+# ------------------------------------------------------------------ 3. rank: capped at 64, linear
+@case
+def npy_rank_500000_fortran(w):
+    # 1 MB of header: 500 000 dimensions of size 1, Fortran order (was a CPU hang).
+    f = os.path.join(w, "r.npy")
+    with open(f, "wb") as fh:
+        fh.write(npy_bytes("<i4", "(" + "1," * 500000 + ")", b"\0" * 4, fortran=True, major=2))
+    t0 = time.monotonic()
+    expect_error(run("info", f, timeout=20), rb"r\.npy: bad header: a tuple or list of more than 64 items")
+    expect(time.monotonic() - t0 < 10, "took too long to refuse")
+
+
+@case
+def npy_rank_65(w):
+    f = os.path.join(w, "r.npy")
+    with open(f, "wb") as fh:
+        fh.write(npy_bytes("<i4", "(" + "1, " * 65 + ")", b"\0" * 4))
+    expect_error(run("info", f), rb"r\.npy: bad header: a tuple or list of more than 64 items")
+
+
+@case
+def npy_rank_64_fortran_accepted(w):
+    f = os.path.join(w, "r.npy")
+    shape = [1] * 64
+    shape[0], shape[40], shape[63] = 100000, 2, 3
+    n = 100000 * 2 * 3
+    with open(f, "wb") as fh:
+        fh.write(npy_bytes("|u1", repr(tuple(shape)), bytes(i % 251 for i in range(n)), fortran=True))
+    rc, out, err = run("info", f)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    expect(b"uint8 (100000, 1," in out and b"600000 elements" in out, f"stdout {out!r}")
+
+
+# ------------------------------------------------------------------ 6. signals and stale temps
+def interrupt_while_writing(w, sig):
+    """Starts a large `gen -o`, sends `sig` once its temp file exists, and checks
+    the process died of it with no temp left and the previous file intact."""
+    t = os.path.join(w, "big.npy")
+    save_i32(t, [1, 2, 3])
+    with open(t, "rb") as f:
+        previous = f.read()
+    for attempt in range(5):
+        # 128 MiB: generated in a fraction of a second, written for longer.
+        p = subprocess.Popen([MOEKIT, "gen", "act-and-mul", "--tokens", "2048", "--d", "8192", "--dtype", "f32",
+                              "-o", t], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        caught = False
+        while p.poll() is None and time.monotonic() < deadline:
+            if any(n != "big.npy" for n in os.listdir(w)):  # the temp file exists
+                p.send_signal(sig)
+                caught = True
+                break
+            time.sleep(0.0005)
+        p.wait(timeout=60)
+        p.stderr.close()
+        if caught:
+            expect(p.returncode == -sig, f"exit status {p.returncode}, want death by signal {sig}")
+            left = sorted(os.listdir(w))
+            expect(left == ["big.npy"], f"left behind: {left}")
+            with open(t, "rb") as f:
+                expect(f.read() == previous, "the previous file changed")
+            return
+        # Finished before we saw the temp: restore the previous file and retry.
+        save_i32(t, [1, 2, 3])
+    raise Skip("the write was always faster than the poll; nothing was interrupted")
+
+
+@case
+def signal_sigint_while_writing(w):
+    interrupt_while_writing(w, signal.SIGINT)
+
+
+@case
+def signal_sigterm_while_writing(w):
+    interrupt_while_writing(w, signal.SIGTERM)
+
+
+def dead_pid():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+@case
+def stale_temps_cleaned(w):
+    t = os.path.join(w, "t.npy")
+    stale = f".t.npy.moekit-{dead_pid()}-0.tmp"
+    live = f".t.npy.moekit-{os.getpid()}-0.tmp"  # this script is alive: not stale
+    unrelated = f".u.npy.moekit-{dead_pid()}-0.tmp"
+    for n in (stale, live, unrelated):
+        with open(os.path.join(w, n), "wb") as f:
+            f.write(b"x" * 1000)
+    rc, _, err = gen_small(t)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    left = sorted(os.listdir(w))
+    expect(left == sorted(["t.npy", live, unrelated]), f"entries after the run: {left}")
+
+
+# ------------------------------------------------------------------ 10. valid JSON for any file name
+WEIRD = [b"tab\there.npy", b"new\nline.npy", b"esc\x1b[31m.npy", b'quote"back\\slash.npy', b"bad\xff\xfeutf8.npy",
+         b"caf\xc3\xa9.npy", b"c1\xc2\x9b.npy", b"ls\xe2\x80\xa8.npy"]
+
+
+@case
+def json_info_weird_names(w):
+    wb = os.fsencode(w)
+    paths = []
+    for n in WEIRD:
+        p = os.path.join(wb, n)
+        save_i32(p, [1, 2, 3, 4], (2, 2))
+        paths.append(p)
+    rc, out, err = run("info", "--format", "json", *paths)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    expect(not re.search(rb"[\x00-\x1f\x7f]", out.replace(b"\n", b"")), f"raw control bytes in stdout: {out!r}")
+    lines = out.decode("utf-8").splitlines()  # must be UTF-8 too
+    expect(len(lines) == len(paths), f"{len(lines)} lines for {len(paths)} files")
+    for p, line in zip(paths, lines):
+        o = json.loads(line)
+        expect(os.fsencode(o["file"]) == p, f"file name not lossless: {o['file']!r} vs {p!r}")
+        expect(o["shape"] == [2, 2] and o["numel"] == 4, f"{o}")
+
+
+@case
+def json_report_outputs_weird_folder(w):
+    o = os.path.join(os.fsencode(w), b"out\t\x1b\xff\nx")
+    rc, out, err = run("dedup", "--batch", 1, "-M", 1, "--k", 4, "--device", "cpu", "--format", "json", "--out", o)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    rep = json.loads(out.decode("utf-8"))
+    expect([os.fsencode(x) for x in rep["outputs"]] == [os.path.join(o, b"dedup.npy")], f"outputs {rep['outputs']!r}")
+
+
+# ------------------------------------------------------------------ 15. paths in error lines
+@case
+def errpath_info_missing_weird_name(w):
+    p = os.path.join(os.fsencode(w), b"no\nsuch\x1b[2J\xff.npy")
+    expect_error(run("info", p), rb"no\\x0asuch\\x1b\[2J\\xff\.npy: cannot open: No such file or directory$")
+
+
+@case
+def errpath_malformed_weird_name(w):
+    p = os.path.join(os.fsencode(w), b"bad\r\x1b]0;title\x07.npy")
+    with open(p, "wb") as f:
+        f.write(b"not an array")
+    expect_error(run("align", "--topk-ids", p, "-E", 8, "--device", "cpu"),
+                 rb"bad\\x0d\\x1b\]0;title\\x07\.npy: not a \.npy file")
+
+
+@case
+def errpath_gen_output_weird_folder(w):
+    p = os.path.join(os.fsencode(w), b"missing\ndir", b"x.npy")
+    expect_error(gen_small(p), rb"missing\\x0adir/x\.npy: cannot write: cannot create a temporary file in "
+                               rb"'.*missing\\x0adir'")
+
+
+@case
+def errpath_output_folder_member_weird(w):
+    o = os.path.join(os.fsencode(w), b"o\x1b")
+    align_set(o)
+    os.chmod(os.path.join(o, b"expert_ids.npy"), 0o444)
+    before = snapshot(o)
+    expect_error(align_again(o), rb"o\\x1b/expert_ids\.npy: not replaced: the file is read-only")
+    expect_unchanged(o, before)
+
+
+# ------------------------------------------------------------------ 19. info: headers only, every file
+@case
+def info_reports_every_file(w):
+    good1, good2 = os.path.join(w, "g1.npy"), os.path.join(w, "g2.npy")
+    bad, missing = os.path.join(w, "bad.npy"), os.path.join(w, "missing.npy")
+    save_i32(good1, [1, 2])
+    save_i32(good2, [1, 2, 3, 4, 5, 6], (2, 3))
+    with open(bad, "wb") as f:
+        f.write(npy_corpus.CASES["truncated_data"])
+    rc, out, err = run("info", good1, bad, missing, good2)
+    expect(rc == 2, f"exit {rc}, want 2")
+    lines = out.decode().splitlines()
+    expect(len(lines) == 2 and "g1.npy: int32 (2,)" in lines[0] and "g2.npy: int32 (2, 3)" in lines[1],
+           f"stdout {out!r}")
+    errs = err.decode().splitlines()
+    expect(len(errs) == 2 and errs[0].startswith("moekit: ") and "bad.npy: truncated" in errs[0]
+           and "missing.npy: cannot open" in errs[1], f"stderr {err!r}")
+
+
+@case
+def info_reads_headers_only(w):
+    # A sparse 4 GiB file: info must not read (or allocate) its data.
+    f = os.path.join(w, "big.npy")
+    n = 1 << 32
+    with open(f, "wb") as fh:
+        fh.write(npy_bytes("|u1", f"({n},)", b""))
+        fh.truncate(fh.tell() + n)
+
+    def cap():
+        import resource
+        lim = 1 << 30
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+
+    t0 = time.monotonic()
+    rc, out, err = run("info", f, preexec_fn=cap, timeout=30)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    expect(f"uint8 ({n},) ({n} elements)".encode() in out, f"stdout {out!r}")
+    expect(time.monotonic() - t0 < 5, "info took too long: does it read the data?")
+
+
+# ------------------------------------------------------------------ the malformed .npy corpus
+# Each defect of tests/npy/npy_corpus.py given to `align --topk-ids` with an
+# output folder holding a previous set: exit 2, this message, folder unchanged.
+CORPUS_MESSAGES = {
+    "empty_file": rb"not a \.npy file: only 0 bytes, too short",
+    "too_short": rb"not a \.npy file: only 4 bytes, too short",
+    "bad_magic": rb"not a \.npy file \(bad magic bytes\)",
+    "text_file": rb"not a \.npy file \(bad magic bytes\)",
+    "png_file": rb"not a \.npy file \(bad magic bytes\)",
+    "version_4_0": rb"unsupported \.npy format version 4\.0",
+    "version_1_1": rb"unsupported \.npy format version 1\.1",
+    "version_0_0": rb"unsupported \.npy format version 0\.0",
+    "header_len_past_eof": rb"header length 32767 runs past the end of the file",
+    "v2_header_len_past_eof": rb"header length 4294967280 runs past the end of the file",
+    "v2_file_ends_in_length": rb"truncated: file ends inside the header length",
+    "header_len_zero": rb"empty header",
+    "header_is_list": rb"bad header: header is not a dict",
+    "header_is_string": rb"bad header: header is not a dict",
+    "header_unclosed_dict": rb"bad header: header dict is not closed",
+    "header_garbage_after_dict": rb"bad header: unexpected text after the header dict",
+    "header_unterminated_string": rb"bad header: expected ':'",
+    "header_non_ascii": rb"bad header: non-ASCII or control byte 0xff",
+    "header_nul_byte": rb"bad header: non-ASCII or control byte 0x00",
+    "header_v3_utf8_descr": rb"bad header: non-ASCII or control byte 0xc3",
+    "header_python_call": rb"bad header: unexpected word '__import__'",
+    "missing_descr": rb"bad header: missing key 'descr'",
+    "missing_shape": rb"bad header: missing key 'shape'",
+    "missing_fortran_order": rb"bad header: missing key 'fortran_order'",
+    "extra_key": rb"bad header: unexpected key 'units'",
+    "duplicate_key": rb"bad header: duplicate key 'descr'",
+    "empty_dict": rb"bad header: missing key 'descr'",
+    "descr_garbage": rb"unsupported dtype 'hello'",
+    "descr_complex64": rb"unsupported dtype '<c8'",
+    "descr_float128": rb"unsupported dtype '<f16'",
+    "descr_object_pickle": rb"unsupported dtype '\|O'",
+    "descr_unicode": rb"unsupported dtype '<U1'",
+    "descr_datetime": rb"unsupported dtype '<M8\[ns\]'",
+    "descr_void4": rb"unsupported dtype '\|V4'",
+    "descr_structured": rb"structured \(record\) dtypes are not supported",
+    "descr_not_string": rb"bad header: 'descr' must be a string, got an integer",
+    "fortran_order_int": rb"bad header: 'fortran_order' must be True or False",
+    "fortran_order_lowercase": rb"bad header: unexpected word 'false'",
+    "shape_is_list": rb"bad header: 'shape' must be a tuple, got a list",
+    "shape_paren_int": rb"bad header: 'shape' must be a tuple, got \(6\) -- a 1-d shape is written \(6,\)",
+    "shape_is_string": rb"bad header: 'shape' must be a tuple, got a string",
+    "shape_negative_dim": rb"bad header: negative dimension -2 in shape",
+    "shape_float_dim": rb"bad header: '2\.5' is not an integer",
+    "shape_dim_too_big_for_int64": rb"bad header: integer 99999999999999999999 does not fit in 64 bits",
+    "numel_overflows_int64": rb"shape \(4294967296, 4294967296\) has too many elements \(overflows int64\)",
+    "numel_overflow_beside_zero": rb"shape \(0, 4294967296, 4294967296\) has too many elements \(overflows int64\)",
+    "bytes_overflow_int64": rb"shape \(2305843009213693952,\) is too large: its byte count overflows int64",
+    "truncated_data": rb"truncated: shape \(2, 3\) of int32 needs 24 data bytes, the file has 23",
+    "truncated_huge_shape": rb"truncated: shape \(1000000000000,\) of float64 needs 8000000000000 data bytes",
+    "no_data_at_all": rb"truncated: shape \(2, 3\) of int32 needs 24 data bytes, the file has 0",
+    "trailing_data": rb"4 bytes of trailing data after the array",
+    "trailing_npy_appended": rb"152 bytes of trailing data after the array",
+    "path_is_directory": rb"is a directory, not a \.npy file",
+    "path_missing": rb"cannot open: No such file or directory",
+}
+
+
+def corpus_case(name):
+    def f(w):
+        path = npy_corpus.materialize(w, name)
+        if name.startswith("ok_"):  # valid controls: described, exit 0
+            rc, out, err = run("info", path)
+            expect(rc == 0 and out.startswith(path.encode() + b": "), f"exit {rc}, stdout {out!r}, stderr {err!r}")
+            return
+        o = os.path.join(w, "o")
+        align_set(o)
+        before = snapshot(o)
+        expect_error(run("align", "--topk-ids", path, "-E", 8, "--device", "cpu", "--out", o),
+                     rb"^moekit: " + re.escape(path.encode()) + rb": " + CORPUS_MESSAGES[name])
+        expect_unchanged(o, before)
+    return f
+
+
+for _n in npy_corpus.names():
+    CASES["corpus_" + _n] = corpus_case(_n)
+
+
+def main(argv):
+    global MOEKIT
+    if argv[1:] == ["--list"]:
+        missing = [n for n in npy_corpus.names() if not n.startswith("ok_") and n not in CORPUS_MESSAGES]
+        if missing:
+            print(f"corpus cases without an expected message: {missing}", file=sys.stderr)
+            return 1
+        print("\n".join(CASES))
+        return 0
+    if len(argv) != 4 or argv[3] not in CASES:
+        print(__doc__, file=sys.stderr)
+        return 2
+    MOEKIT, root, name = argv[1], argv[2], argv[3]
+    w = os.path.join(root, name)
+    if os.path.lexists(w):
+        for dirpath, dirnames, _ in os.walk(w):  # read-only leftovers of a failed run
+            for d in dirnames:
+                os.chmod(os.path.join(dirpath, d), 0o755)
+        shutil.rmtree(w)
+    os.makedirs(w)
+    try:
+        CASES[name](w)
+    except Skip as e:
+        print(f"SKIP {name}: {e}")
+        return SKIP
+    except Fail as e:
+        print(f"FAIL {name}: {e}")
+        return 1
+    print(f"ok   {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,259 @@
+// Unit tests behind the hostile-input suite: the output-set writer's rollback
+// and signal cleanup (through its test seams), and the JSON and path escapers.
+// (The generators are tested in tests/<family>/cpu_gen.cpp.)
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "display.hpp"
+#include "errors.hpp"
+#include "half.hpp"
+#include "json.hpp"
+#include "npy.hpp"
+#include "outputs.hpp"
+
+namespace fs = std::filesystem;
+using namespace moekit;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "moekit-hostile-XXXXXX").string();
+    REQUIRE(::mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  // name -> bytes of every entry (directories as "<dir>").
+  std::map<std::string, std::string> snapshot() const {
+    std::map<std::string, std::string> m;
+    for (const auto& e : fs::directory_iterator(path)) {
+      std::string bytes = "<dir>";
+      if (e.is_regular_file()) {
+        std::ifstream f(e.path(), std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(f), {});
+      }
+      m[e.path().filename().string()] = bytes;
+    }
+    return m;
+  }
+};
+
+npy::Array i32(std::vector<std::int32_t> v) {
+  npy::Array a;
+  a.dtype = npy::DType::i4;
+  a.shape = {static_cast<std::int64_t>(v.size())};
+  a.data.resize(v.size() * 4);
+  std::memcpy(a.data.data(), v.data(), a.data.size());
+  return a;
+}
+
+// Restores the writer's seams whatever a test does.
+struct Seams {
+  ~Seams() {
+    outputs::testing::rename_fn = ::rename;
+    outputs::testing::after_temps_written = nullptr;
+  }
+};
+
+int g_renames = 0;
+int g_fail_at = 0;
+int rename_failing_at(const char* from, const char* to) {
+  if (++g_renames == g_fail_at) {
+    errno = EIO;
+    return -1;
+  }
+  return ::rename(from, to);
+}
+// Something takes the target's place between the checks and the commit.
+int rename_after_dir_appears(const char* from, const char* to) {
+  if (++g_renames == g_fail_at) {
+    ::unlink(to);
+    ::mkdir(to, 0755);
+  }
+  return ::rename(from, to);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- output sets
+TEST_CASE("output set: a failed rename rolls back to the previous set and removes every temp") {
+  Seams seams;
+  for (const bool dir_race : {false, true}) {
+    for (int fail_at = 1; fail_at <= 3; ++fail_at) {
+      CAPTURE(dir_race);
+      CAPTURE(fail_at);
+      TempDir dir;
+      const auto a1 = i32({1, 2, 3}), b1 = i32({4}), c1 = i32({5, 6});
+      const auto a2 = i32({7}), b2 = i32({8, 9}), c2 = i32({10, 11, 12});
+      outputs::write_folder(dir.path.string(), {{"a.npy", &a1}, {"b.npy", &b1}, {"c.npy", &c1}});
+      const auto before = dir.snapshot();
+      REQUIRE(before.size() == 3);
+      g_renames = 0;
+      g_fail_at = fail_at;
+      outputs::testing::rename_fn = dir_race ? rename_after_dir_appears : rename_failing_at;
+      std::string msg;
+      try {
+        outputs::write_folder(dir.path.string(), {{"a.npy", &a2}, {"b.npy", &b2}, {"c.npy", &c2}});
+        FAIL("a failed commit did not throw");
+      } catch (const InputError& e) {
+        msg = e.what();
+      }
+      outputs::testing::rename_fn = ::rename;
+      CAPTURE(msg);
+      CHECK(msg.find("no output of this run was kept") != std::string::npos);
+      auto after = dir.snapshot();
+      if (dir_race) {
+        // The directory that appeared is not ours to remove; the rest is the old set.
+        const std::string name = std::string(1, static_cast<char>('a' + fail_at - 1)) + ".npy";
+        CHECK(after[name] == "<dir>");
+        after[name] = before.at(name);
+      }
+      CHECK(after == before);
+    }
+  }
+}
+
+TEST_CASE("output set: a failed commit of new files leaves nothing") {
+  Seams seams;
+  TempDir dir;
+  const auto a = i32({1}), b = i32({2});
+  g_renames = 0;
+  g_fail_at = 2;
+  outputs::testing::rename_fn = rename_failing_at;
+  CHECK_THROWS_AS(outputs::write_folder(dir.path.string(), {{"a.npy", &a}, {"b.npy", &b}}), InputError);
+  CHECK(dir.snapshot().empty());
+}
+
+TEST_CASE("output set: a refused target stops the set before anything is written") {
+  TempDir dir;
+  const auto a1 = i32({1}), a2 = i32({2});
+  outputs::write_folder(dir.path.string(), {{"a.npy", &a1}, {"b.npy", &a1}});
+  fs::remove(dir.path / "b.npy");
+  fs::create_directory(dir.path / "b.npy");
+  const auto before = dir.snapshot();
+  CHECK_THROWS_AS(outputs::write_folder(dir.path.string(), {{"a.npy", &a2}, {"b.npy", &a2}}), InputError);
+  CHECK(dir.snapshot() == before);
+}
+
+namespace {
+int g_pipe_fd = -1;
+void announce_and_wait(const std::vector<std::string>&) {
+  const char c = 'x';
+  (void)::write(g_pipe_fd, &c, 1);
+  for (;;) ::pause();
+}
+}  // namespace
+
+TEST_CASE("output set: SIGINT / SIGTERM / SIGHUP while writing remove the temp files") {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    CAPTURE(sig);
+    TempDir dir;
+    const auto old = i32({1, 2});
+    outputs::write_folder(dir.path.string(), {{"a.npy", &old}, {"b.npy", &old}});
+    const auto before = dir.snapshot();
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      ::close(p[0]);
+      g_pipe_fd = p[1];
+      ::signal(sig, SIG_DFL);  // as in a fresh process
+      outputs::testing::after_temps_written = announce_and_wait;
+      const auto big = i32(std::vector<std::int32_t>(100000, 7));
+      try {
+        outputs::write_folder(dir.path.string(), {{"a.npy", &big}, {"b.npy", &big}});
+      } catch (...) {
+      }
+      ::_exit(0);
+    }
+    ::close(p[1]);
+    char c = 0;
+    REQUIRE(::read(p[0], &c, 1) == 1);  // both temps are written now
+    ::close(p[0]);
+    CHECK(dir.snapshot().size() == 4);
+    REQUIRE(::kill(child, sig) == 0);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == sig);
+    CHECK(dir.snapshot() == before);
+  }
+}
+
+TEST_CASE("output set: stale temps of dead processes are removed, live ones kept") {
+  TempDir dir;
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+  const pid_t live = ::getppid();
+  const std::string stale = fmt::format(".x.npy.moekit-{}-3.tmp", dead);
+  const std::string stale_backup = fmt::format(".x.npy.moekit-{}-0b.tmp", dead);
+  const std::string busy = fmt::format(".x.npy.moekit-{}-0.tmp", live);
+  const std::string other = fmt::format(".y.npy.moekit-{}-0.tmp", dead);  // not a target of this run
+  for (const auto& n : {stale, stale_backup, busy, other}) std::ofstream(dir.file(n)) << "junk";
+  const auto a = i32({1});
+  outputs::write_file(dir.file("x.npy"), a);
+  const auto left = dir.snapshot();
+  CHECK(left.count("x.npy") == 1);
+  CHECK(left.count(stale) == 0);
+  CHECK(left.count(stale_backup) == 0);
+  CHECK(left.count(busy) == 1);
+  CHECK(left.count(other) == 1);
+
+  CHECK(outputs::temp_owner(".x.npy.moekit-123-4.tmp", "x.npy") == 123);
+  CHECK(outputs::temp_owner(".x.npy.moekit-123-4b.tmp", "x.npy") == 123);
+  for (const char* no : {"x.npy", ".x.npy.moekit-123-4.tmpx", ".x.npy.moekit--4.tmp", ".x.npy.moekit-123-.tmp",
+                         ".y.npy.moekit-123-4.tmp", ".x.npy.moekit-0-4.tmp", ".x.npy.123.4.abc.tmp"})
+    CHECK(outputs::temp_owner(no, "x.npy") == -1);
+}
+
+// ---------------------------------------------------------------- escapers
+TEST_CASE("json_quote: control characters escaped, invalid UTF-8 as surrogate escapes") {
+  CHECK(json_quote("plain") == "\"plain\"");
+  CHECK(json_quote("a\"b\\c") == "\"a\\\"b\\\\c\"");
+  CHECK(json_quote("t\tn\nr\r\x1b[0m\x7f") == "\"t\\tn\\nr\\r\\u001b[0m\\u007f\"");
+  CHECK(json_quote(std::string("nul\0x", 5)) == "\"nul\\u0000x\"");
+  CHECK(json_quote("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+  CHECK(json_quote("\xc2\x9b") == "\"\\u009b\"");  // C1 CSI
+  CHECK(json_quote("\xe2\x80\xa8") == "\"\\u2028\"");
+  CHECK(json_quote("a\xff" "b") == "\"a\\udcffb\"");
+  CHECK(json_quote("\xc3") == "\"\\udcc3\"");                                 // truncated
+  CHECK(json_quote("\xc0\xaf") == "\"\\udcc0\\udcaf\"");                      // overlong
+  CHECK(json_quote("\xed\xa0\x80") == "\"\\udced\\udca0\\udc80\"");           // UTF-8 surrogate
+  CHECK(json_quote("\xf4\x90\x80\x80") == "\"\\udcf4\\udc90\\udc80\\udc80\"");  // past U+10FFFF
+}
+
+TEST_CASE("display_path: one printable line") {
+  CHECK(display_path("out/x.npy") == "out/x.npy");
+  CHECK(display_path("a\nb") == "a\\x0ab");
+  CHECK(display_path("\x1b[31mred") == "\\x1b[31mred");
+  CHECK(display_path("back\\slash") == "back\\x5cslash");
+  CHECK(display_path("donn\xc3\xa9" "es") == "donn\xc3\xa9" "es");
+  CHECK(display_path("\xc2\x9b" "2J") == "\\xc2\\x9b2J");          // C1 CSI
+  CHECK(display_path("\xe2\x80\xae" "txt") == "\\xe2\\x80\\xaetxt");  // bidi override
+  CHECK(display_path("\xff\xfe") == "\\xff\\xfe");
+  CHECK(printable("abcdef", 3) == "abc...");
+}
