@@ -11,6 +11,7 @@
 
 #include "act_and_mul/gen.hpp"
 #include "errors.hpp"
+#include "half.hpp"
 
 using namespace moekit;
 

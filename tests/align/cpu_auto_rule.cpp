@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "align/align.hpp"
-#include "ops/align_ref.hpp"
+#include "align/reference.hpp"
 
 using namespace moekit;
 
