@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "act_and_mul/act_and_mul.hpp"
-#include "act_and_mul/tuning.hpp"
+#include "act_and_mul_tuning.hpp"
 #include "cuda_util.hpp"
 #include "half.hpp"
 #include "act_and_mul/reference.hpp"
@@ -185,12 +185,12 @@ int main(int argc, char** argv) {
                          std::pair{DType::bf16, Activation::gelu}, std::pair{DType::bf16, Activation::gelu_tanh}})
       for (std::int64_t t : kTokens) measure(out, title(dt, a, 14336), dt, a, t, 14336, ++seed);
 
-    // Tuning candidates of the flat grid (not variants), bf16 silu; the
-    // renderer puts the table "flat grid configurations" in its own section.
+    // Tuning candidates of the flat grid (bench/tune/, not variants), bf16
+    // silu; the renderer puts the table "flat grid configurations" in its own section.
     for (std::int64_t d : {4096, 14336, 18432})
       for (std::int64_t t : {1, 16, 128, 1024, 4096, 16384})
         measure(out, "flat grid configurations", DType::bf16, Activation::silu, t, d, ++seed,
-                act::tuning_variants());
+                act::tune::flat_grid_candidates());
     out.finish();
     return 0;
   } catch (const std::exception& e) {

@@ -76,17 +76,17 @@ __global__ void scalar_kernel(const T* __restrict__ in, T* __restrict__ out, std
   }
 }
 
-// ---- vectorized: the seed's design -------------------------------------------
+// ---- vectorized: one block per token ---------------------------------------------
 // One block per token (grid-stride over tokens), 16-byte vectors strided by
 // blockDim over the row, then a scalar tail starting at d - d % (blockDim * V),
-// which recomputes everything past the last full block-wide sweep (the seed's
-// behaviour, kept on purpose as the baseline). Rows that are not 16-byte
+// which recomputes everything past the last full block-wide sweep (kept on
+// purpose: this is the reference design the others are measured against). Rows that are not 16-byte
 // aligned (d % V != 0) go element by element.
 // Two 1024-thread blocks per SM: without the bound the compiler spent 37
 // registers and only one block fit, costing this baseline ~20% at large d.
 template <class T, Activation A>
-__global__ void __launch_bounds__(1024, 2) seed_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t tokens,
-                            std::int64_t d, bool aligned) {
+__global__ void __launch_bounds__(1024, 2) row_block_kernel(const T* __restrict__ in, T* __restrict__ out,
+                                                                 std::int64_t tokens, std::int64_t d, bool aligned) {
   constexpr int V = Vec16<T>::kSize;
   const std::int64_t stride = blockDim.x;
   for (std::int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {

@@ -12,14 +12,11 @@
 #include "act_and_mul/act_and_mul.hpp"
 #include "act_and_mul/activation.cuh"
 #include "act_and_mul/policy.hpp"
-#include "act_and_mul/tuning.hpp"
 #include "common/cuda_check.cuh"
 #include "primitives/launch.cuh"
 
 namespace moekit::act {
 namespace {
-
-
 
 constexpr std::int64_t kU32Limit = std::int64_t{1} << 32;
 
@@ -77,93 +74,77 @@ LaunchStatus launch_scalar(const Problem& p, const Buffers& b, Stream s) {
   });
 }
 
-// ---- vectorized (the seed's design) ---------------------------------------------
+// ---- vectorized: one block per token -------------------------------------------
 LaunchStatus launch_vectorized(const Problem& p, const Buffers& b, Stream s) {
   if (empty(p)) return cudaSuccess;
   return dispatch(p, [&]<class T, Activation A>() {
     constexpr std::int64_t V = 16 / sizeof(T);
-    // The seed's block: one thread per vector, at most 1024.
+    // One thread per vector of the row, at most 1024.
     const unsigned block = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(p.d / V, 1024)));
     const unsigned grid = clamp_grid(p.tokens);
-    detail::seed_kernel<T, A><<<grid, block, 0, s>>>(static_cast<const T*>(b.input), static_cast<T*>(b.out),
-                                                     p.tokens, p.d, rows_aligned(p, b, V, sizeof(T)));
+    detail::row_block_kernel<T, A><<<grid, block, 0, s>>>(static_cast<const T*>(b.input), static_cast<T*>(b.out),
+                                                          p.tokens, p.d, rows_aligned(p, b, V, sizeof(T)));
     return cudaGetLastError();
   });
 }
 
 // ---- flat / spread: one grid over all vectors --------------------------------------
-// kN elements per vector (0: 16 bytes), kUnroll vectors per thread, kBlock
-// threads per block; kPersist > 0 caps the grid at kPersist blocks per SM
-// (grid-stride), 0 launches one block per chunk. Rows that do not split into
-// whole vectors take the element-gather kernel with the same kN and block.
-template <int kN, int kUnroll, unsigned kBlock, int kPdl, int kPersist, class T, Activation A>
+// kN elements per vector (0: 16 bytes), one vector per thread, kBlock threads
+// per block, one block per kBlock vectors. Rows that do not split into whole
+// vectors take the element-gather kernel with the same kN and block.
+template <int kN, unsigned kBlock, int kPdl, class T, Activation A>
 cudaError_t launch_flat_typed(const Problem& p, const Buffers& b, Stream s) {
   constexpr int N = kN == 0 ? static_cast<int>(16 / sizeof(T)) : kN;
+  constexpr bool kUsePdl = kPdl != detail::kPdlNone;
   auto in = static_cast<const T*>(b.input);
   auto out = static_cast<T*>(b.out);
   if (rows_aligned(p, b, N, sizeof(T))) {
     const std::int64_t dv = p.d / N;
     const std::int64_t nvec = p.tokens * dv;
-    std::int64_t blocks = ceil_div<std::int64_t>(nvec, std::int64_t{kBlock} * kUnroll);
-    if (kPersist > 0)
-      blocks = std::min<std::int64_t>(blocks, std::int64_t{std::max(device_caps().sm_count, 1)} * kPersist);
-    const unsigned grid = clamp_grid(blocks);
+    const unsigned grid = clamp_grid(ceil_div<std::int64_t>(nvec, std::int64_t{kBlock}));
     if (nvec < kU32Limit) {
-      return launch_plain(kPdl != detail::kPdlNone, detail::flat_kernel<T, A, N, kUnroll, false, kPdl>, grid, kBlock, s, in, out, nvec, dv,
-                   FastDivU32(static_cast<std::uint32_t>(dv)));
+      return launch_plain(kUsePdl, detail::flat_kernel<T, A, N, 1, false, kPdl>, grid, kBlock, s, in, out, nvec, dv,
+                          FastDivU32(static_cast<std::uint32_t>(dv)));
     } else {
-      return launch_plain(kPdl != detail::kPdlNone, detail::flat_kernel<T, A, N, kUnroll, true, kPdl>, grid, kBlock, s, in, out, nvec, dv,
-                   FastDivU32());
+      return launch_plain(kUsePdl, detail::flat_kernel<T, A, N, 1, true, kPdl>, grid, kBlock, s, in, out, nvec, dv,
+                          FastDivU32());
     }
   } else {
     const std::int64_t n = p.tokens * p.d;
     const unsigned grid = clamp_grid(ceil_div<std::int64_t>(ceil_div<std::int64_t>(n, N), kBlock));
     const bool out_aligned = aligned_to(b.out, N * sizeof(T));
     if (n < kU32Limit) {
-      return launch_plain(kPdl != detail::kPdlNone, detail::flat_unaligned_kernel<T, A, N, false, kPdl>, grid, kBlock, s, in, out, n, p.d,
-                   FastDivU32(static_cast<std::uint32_t>(p.d)), out_aligned);
+      return launch_plain(kUsePdl, detail::flat_unaligned_kernel<T, A, N, false, kPdl>, grid, kBlock, s, in, out, n,
+                          p.d, FastDivU32(static_cast<std::uint32_t>(p.d)), out_aligned);
     } else {
-      return launch_plain(kPdl != detail::kPdlNone, detail::flat_unaligned_kernel<T, A, N, true, kPdl>, grid, kBlock, s, in, out, n, p.d,
-                   FastDivU32(), out_aligned);
+      return launch_plain(kUsePdl, detail::flat_unaligned_kernel<T, A, N, true, kPdl>, grid, kBlock, s, in, out, n,
+                          p.d, FastDivU32(), out_aligned);
     }
   }
 }
 
-template <int kN, int kUnroll, unsigned kBlock, int kPdl, int kPersist>
+template <int kN, unsigned kBlock, int kPdl>
 cudaError_t launch_flat_grid(const Problem& p, const Buffers& b, Stream s) {
   if (empty(p)) return cudaSuccess;
-  return dispatch(p, [&]<class T, Activation A>() { return launch_flat_typed<kN, kUnroll, kBlock, kPdl, kPersist, T, A>(p, b, s); });
+  return dispatch(p, [&]<class T, Activation A>() { return launch_flat_typed<kN, kBlock, kPdl, T, A>(p, b, s); });
 }
 
 // flat: 16-byte vectors, one per thread, 256 threads: the bandwidth layout.
 LaunchStatus launch_flat(const Problem& p, const Buffers& b, Stream s) {
-  return launch_flat_grid<0, 1, 256, detail::kPdlNone, 0>(p, b, s);
+  return launch_flat_grid<0, 256, detail::kPdlNone>(p, b, s);
 }
 // flat-pdl: flat, launched with PDL; dependents may launch only as blocks finish.
 LaunchStatus launch_flat_pdl(const Problem& p, const Buffers& b, Stream s) {
-  return launch_flat_grid<0, 1, 256, detail::kPdlLate, 0>(p, b, s);
+  return launch_flat_grid<0, 256, detail::kPdlLate>(p, b, s);
 }
 // spread: 2 elements per thread (4-byte loads for 16-bit types), 128 threads:
 // many short threads so that a single row covers the chip and each thread's
 // math chain is short.
 LaunchStatus launch_spread(const Problem& p, const Buffers& b, Stream s) {
-  return launch_flat_grid<kSpreadElemsPerThread, 1, kSpreadThreads, detail::kPdlNone, 0>(p, b, s);
+  return launch_flat_grid<kSpreadElemsPerThread, kSpreadThreads, detail::kPdlNone>(p, b, s);
 }
 LaunchStatus launch_spread_pdl(const Problem& p, const Buffers& b, Stream s) {
-  return launch_flat_grid<kSpreadElemsPerThread, 1, kSpreadThreads, detail::kPdlEarly, 0>(p, b, s);
-}
-
-// Tuning candidates (bench only): other shapes of the flat grid, bf16 silu
-// only to keep the build small.
-template <int kN, int kUnroll, unsigned kBlock, int kPersist>
-LaunchStatus launch_tune(const Problem& p, const Buffers& b, Stream s) {
-  if (empty(p) || p.dtype != DType::bf16 || p.act != Activation::silu) return cudaSuccess;
-  return launch_flat_typed<kN, kUnroll, kBlock, detail::kPdlNone, kPersist, __nv_bfloat16, Activation::silu>(p, b, s);
-}
-
-const char* bf16_silu_aligned_only(const Problem& p, const DeviceCaps&) {
-  if (p.dtype != DType::bf16 || p.act != Activation::silu) return "bf16 silu only";
-  return nullptr;
+  return launch_flat_grid<kSpreadElemsPerThread, kSpreadThreads, detail::kPdlEarly>(p, b, s);
 }
 
 const char* any_shape(const Problem&, const DeviceCaps&) { return nullptr; }
@@ -172,14 +153,13 @@ std::string any_limits(const DeviceCaps&) { return "any"; }
 std::string unaligned_rows_limits(const DeviceCaps&) { return "any (rows with d % vec != 0 go element by element)"; }
 std::string flat_limits(const DeviceCaps&) { return "any (d % vec != 0: element gathers, 16-byte stores)"; }
 std::string spread_limits(const DeviceCaps&) { return "any (odd d: element gathers)"; }
-std::string bf16_silu_limits(const DeviceCaps&) { return "bf16 silu"; }
 
 const std::array<Variant, 6> kVariants{{
     {{"scalar", "one element per thread per grid-stride step (baseline)"},
      false, any_limits, any_shape, no_workspace, launch_scalar},
     {{"vectorized",
-      "the seed's design: one block per token, 16-byte converting loads/stores strided over d, "
-      "scalar tail from d - d % (block*vec)"},
+      "one block per token, 16-byte converting loads/stores strided over d, then a scalar tail "
+      "from d - d % (block*vec) that recomputes part of long rows"},
      false, unaligned_rows_limits, any_shape, no_workspace, launch_vectorized},
     {{"flat",
       "one grid over all 16-byte output vectors (no tail recompute, short rows share blocks, long rows "
@@ -199,18 +179,6 @@ const std::array<Variant, 6> kVariants{{
       "(no effect before sm_90)"},
      false, any_limits, any_shape, no_workspace, launch_flat_pdl},
 }};
-
-#define MOEKIT_TUNE(n, u, blk, per)                                                               \
-  {{"n" #n "-u" #u "-b" #blk "-p" #per,                                                              \
-    "tuning candidate: " #n " elements per vector, " #u " vectors per thread, " #blk                 \
-    " threads, grid capped at " #per " blocks per SM (0: uncapped)"},                                 \
-   false, bf16_silu_limits, bf16_silu_aligned_only, no_workspace, launch_tune<n, u, blk, per>}
-const std::array<Variant, 9> kTuning{{
-    MOEKIT_TUNE(1, 1, 128, 0), MOEKIT_TUNE(2, 1, 256, 0), MOEKIT_TUNE(4, 1, 128, 0), MOEKIT_TUNE(8, 1, 128, 0),
-    MOEKIT_TUNE(8, 1, 512, 0), MOEKIT_TUNE(8, 2, 512, 0), MOEKIT_TUNE(8, 1, 256, 4), MOEKIT_TUNE(8, 1, 256, 8),
-    MOEKIT_TUNE(8, 4, 256, 2),
-}};
-#undef MOEKIT_TUNE
 
 // Latency-bound up to one wave of spread blocks (act_and_mul/policy.hpp).
 bool small(const Problem& p, const DeviceCaps& caps) { return p.tokens * p.d <= small_max_outputs(caps); }
@@ -233,7 +201,6 @@ const std::array<AutoRow<Problem>, 4> kAutoRows = {{
 }  // namespace
 
 std::span<const Variant> variants() { return kVariants; }
-std::span<const Variant> tuning_variants() { return kTuning; }
 
 const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
 
