@@ -21,7 +21,7 @@
 #include "dedup/reference.hpp"
 #include "record.hpp"
 #include "timing.hpp"
-#include "tune_dedup.hpp"
+#include "dedup_tuning.hpp"
 
 namespace dd = moekit::dedup;
 using moekit::DeviceBuffer;
@@ -30,7 +30,7 @@ namespace {
 
 enum class Values { kUniform, kRealistic };
 
-// (a) uniform in [0, 2^31) as the seed's script draws them; (b) top-k-like rows:
+// (a) uniform in [0, 2^31) (the distribution of the original timing script); (b) top-k-like rows:
 // distinct values < 131072 per row, each row sharing 80% of the previous row.
 std::vector<std::int32_t> generate(Values kind, int bs, int m, int k, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     for (const auto& v : vs)
       for (auto& b : benches) write(w, table, std::string(v.info.name), b.params(kind), b.time(v));
   }
-  // Tuning configurations (bench/dedup/tune_dedup.cu): tile = row length built for.
+  // Tuning configurations (bench/tune/dedup_tuning.cu): tile = row length built for.
   {
     std::vector<Bench> uni, real;
     for (int m : {1, 2, 4}) {

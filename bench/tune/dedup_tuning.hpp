@@ -1,6 +1,7 @@
-// Tuning candidates of the bench: the `fast` / `range-sort` kernels at other
+// Tuning candidates of bench_dedup: the `fast` / `range-sort` kernels at other
 // block shapes, digit widths and sort algorithms, plus an I/O floor kernel.
-// No CUDA headers.
+// Bench only (bench/tune/): the product instantiates just the registered
+// shapes. No CUDA headers.
 #pragma once
 
 #include <span>

@@ -1,4 +1,4 @@
-// V3 `bitmask`: V2 with the head flags replaced by one 32-bit mask per thread.
+// `bitmask`: vectorized with the head flags replaced by one 32-bit mask per thread.
 // The previous key comes from a warp shuffle (and, at warp edges, from a small
 // shared array); __popc gives the count and each key's offset with no flag array
 // and no per-key loop-carried counter.

@@ -1,4 +1,4 @@
-// V1 `cub-sort`: BlockRadixSort, BlockDiscontinuity head flags, BlockScan of the
+// `cub-sort`: BlockRadixSort, BlockDiscontinuity head flags, BlockScan of the
 // per-thread counts, then each thread scatters its flagged keys straight to
 // global memory. Deterministic and branch-uniform, but holds an int flag per key.
 #pragma once

@@ -34,8 +34,8 @@ template <bool SMART>
 cudaError_t fast_launch_impl(const Problem& p, const Buffers& b, Stream stream) {
   return dispatch_fast_tile<SMART>(p.row_len(), [&](auto tile) {
     using T = decltype(tile);
-    using K = FastKernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SortAlgo::kMatch, SMART>;
-    return launch_rows<dedup_fast_kernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SortAlgo::kMatch, SMART>,
+    using K = FastKernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SMART>;
+    return launch_rows<dedup_fast_kernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SMART>,
                 typename K::Storage, T::kThreads>(p, b, stream);
   });
 }

@@ -1,4 +1,4 @@
-// Our own variants, aimed past V3. One CTA per batch row, like V1-V3, but the
+// `range-sort` and `fast`: one CTA per batch row, like cub-sort to bitmask, but the
 // work after the load depends on what the row holds.
 //
 // Both start with one block min/max reduction of the valid values; keys become
@@ -8,7 +8,7 @@
 // instead of 32), ranking with match.any and 8-bit digits (4 passes for a full
 // 31-bit range instead of CUB's eight 4-bit passes). The sorted tile stays in
 // shared memory; run heads are found there and compacted with one warp ballot
-// per strip (V3's bitmask idea at warp width); 16-byte stores write the row.
+// per strip (bitmask's idea at warp width); 16-byte stores write the row.
 //
 // `fast` picks one of three paths per row (uniform branch, the whole CTA agrees):
 //  1. bitmap, when max - min + 1 <= 64 bits per tile slot: one atomicOr per
@@ -22,9 +22,7 @@
 // The bench (docs/bench/dedup.md) shows where each path wins.
 #pragma once
 
-#include <cub/block/block_merge_sort.cuh>
 #include <cub/block/block_radix_rank.cuh>
-#include <cub/block/block_radix_sort.cuh>
 #include <cub/block/radix_rank_sort_operations.cuh>
 
 #include <type_traits>
@@ -33,23 +31,46 @@
 
 namespace moekit::dedup::detail {
 
-// How the radix path orders the tile. kMatch is what the registry uses; the
-// other two exist so the benchmark can compare (same range reduction, same
-// compaction).
-enum class SortAlgo {
-  kMatch,     // LSD radix over the range's bits, match.any ranking, RADIX_BITS-wide digits
-  kCubRadix,  // cub::BlockRadixSort over the range's bits (4-bit digit ranking)
-  kMerge,     // cub::BlockMergeSort: cost independent of the bit width
-};
-
-struct LessU32 {
-  __device__ __forceinline__ bool operator()(std::uint32_t a, std::uint32_t b) const { return a < b; }
-};
-
 constexpr int ilog2(int x) { return x <= 1 ? 0 : 1 + ilog2(x / 2); }
 
-template <int THREADS, int IPT, int RADIX_BITS, bool BITMAP, SortAlgo ALGO = SortAlgo::kMatch,
-          bool BUCKETS = false>
+// The radix passes of `range-sort` and `fast`: LSD radix over the bits of the
+// row's range, match.any ranking with RADIX_BITS-wide digits. A FastKernel's
+// SORT parameter: TempStorage, and sort() leaving the tile sorted ascending in
+// buf[0, THREADS * IPT) followed by a barrier (bench/tune/ times other sorts
+// through the same slot).
+template <int THREADS, int IPT, int RADIX_BITS>
+struct MatchRadixSort {
+  using Rank = cub::BlockRadixRankMatch<THREADS, RADIX_BITS, false>;
+  using TempStorage = typename Rank::TempStorage;
+  static constexpr int kStrip = 32 * IPT;  // keys per warp in the warp-striped arrangement
+
+  static __device__ __forceinline__ void sort(TempStorage& tmp, std::uint32_t (&keys)[IPT], int nbits,
+                                              std::uint32_t* buf) {
+    const int tid = static_cast<int>(threadIdx.x);
+    const int lane = tid & 31, warp = tid >> 5;
+    // LSD passes. Match-based ranking is stable for keys in warp-striped order
+    // (warp, item, lane); the first pass may take any order, so the vector
+    // load needs no exchange. Each pass scatters through buf, so after the
+    // last one the sorted tile is already there.
+    int ranks[IPT];
+    for (int bit = 0; bit < nbits; bit += RADIX_BITS) {
+      const int nb = min(RADIX_BITS, nbits - bit);
+      Rank(tmp).RankKeys(keys, ranks,
+                         cub::BFEDigitExtractor<std::uint32_t>(static_cast<std::uint32_t>(bit),
+                                                               static_cast<std::uint32_t>(nb)));
+#pragma unroll
+      for (int j = 0; j < IPT; ++j) buf[ranks[j]] = keys[j];
+      __syncthreads();
+      if (bit + RADIX_BITS < nbits) {
+#pragma unroll
+        for (int j = 0; j < IPT; ++j) keys[j] = buf[warp * kStrip + j * 32 + lane];
+      }
+    }
+  }
+};
+
+template <int THREADS, int IPT, int RADIX_BITS, bool BITMAP, bool BUCKETS,
+          template <int, int, int> class SORT = MatchRadixSort>
 struct FastKernel {
   static_assert(THREADS % 32 == 0, "whole warps");
   static_assert((IPT & (IPT - 1)) == 0 && IPT >= 4, "items per thread: a power of two >= 4");
@@ -70,13 +91,8 @@ struct FastKernel {
   static constexpr int kBucketsPerThread = kBuckets >= THREADS ? kBuckets / THREADS : 1;
   static constexpr int kMaxBucket = 64;
 
-  using Rank = cub::BlockRadixRankMatch<THREADS, RADIX_BITS, false>;
-  using CubRadix = cub::BlockRadixSort<std::uint32_t, THREADS, IPT, cub::NullType, RADIX_BITS>;
-  using Merge = cub::BlockMergeSort<std::uint32_t, THREADS, IPT>;
-  using SortStorage =
-      std::conditional_t<ALGO == SortAlgo::kMatch, typename Rank::TempStorage,
-                         std::conditional_t<ALGO == SortAlgo::kCubRadix, typename CubRadix::TempStorage,
-                                            typename Merge::TempStorage>>;
+  using Sort = SORT<THREADS, IPT, RADIX_BITS>;
+  using SortStorage = typename Sort::TempStorage;
   struct BucketStorage {
     std::uint32_t src[kTile];         // keys grouped by bucket, unordered inside one
     std::uint32_t start[kBuckets];    // counts, then exclusive prefix: bucket b is [start[b], start[b+1])
@@ -307,38 +323,7 @@ struct FastKernel {
 
   // Path 3: leaves the tile sorted ascending in s.buf (followed by a barrier).
   static __device__ __forceinline__ void radix_sort(Storage& s, std::uint32_t (&keys)[IPT], int nbits) {
-    const int tid = static_cast<int>(threadIdx.x);
-    const int lane = tid & 31, warp = tid >> 5;
-    if constexpr (ALGO == SortAlgo::kMatch) {
-      // LSD passes. Match-based ranking is stable for keys in warp-striped order
-      // (warp, item, lane); the first pass may take any order, so the vector
-      // load needs no exchange. Each pass scatters through s.buf, so after the
-      // last one the sorted tile is already there.
-      int ranks[IPT];
-      for (int bit = 0; bit < nbits; bit += RADIX_BITS) {
-        const int nb = min(RADIX_BITS, nbits - bit);
-        Rank(s.u.sort).RankKeys(keys, ranks,
-                                cub::BFEDigitExtractor<std::uint32_t>(static_cast<std::uint32_t>(bit),
-                                                                      static_cast<std::uint32_t>(nb)));
-#pragma unroll
-        for (int j = 0; j < IPT; ++j) s.buf[ranks[j]] = keys[j];
-        __syncthreads();
-        if (bit + RADIX_BITS < nbits) {
-#pragma unroll
-          for (int j = 0; j < IPT; ++j) keys[j] = s.buf[warp * kStrip + j * 32 + lane];
-        }
-      }
-    } else if constexpr (ALGO == SortAlgo::kCubRadix) {
-      CubRadix(s.u.sort).SortBlockedToStriped(keys, 0, nbits);
-#pragma unroll
-      for (int j = 0; j < IPT; ++j) s.buf[j * THREADS + tid] = keys[j];
-      __syncthreads();
-    } else {
-      Merge(s.u.sort).Sort(keys, LessU32());
-#pragma unroll
-      for (int j = 0; j < IPT; ++j) s.buf[tid * IPT + j] = keys[j];
-      __syncthreads();
-    }
+    Sort::sort(s.u.sort, keys, nbits, s.buf);
   }
 
   // s.buf[0, limit) sorted (sentinels last): keep the head of every run of
@@ -378,11 +363,11 @@ struct FastKernel {
   }
 };
 
-template <int THREADS, int IPT, int RADIX_BITS, bool BITMAP, SortAlgo ALGO = SortAlgo::kMatch,
-          bool BUCKETS = false>
+template <int THREADS, int IPT, int RADIX_BITS, bool BITMAP, bool BUCKETS,
+          template <int, int, int> class SORT = MatchRadixSort>
 __global__ void __launch_bounds__(THREADS) dedup_fast_kernel(const std::int32_t* __restrict__ in,
                                                              std::int32_t* __restrict__ out, int n) {
-  FastKernel<THREADS, IPT, RADIX_BITS, BITMAP, ALGO, BUCKETS>::run(in, out, n);
+  FastKernel<THREADS, IPT, RADIX_BITS, BITMAP, BUCKETS, SORT>::run(in, out, n);
 }
 
 }  // namespace moekit::dedup::detail

@@ -1,4 +1,4 @@
-// V0 `hash`: shared-memory open addressing (atomicCAS + linear probing) collects
+// `hash`: shared-memory open addressing (atomicCAS + linear probing) collects
 // the distinct values, which are then sorted so the output is ascending.
 // The slow baseline: probe chains diverge inside a warp and every insert is an
 // atomic on a random bank. Kept to show why sorting wins on a GPU.

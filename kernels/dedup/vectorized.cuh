@@ -1,4 +1,4 @@
-// V2 `vectorized`: V1 plus 16-byte loads, and the compacted row staged in shared
+// `vectorized`: cub-sort plus 16-byte loads, and the compacted row staged in shared
 // memory (overlaying the sort's storage, so no extra footprint) and written back
 // with 16-byte coalesced stores instead of per-thread scattered ones.
 #pragma once
