@@ -1,7 +1,10 @@
 // Calibration and tuning probe for the align family (device only; not a test).
+// Bench only (bench/tune/): it computes its own launch plans for the sweeps
+// (the product's plan functions take no overrides) and instruments `tiny`
+// through the kernel's phase-hook parameter (StampProbe below).
 //
 //   probe_align calib            harness calibration: trivial kernels and the
-//                                SGLang 0x5 port under several timing setups
+//                                fill-overlap variant under several timing setups
 //   probe_align sweep FILE.csv   `tiny` launch shapes (grid x threads)
 //                                per bench shape; best per shape on stdout
 //   probe_align phases           `tiny` at 1 token (E = 8, 256, 512): clock64
@@ -35,6 +38,7 @@
 #include "align/onepass.cuh"
 #include "align/tiny.cuh"
 #include "align/twopass.cuh"
+#include "common/device.hpp"
 #include "cuda_util.hpp"
 #include "align/reference.hpp"
 #include "timing.hpp"
@@ -88,7 +92,7 @@ __global__ void spin_kernel(long long ns) {
 }
 
 void spin_ms(double ms) {
-  spin_kernel<<<132, 32>>>(static_cast<long long>(ms * 1e6));
+  spin_kernel<<<std::max(device_caps().sm_count, 1), 32>>>(static_cast<long long>(ms * 1e6));
   cuda_sync("spin");
 }
 
@@ -231,6 +235,46 @@ std::function<void(cudaStream_t, int)> tiny_launch(const Setup& su, ad::TinyPlan
   };
 }
 
+// twopass with `grid` blocks and up to `rows` counting warps (the sweep's
+// points; twopass_plan() is the fitted default).
+ad::TwoPassPlan twopass_plan_at(const align::Problem& p, int grid, int rows) {
+  return ad::twopass_plan_of<std::int32_t>(p, std::min(ad::twopass_rows(p.num_experts), rows), grid);
+}
+
+// onepass with `threads` x `loads` and the fitted grid (grid 0) or `grid`
+// clamped to [blocks the slots need, one wave]; loads == 0 when that shape
+// does not hold the slots in one wave.
+ad::OnePassPlan onepass_plan_at(const align::Problem& p, int threads, int loads, int grid = 0) {
+  const DeviceCaps& caps = device_caps();
+  const align::Policy& pol = align::policy_for(caps);
+  const std::int64_t sms = std::int64_t{pol.onepass_blocks_per_sm} * caps.sm_count;
+  const std::int64_t need = ceil_div<std::int64_t>(std::max<std::int64_t>(p.numel, 1),
+                                                   std::int64_t{threads} * loads * ad::kVec<std::int32_t>);
+  if (ad::onepass_smem(p.num_experts) > caps.smem_optin || need > sms) return ad::OnePassPlan{};
+  const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
+  const std::int64_t pad =
+      std::min(ceil_div<std::int64_t>(rows, std::int64_t{threads} * pol.onepass_pad_rows_per_thread), sms);
+  return ad::onepass_plan_of(p, threads, loads,
+                             grid > 0 ? std::clamp<std::int64_t>(grid, need, sms) : std::max(need, pad));
+}
+
+// launch_onepass, optionally without the cooperative attribute (to measure
+// what the attribute costs; the grid fits one wave either way).
+cudaError_t launch_onepass_as(const Setup& su, int copy, cudaStream_t s, const ad::OnePassPlan& pl,
+                              bool cooperative) {
+  if (cooperative) return ad::launch_onepass<std::int32_t>(su.p, su.buffers(copy), s, pl);
+  const ad::Args a = ad::make_args(su.p, su.buffers(copy));
+  unsigned* ws = static_cast<unsigned*>(su.buffers(copy).workspace);
+  const auto go = [&](auto kernel) {
+    return prim::launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, false, a, ws, pl.chunk);
+  };
+  switch (pl.loads) {
+    case 1: return go(ad::onepass_kernel<std::int32_t, 1>);
+    case 2: return go(ad::onepass_kernel<std::int32_t, 2>);
+    default: return go(ad::onepass_kernel<std::int32_t, 4>);
+  }
+}
+
 int twopass_mode() {
   std::mt19937_64 rng(11);
   const std::vector<Shape> shapes = {{8, 2, false}, {64, 8, false}, {256, 8, false},
@@ -248,14 +292,14 @@ int twopass_mode() {
         };
         return su.verify(f) ? bench_like(f, su.copies) : 1e9;
       };
-      const ad::TwoPassPlan def = ad::twopass_plan<std::int32_t>(su.p);
+      const ad::TwoPassPlan def = ad::twopass_plan<std::int32_t>(su.p, device_caps());
       const double t_def = time_plan(def);
       double best = t_def;
       ad::TwoPassPlan bp = def;
       std::string all;
       for (int g : {4, 8, 16, 32, 64, 128})
         for (int r : {8, 16, 32}) {
-          const ad::TwoPassPlan pl = ad::twopass_plan<std::int32_t>(su.p, g, r);
+          const ad::TwoPassPlan pl = twopass_plan_at(su.p, g, r);
           if (static_cast<std::int64_t>(g) * sh.E > 65536) continue;
           const double us = time_plan(pl);
           char buf[64];
@@ -320,11 +364,11 @@ int onepass_mode() {
       Setup su(sh, tok, rng);
       const auto time_plan = [&](const ad::OnePassPlan& pl, bool coop) {
         const auto f = [&su, pl, coop](cudaStream_t s, int c) {
-          ad::launch_onepass<std::int32_t>(su.p, su.buffers(c), s, pl, coop);
+          launch_onepass_as(su, c, s, pl, coop);
         };
         return su.verify(f) ? bench_like(f, su.copies) : 1e9;
       };
-      const ad::OnePassPlan def = ad::onepass_plan<std::int32_t>(su.p);
+      const ad::OnePassPlan def = ad::onepass_plan<std::int32_t>(su.p, device_caps());
       if (def.loads == 0) continue;
       const double t_def = time_plan(def, true);
       const double t_nc = time_plan(def, false);
@@ -334,11 +378,11 @@ int onepass_mode() {
       for (int thr : {128, 256, 512, 1024})
         for (int k : {1, 2, 4})
           for (int gm : {1, 2}) {
-            ad::OnePassPlan pl = ad::onepass_plan<std::int32_t>(su.p, thr, k);
+            ad::OnePassPlan pl = onepass_plan_at(su.p, thr, k);
             if (pl.loads == 0) continue;
             if (gm == 2) {
-              if (2 * pl.grid > 132) continue;
-              pl = ad::onepass_plan<std::int32_t>(su.p, thr, k, 2 * pl.grid);
+              if (2 * pl.grid > device_caps().sm_count) continue;
+              pl = onepass_plan_at(su.p, thr, k, 2 * pl.grid);
             }
             const double us = time_plan(pl, true);
             char buf[64];
@@ -433,7 +477,7 @@ int sweep(const char* csv_path) {
                                      {256, 8, false}, {512, 8, false}, {256, 8, true},
                                      {1024, 8, false}, {16384, 8, false}};
   const std::vector<int> tokens = {1, 16, 64, 256, 1024, 2048, 4096};
-  const std::vector<int> grids = {1, 2, 4, 8, 16, 32, 64, 132};
+  const std::vector<int> grids = {1, 2, 4, 8, 16, 32, 64, std::max(device_caps().sm_count, 1)};
   const std::vector<int> threads = {256, 512, 1024};
   spin_ms(20);
   std::printf("| E, topk, ids | tokens | tiny default (grid, thr) | best tiny (grid, thr) | fill-overlap | oneshot | twopass | auto |\n"
@@ -442,7 +486,7 @@ int sweep(const char* csv_path) {
     for (int tok : tokens) {
       if (sh.E == 16384 && tok > 1024) continue;
       Setup su(sh, tok, rng);
-      if (ad::tiny_not_applicable(su.p)) continue;
+      if (ad::tiny_not_applicable(su.p, device_caps())) continue;
       const char* dist = sh.zipf ? "zipf" : "uniform";
       auto row = [&](const char* cfg, const std::function<void(cudaStream_t, int)>& f, int g,
                      int thr, const char* rk) {
@@ -452,7 +496,7 @@ int sweep(const char* csv_path) {
                      thr, rk, us, ok ? 1 : 0);
         return ok ? us : 1e9;
       };
-      const ad::TinyPlan def = ad::tiny_plan(su.p);
+      const ad::TinyPlan def = ad::tiny_plan(su.p, device_caps());
       const double t_def = row("tiny-default", tiny_launch(su, def), def.grid, def.threads, "");
       double best = 1e9;
       ad::TinyPlan bp;
@@ -539,7 +583,7 @@ template <int kThreads, class Probe>
 void launch_tiny_narrow(const Setup& su, int copy, cudaStream_t s, const ad::TinyPlan& pl) {
   const ad::Args a = ad::make_args(su.p, su.buffers(copy));
   const std::size_t smem = ad::tiny_smem(su.p.numel, su.p.num_experts);
-  ad::opt_in_smem(ad::tiny_kernel<std::int32_t, kThreads, false, Probe>, smem);
+  prim::opt_in_smem(ad::tiny_kernel<std::int32_t, kThreads, false, Probe>, smem);
   ad::tiny_kernel<std::int32_t, kThreads, false, Probe><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
 }
 
@@ -568,7 +612,7 @@ int phases() {
   unsigned long long res = ~0ull;  // smallest non-zero global timer step seen
   for (const Shape& sh : shapes) {
     Setup su(sh, 1, rng);
-    const ad::TinyPlan pl = ad::tiny_plan(su.p);
+    const ad::TinyPlan pl = ad::tiny_plan(su.p, device_caps());
     if (pl.threads != 256 || su.p.numel > ad::kTinyNarrow * 64 || pl.grid > kStampBlocks) {
       std::printf("| %d, %d | unexpected plan (%d x %d) |\n", sh.E, sh.topk, pl.grid, pl.threads);
       continue;

@@ -1,4 +1,4 @@
-// Variant `baseline` (SGLang 0x1, general path): a separate fill kernel writes
+// Variant `baseline` (count, then scatter; general path): a separate fill kernel writes
 // the padding value everywhere, ONE block counts with shared-memory atomics,
 // thread 0 scans serially and each expert's thread writes its expert_ids; the
 // scatter kernel then places slots with global atomics.
@@ -27,7 +27,7 @@ __global__ void baseline_count_kernel(Args a, int* __restrict__ cursor) {
     if (e >= 0) atomicAdd(cs + e, 1);
   }
   __syncthreads();
-  if (t == 0) {  // the serial scan 0x3/0x4 later parallelise
+  if (t == 0) {  // the serial scan that blelloch / warpscan parallelise
     int run = 0;
     for (int e = 0; e < E; ++e) {
       const int c = cs[e];

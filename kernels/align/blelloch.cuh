@@ -1,7 +1,7 @@
-// Variant `blelloch` (SGLang 0x3): the count block's serial scan becomes a
+// Variant `blelloch`: the count block's serial scan becomes a
 // work-efficient Blelloch scan (up-sweep, then down-sweep) over the padded
 // counts, and every thread writes expert_ids by binary search over the scan
-// instead of one thread per expert. Padding fused as in 0x2.
+// instead of one thread per expert. Padding fused as in vecpad.
 #pragma once
 
 #include "align/common.cuh"

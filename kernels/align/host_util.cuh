@@ -1,5 +1,5 @@
 // Host-side helpers for the align launchers: device limits and occupancy
-// (launch and shared-memory opt-in helpers: kernels/primitives).
+// (launches and the shared-memory opt-in: kernels/primitives).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,9 +26,6 @@ inline bool fits_smem(const DeviceCaps& caps, std::size_t bytes) {
 }
 inline bool can_cooperate(const DeviceCaps& caps) { return !caps.present() || caps.cooperative; }
 
-using prim::launch_cooperative;
-using prim::opt_in_smem;
-
 // Resident blocks per SM (occupancy) into *n, memoised per kernel and
 // configuration; on an error *n is 1 and the error is returned.
 template <class Kernel>
@@ -43,7 +40,7 @@ inline cudaError_t blocks_per_sm(Kernel* kernel, int threads, std::size_t smem, 
     *n = it->second;
     return cudaSuccess;
   }
-  if (const cudaError_t e = opt_in_smem(kernel, smem); e != cudaSuccess) return e;
+  if (const cudaError_t e = prim::opt_in_smem(kernel, smem); e != cudaSuccess) return e;
   int v = 0;
   if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, threads, smem);
       e != cudaSuccess)
@@ -53,6 +50,6 @@ inline cudaError_t blocks_per_sm(Kernel* kernel, int threads, std::size_t smem, 
   return cudaSuccess;
 }
 
-constexpr int kCountThreads = 1024;  // the single counting block of 0x1-0x5
+constexpr int kCountThreads = 1024;  // the counting block of the count-then-scatter variants
 
 }  // namespace moekit::align::detail

@@ -1,4 +1,4 @@
-// Variant `micro` (ours, decode-sized inputs: numel <= 32): ONE launch, no
+// Variant `micro` (decode-sized inputs: numel <= 32): ONE launch, no
 // workspace, no atomics, no scan over the E experts. Stable rows.
 //
 // With at most 32 slots the whole layout is a function of at most 32 distinct
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   }
 }
 
-inline const char* micro_not_applicable(const Problem& p, const DeviceCaps& = device_caps()) {
+inline const char* micro_not_applicable(const Problem& p, const DeviceCaps&) {
   if (p.numel > kMicroMaxNumel) return "needs numel <= 32 (one slot per lane of one warp)";
   return nullptr;
 }
@@ -121,7 +121,7 @@ inline const char* micro_not_applicable(const Problem& p, const DeviceCaps& = de
 // Rows per block: the policy's micro_rows_per_block, or more when that would
 // need more than micro_blocks_per_sm blocks per SM (E in the thousands:
 // megabytes of padding).
-inline int micro_chunk(const Problem& p, const DeviceCaps& caps = device_caps()) {
+inline int micro_chunk(const Problem& p, const DeviceCaps& caps) {
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
   const Policy& pol = policy_for(caps);
   const std::int64_t most = std::int64_t{pol.micro_blocks_per_sm} * std::max(caps.sm_count, 1);
@@ -141,7 +141,7 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
 
 template <class IdT>
 inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_micro<IdT>(p, bufs, s, micro_chunk(p));
+  return launch_micro<IdT>(p, bufs, s, micro_chunk(p, device_caps()));
 }
 
 }  // namespace moekit::align::detail

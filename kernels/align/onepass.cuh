@@ -1,4 +1,4 @@
-// Variant `onepass` (ours, mid-sized and large inputs): ONE launch of up to a
+// Variant `onepass` (mid-sized and large inputs): ONE launch of up to a
 // full wave of blocks that all count, ONE grid barrier, unstable rows.
 //
 // `twopass` pays two launches and a G x E table read by every block; `tiny`
@@ -195,6 +195,19 @@ inline std::size_t onepass_smem(int num_experts) {
   return sizeof(int) * (2 * static_cast<std::size_t>(num_experts) + 1);
 }
 
+// The plan of `grid` blocks of `threads` with `loads` loads per thread (the
+// caller checked that they hold every slot and fit one wave).
+inline OnePassPlan onepass_plan_of(const Problem& p, int threads, int loads, std::int64_t grid) {
+  OnePassPlan pl;
+  const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
+  pl.smem = onepass_smem(p.num_experts);
+  pl.loads = loads;
+  pl.threads = threads;
+  pl.grid = static_cast<int>(grid);
+  pl.chunk = static_cast<int>(ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, grid), 4) * 4);
+  return pl;
+}
+
 // Launch shape, fitted to the H100 sweep `probe_align onepass` (threads
 // 128-1024 x loads 1/2/4 x grid, E 8..1024, 16..65536 tokens;
 // docs/bench/align.md):
@@ -207,10 +220,8 @@ inline std::size_t onepass_smem(int num_experts) {
 //    or E >= 256 past 65536 slots: E = 512, 16384 tokens x 8, 7.9 vs 8.6 us),
 //    1024 for E >= 4096 (E = 16384, 4096 tokens x 8: 32.5 vs 50.8 us);
 //  - at least one block per 8 padding rows per thread (large E, few slots).
-// want_* > 0 override the fit, for the sweep itself.
 template <class IdT>
-inline OnePassPlan onepass_plan(const Problem& p, int want_threads = 0, int want_loads = 0,
-                                int want_grid = 0, const DeviceCaps& caps = device_caps()) {
+inline OnePassPlan onepass_plan(const Problem& p, const DeviceCaps& caps) {
   OnePassPlan pl;
   const int E = p.num_experts;
   pl.smem = onepass_smem(E);
@@ -221,23 +232,15 @@ inline OnePassPlan onepass_plan(const Problem& p, int want_threads = 0, int want
   const int t0 = E >= 4096 ? 1024 : E >= 1024 || (E >= 256 && p.numel > 65536) ? 512 : 256;
   constexpr int V = kVec<IdT>;
   for (int loads : {1, 2, 4}) {
-    if (want_loads > 0 && loads != want_loads) continue;
     for (int threads : {128, 256, 512, 1024}) {
-      if (want_threads > 0 ? threads != want_threads : threads < t0) continue;
+      if (threads < t0) continue;
       const std::int64_t need =
           ceil_div<std::int64_t>(n, static_cast<std::int64_t>(threads) * loads * V);
       if (need > sms) continue;
       const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
       const std::int64_t pad =
           std::min(ceil_div<std::int64_t>(rows, std::int64_t{threads} * pol.onepass_pad_rows_per_thread), sms);
-      const std::int64_t grid =
-          want_grid > 0 ? std::clamp<std::int64_t>(want_grid, need, sms) : std::max(need, pad);
-      pl.loads = loads;
-      pl.threads = threads;
-      pl.grid = static_cast<int>(grid);
-      pl.chunk =
-          static_cast<int>(ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, grid), 4) * 4);
-      return pl;
+      return onepass_plan_of(p, threads, loads, std::max(need, pad));
     }
   }
   return pl;
@@ -248,24 +251,23 @@ inline std::size_t onepass_workspace(const Problem& p) {
 }
 
 template <class IdT>
-inline const char* onepass_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
+inline const char* onepass_not_applicable(const Problem& p, const DeviceCaps& caps) {
   if (!caps.present()) return nullptr;  // every limit depends on the device
   if (!caps.cooperative) return "needs cooperative launch support";
   if (onepass_smem(p.num_experts) > caps.smem_optin)
     return "needs 8*E+4 bytes of shared memory per block (`moekit variants align`: E limit here)";
-  if (onepass_plan<IdT>(p, 0, 0, 0, caps).loads == 0)
+  if (onepass_plan<IdT>(p, caps).loads == 0)
     return "needs numel <= 4 16-byte loads x 1024 threads x SMs (one wave of blocks)";
   return nullptr;
 }
 
 template <class IdT>
 inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s,
-                                  const OnePassPlan& pl, bool cooperative = true) {
+                                  const OnePassPlan& pl) {
   const Args a = make_args(p, bufs);
   unsigned* ws = static_cast<unsigned*>(bufs.workspace);
   const auto go = [&](auto kernel) {
-    return launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, cooperative, a, ws,
-                              pl.chunk);
+    return prim::launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, true, a, ws, pl.chunk);
   };
   switch (pl.loads) {
     case 1: return go(onepass_kernel<IdT, 1>);
@@ -276,7 +278,7 @@ inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStr
 
 template <class IdT>
 inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_onepass<IdT>(p, bufs, s, onepass_plan<IdT>(p));
+  return launch_onepass<IdT>(p, bufs, s, onepass_plan<IdT>(p, device_caps()));
 }
 
 }  // namespace moekit::align::detail

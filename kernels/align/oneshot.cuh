@@ -1,4 +1,4 @@
-// Variant `oneshot` (ours, tiny inputs): one launch, no global atomics, no
+// Variant `oneshot` (small inputs): one launch, no global atomics, no
 // workspace, and no communication between blocks at all. Every block counts
 // ALL slots itself (a few KiB from L2 when numel is small) and scans the
 // counts, so every block knows the whole layout; the blocks then split the
@@ -111,7 +111,7 @@ inline OneshotPlan oneshot_plan(const Problem& p) {
   return pl;
 }
 
-inline const char* oneshot_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
+inline const char* oneshot_not_applicable(const Problem& p, const DeviceCaps& caps) {
   if (p.numel > kOneshotMaxNumel) return "needs numel <= 65535 (tiny-input design)";
   if (!fits_smem(caps, oneshot_smem(p.num_experts)))
     return "needs 8*E+4 bytes of shared memory per block";
@@ -123,7 +123,7 @@ inline cudaError_t launch_oneshot(const Problem& p, const Buffers& bufs, cudaStr
   const Args a = make_args(p, bufs);
   const OneshotPlan pl = oneshot_plan(p);
   const std::size_t smem = oneshot_smem(p.num_experts);
-  if (const cudaError_t e = opt_in_smem(oneshot_kernel<IdT>, smem); e != cudaSuccess) return e;
+  if (const cudaError_t e = prim::opt_in_smem(oneshot_kernel<IdT>, smem); e != cudaSuccess) return e;
   oneshot_kernel<IdT><<<pl.grid, kOneshotThreads, smem, s>>>(a, pl.slots_per_block);
   return cudaGetLastError();
 }

@@ -1,4 +1,4 @@
-// Variant `persistent` (ours, large inputs): ONE cooperative launch of as many
+// Variant `persistent` (large inputs): ONE cooperative launch of as many
 // blocks as the input needs (at most what fits on the GPU at once), all of
 // them counting. Blocks agree on offsets through two grid-wide barriers and a
 // deterministic blocks x experts table instead of atomics, so the output is
@@ -14,8 +14,9 @@
 //      tail and expert_ids, and re-reads its sub-tiles to place the slots in
 //      slot order (ranks recomputed, never stored).
 //
-// `stable` uses it for numel > 32768 with E >= 512, where its single launch
-// beats twopass (docs/bench/align.md).
+// `stable` takes it where twopass does not apply, and from E >=
+// policy.huge_experts on once oneshot does not (stable_path in registry.cu):
+// there twopass's G x E table cap leaves it a few blocks (docs/align.md).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -161,7 +162,7 @@ inline std::size_t persistent_smem(int rows, int num_experts) {
 // Grid: ~4 slots per thread and ~16 padding rows per thread, capped by what is
 // co-resident (cooperative launch) and by phase 2's column registers.
 template <class IdT>
-inline PersistentPlan persistent_plan(const Problem& p, const DeviceCaps& caps = device_caps()) {
+inline PersistentPlan persistent_plan(const Problem& p, const DeviceCaps& caps) {
   PersistentPlan pl;
   pl.rows = persistent_rows(p.num_experts);
   if (pl.rows < 1) return pl;
@@ -187,13 +188,13 @@ inline PersistentPlan persistent_plan(const Problem& p, const DeviceCaps& caps =
 }
 
 template <class IdT>
-inline std::size_t persistent_workspace(const Problem& p, const DeviceCaps& caps = device_caps()) {
+inline std::size_t persistent_workspace(const Problem& p, const DeviceCaps& caps) {
   const PersistentPlan pl = persistent_plan<IdT>(p, caps);
   if (pl.rows < 1) return 0;
   return sizeof(int) * (static_cast<std::size_t>(pl.grid) + 1) * p.num_experts;
 }
 
-inline const char* persistent_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
+inline const char* persistent_not_applicable(const Problem& p, const DeviceCaps& caps) {
   if (!can_cooperate(caps)) return "needs cooperative launch support";
   const int rows = persistent_rows(p.num_experts);
   if (rows < 1 || !fits_smem(caps, persistent_smem(rows, p.num_experts)))
@@ -204,12 +205,12 @@ inline const char* persistent_not_applicable(const Problem& p, const DeviceCaps&
 template <class IdT>
 inline cudaError_t launch_persistent(const Problem& p, const Buffers& bufs, cudaStream_t s) {
   Args a = make_args(p, bufs);
-  const PersistentPlan pl = persistent_plan<IdT>(p);
+  const PersistentPlan pl = persistent_plan<IdT>(p, device_caps());
   if (pl.status != cudaSuccess) return pl.status;
   int* H = static_cast<int*>(bufs.workspace);
   int* tot = H + static_cast<std::size_t>(pl.grid) * p.num_experts;
-  return launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, true, a, H, tot,
-                     pl.rows, pl.tile, pl.subtile);
+  return prim::launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, true, a, H, tot,
+                                  pl.rows, pl.tile, pl.subtile);
 }
 
 }  // namespace moekit::align::detail

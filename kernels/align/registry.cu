@@ -136,7 +136,7 @@ std::string stable_limits(const DeviceCaps& c) {
 }
 std::string any_limits(const DeviceCaps&) { return "any"; }
 
-// ---- baseline (0x1) -----------------------------------------------------------
+// ---- baseline ------------------------------------------------------------------
 template <class IdT>
 struct Baseline {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
@@ -146,7 +146,7 @@ struct Baseline {
                                 s>>>(a);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = opt_in_smem(baseline_count_kernel<IdT>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = prim::opt_in_smem(baseline_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     baseline_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -156,11 +156,13 @@ const char* baseline_na(const Problem& p, const DeviceCaps& caps) {
   return needs_smem(caps, scan_smem(p));
 }
 
-// ---- small-batch (0x1 fused) --------------------------------------------------
-const char* small_batch_na(const Problem& p, const DeviceCaps& = {}) {
-  if (p.numel > kSmallBatchMaxNumel || p.num_experts > kSmallBatchMaxExperts)
-    return "needs numel < 1024 and E <= 64";
-  return nullptr;
+// ---- small-batch ---------------------------------------------------------------
+// Device-independent: the one-block design's own limits.
+bool small_batch_fits(const Problem& p) {
+  return p.numel <= kSmallBatchMaxNumel && p.num_experts <= kSmallBatchMaxExperts;
+}
+const char* small_batch_na(const Problem& p, const DeviceCaps&) {
+  return small_batch_fits(p) ? nullptr : "needs numel < 1024 and E <= 64";
 }
 template <class IdT>
 struct SmallBatch {
@@ -171,28 +173,28 @@ struct SmallBatch {
   }
 };
 
-// ---- vecpad (0x2) -------------------------------------------------------------
+// ---- vecpad --------------------------------------------------------------------
 template <class IdT>
 struct Vecpad {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = opt_in_smem(vecpad_count_kernel<IdT>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = prim::opt_in_smem(vecpad_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     vecpad_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
 
-// ---- blelloch (0x3) -----------------------------------------------------------
+// ---- blelloch ------------------------------------------------------------------
 template <class IdT>
 struct Blelloch {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = blelloch_smem(p);
-    if (const cudaError_t e = opt_in_smem(blelloch_count_kernel<IdT>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = prim::opt_in_smem(blelloch_count_kernel<IdT>, smem); e != cudaSuccess) return e;
     blelloch_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor, next_pow2(p.num_experts));
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
@@ -202,43 +204,43 @@ const char* blelloch_na(const Problem& p, const DeviceCaps& caps) {
   return needs_smem(caps, blelloch_smem(p));
 }
 
-// ---- warpscan (0x4) -----------------------------------------------------------
+// ---- warpscan ------------------------------------------------------------------
 template <class IdT>
 struct Warpscan {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = opt_in_smem(warpscan_count_kernel<IdT, false>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = prim::opt_in_smem(warpscan_count_kernel<IdT, false>, smem); e != cudaSuccess) return e;
     warpscan_count_kernel<IdT, false><<<1, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
 
-// ---- fill-overlap (0x5) -------------------------------------------------------
+// ---- fill-overlap --------------------------------------------------------------
 template <class IdT>
 struct FillOverlap {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
-    if (small_batch_na(p) == nullptr) {  // one launch: fill threads + compute threads
+    if (small_batch_fits(p)) {  // one launch: fill threads + compute threads
       small_batch_kernel<IdT, kOverlapFillThreads>
           <<<1, kOverlapFillThreads + kSmallBatchThreads, small_batch_smem(p.num_experts), s>>>(a);
       return cudaGetLastError();
     }
     int* cursor = static_cast<int*>(b.workspace);
     const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = opt_in_smem(warpscan_count_kernel<IdT, true>, smem); e != cudaSuccess) return e;
+    if (const cudaError_t e = prim::opt_in_smem(warpscan_count_kernel<IdT, true>, smem); e != cudaSuccess) return e;
     warpscan_count_kernel<IdT, true><<<2, kCountThreads, smem, s>>>(a, cursor);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     return launch_scatter_atomic<IdT>(a, cursor, s);
   }
 };
 std::size_t fill_overlap_workspace(const Problem& p, const DeviceCaps& caps) {
-  return small_batch_na(p) == nullptr ? 0 : cursor_workspace(p, caps);
+  return small_batch_fits(p) ? 0 : cursor_workspace(p, caps);
 }
 
-// ---- tiny / oneshot / persistent / stable (ours) ----------------------------------
+// ---- one-launch and cooperative designs, stable ------------------------------
 template <class IdT>
 struct Tiny {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
@@ -375,41 +377,41 @@ bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
 }
 
 const std::array<Variant, 14> kVariants = {{
-    {{"baseline", "0x1: fill kernel; one block counts (shared atomics), serial scan; atomic scatter"},
+    {{"baseline", "fill kernel; one block counts (shared atomics) and scans serially; scatter by a global atomic per slot"},
      false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Baseline>},
-    {{"small-batch", "0x1 fused: one block, per-thread counter rows, no atomics, one launch"},
+    {{"small-batch", "small inputs: one block, per-thread counter rows, no atomics, one launch"},
      false, small_batch_limits, small_batch_na, no_workspace, by_dtype<SmallBatch>},
-    {{"vecpad", "0x2: padding fused into the count block with 16-byte stores"},
+    {{"vecpad", "baseline with the padding fused into the count block (16-byte stores): no fill launch"},
      false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Vecpad>},
-    {{"blelloch", "0x3: Blelloch scan; expert_ids by binary search over all blocks"},
+    {{"blelloch", "vecpad with a Blelloch scan; expert_ids by binary search over all blocks"},
      false, blelloch_limits, blelloch_na, cursor_workspace, by_dtype<Blelloch>},
-    {{"warpscan", "0x4: two-level warp-shuffle scan (3 barriers)"},
+    {{"warpscan", "vecpad with a two-level warp-shuffle scan (3 barriers)"},
      false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Warpscan>},
     {{"fill-overlap",
-      "0x5: padding by a 2nd block (or 256 fill threads on the small path) overlapping the count"},
+      "warpscan with the padding by a 2nd block (or 256 fill threads on the small path) overlapping the count"},
      false, fill_overlap_limits, baseline_na, fill_overlap_workspace, by_dtype<FillOverlap>},
     {{"tiny",
-      "ours, small inputs: one launch, every block ranks all slots (shared atomics), writes its "
+      "small inputs: one launch, every block ranks all slots (shared atomics), writes its "
       "own chunk of rows; no workspace; unstable"},
      false, tiny_limits, tiny_na, no_workspace, by_dtype<Tiny>},
     {{"micro",
-      "ours, decode: one launch; one warp lays out the <= 32 slots from their distinct experts "
+      "decode: one launch; one warp lays out the <= 32 slots from their distinct experts "
       "(no scan over E), every block fills its rows while the ids load; stable"},
      true, micro_limits, micro_na, no_workspace, by_dtype<Micro>},
     {{"oneshot",
-      "ours, small: one launch, every block counts all slots, blocks split the writes; stable"},
+      "small inputs: one launch, every block counts all slots, blocks split the writes; stable"},
      true, oneshot_limits, oneshot_na, no_workspace, by_dtype<Oneshot>},
     {{"persistent",
-      "ours, large: one cooperative launch, per-warp rows, blocks x experts table, 2 grid "
+      "large inputs: one cooperative launch, per-warp rows, blocks x experts table, 2 grid "
       "barriers; stable"},
      true, persistent_limits, persistent_na, persistent_ws, by_dtype<Persistent>},
     {{"onepass",
-      "ours, mid/large: one cooperative launch, every slot loaded once; block ranks + one global "
+      "mid-sized and large inputs: one cooperative launch, every slot loaded once; block ranks + one global "
       "atomic per (block, expert) give offsets; one grid barrier; self-clearing workspace; "
       "unstable"},
      false, onepass_limits, onepass_na, onepass_ws, by_dtype<OnePass>, zeroed},
     {{"twopass",
-      "ours, large: count + place kernels chained by PDL, blocks x experts table, no global "
+      "large inputs: count + place kernels chained by PDL, blocks x experts table, no global "
       "atomics; stable"},
      true, twopass_limits, twopass_na, twopass_ws, by_dtype<TwoPass>},
     {{"stable",

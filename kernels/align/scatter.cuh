@@ -1,4 +1,5 @@
-// The second kernel of the SGLang-style variants (0x1-0x5): every slot takes
+// The second kernel of the count-then-scatter variants (baseline to
+// fill-overlap): every slot takes
 // its row with a global atomic on its expert's cursor. Row order inside an
 // expert therefore depends on scheduling (not stable).
 #pragma once

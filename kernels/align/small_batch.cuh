@@ -1,5 +1,5 @@
-// Variant `small-batch` (SGLang 0x1 fused path) and the small path of
-// `fill-overlap` (0x5): one block, one launch. Every compute thread keeps its
+// Variant `small-batch` (baseline's one-launch path for small inputs) and the
+// small path of `fill-overlap`: one block, one launch. Every compute thread keeps its
 // own row of per-expert counters in shared memory, so counting needs no
 // atomics; a column prefix over the rows then gives every thread its private
 // starting row per expert. Sized for numel < 1024 and E <= 64.
@@ -12,15 +12,15 @@ namespace moekit::align::detail {
 constexpr int kSmallBatchThreads = 64;       // compute threads; must be >= E
 constexpr int kSmallBatchMaxExperts = 64;
 constexpr int kSmallBatchMaxNumel = 1023;
-constexpr int kOverlapFillThreads = 256;     // 0x5: dedicated padding threads
+constexpr int kOverlapFillThreads = 256;     // fill-overlap: dedicated padding threads
 
 inline std::size_t small_batch_smem(int num_experts) {
   return sizeof(int) * (static_cast<std::size_t>(num_experts) + 1 +
                         static_cast<std::size_t>(kSmallBatchThreads + 1) * num_experts);
 }
 
-// kFillThreads == 0: all threads fill first (0x1). kFillThreads > 0: those
-// threads only fill, with 16-byte stores, while the others count (0x5). The
+// kFillThreads == 0: all threads fill first (small-batch). kFillThreads > 0: those
+// threads only fill, with 16-byte stores, while the others count (fill-overlap). The
 // three barriers are reached by every thread at the same call sites; the fill
 // is complete at the first one, long before any slot is placed.
 template <class IdT, int kFillThreads>

@@ -1,4 +1,4 @@
-// Variant `tiny` (ours, small inputs): ONE launch, no global atomics, no
+// Variant `tiny` (small inputs): ONE launch, no global atomics, no
 // workspace, no memset node. Built for latency: a short barrier chain and a
 // padding fill spread over many blocks.
 //
@@ -274,12 +274,12 @@ struct TinyPlan {
   int threads = 256;
 };
 
-// Rows per block from a wanted grid size (clamped to [1, rows / 4]).
-inline TinyPlan tiny_plan_with(const Problem& p, int want_grid, int threads) {
+// The plan of about `grid` blocks of `threads` (grid clamped to [1, rows / 4]).
+inline TinyPlan tiny_plan_with(const Problem& p, int grid, int threads) {
   TinyPlan pl;
   pl.threads = threads;
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
-  const std::int64_t g = std::clamp<std::int64_t>(want_grid, 1, ceil_div<std::int64_t>(rows, 4));
+  const std::int64_t g = std::clamp<std::int64_t>(grid, 1, ceil_div<std::int64_t>(rows, 4));
   const std::int64_t chunk = ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, g), 4) * 4;
   pl.chunk = static_cast<int>(chunk);
   pl.grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
@@ -291,7 +291,7 @@ inline TinyPlan tiny_plan_with(const Problem& p, int want_grid, int threads) {
 // 256 threads while numel <= 1024 (fewer warps = shorter barriers), 512 up to
 // 4096, 1024 beyond (every block ranks all slots: more threads, more atomics
 // in flight), and never fewer than one thread per 16 rows of a chunk.
-inline TinyPlan tiny_plan(const Problem& p, const DeviceCaps& caps = device_caps()) {
+inline TinyPlan tiny_plan(const Problem& p, const DeviceCaps& caps) {
   const Policy& pol = policy_for(caps);
   const std::int64_t most = std::int64_t{pol.tiny_blocks_per_sm} * std::max(caps.sm_count, 1);
   const std::int64_t g = std::clamp<std::int64_t>(
@@ -304,7 +304,7 @@ inline TinyPlan tiny_plan(const Problem& p, const DeviceCaps& caps = device_caps
   return tiny_plan_with(p, static_cast<int>(g), threads);
 }
 
-inline const char* tiny_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
+inline const char* tiny_not_applicable(const Problem& p, const DeviceCaps& caps) {
   if (p.numel > kTinyMaxNumel) return "needs numel <= 32768 (every block reads all ids)";
   if (p.num_experts > kTinyMaxExperts) return "needs E <= 16384";
   if (!fits_smem(caps, tiny_smem(p.numel, p.num_experts) + 256))
@@ -315,7 +315,7 @@ inline const char* tiny_not_applicable(const Problem& p, const DeviceCaps& caps 
 template <class IdT, int kThreads, bool kWide>
 inline cudaError_t launch_tiny_as(const Args& a, const TinyPlan& pl, std::size_t smem,
                                   cudaStream_t s) {
-  if (const cudaError_t e = opt_in_smem(tiny_kernel<IdT, kThreads, kWide>, smem); e != cudaSuccess)
+  if (const cudaError_t e = prim::opt_in_smem(tiny_kernel<IdT, kThreads, kWide>, smem); e != cudaSuccess)
     return e;
   tiny_kernel<IdT, kThreads, kWide><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
   return cudaGetLastError();
@@ -342,7 +342,7 @@ inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream
 
 template <class IdT>
 inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_tiny<IdT>(p, bufs, s, tiny_plan(p));
+  return launch_tiny<IdT>(p, bufs, s, tiny_plan(p, device_caps()));
 }
 
 }  // namespace moekit::align::detail

@@ -1,4 +1,4 @@
-// Variant `twopass` (ours, large inputs): two kernels chained by programmatic
+// Variant `twopass` (large inputs): two kernels chained by programmatic
 // dependent launch (PDL), no atomics in global memory, no workspace clearing,
 // stable rows (identical to the CPU reference).
 //
@@ -114,6 +114,25 @@ inline int twopass_rows(int num_experts) {
   return static_cast<int>(std::min<std::size_t>(r, 32));
 }
 
+inline int twopass_threads(int rows) { return std::max(256, rows * kWarp); }
+
+// The plan of `grid` blocks with `rows` counting warps (1 <= rows <=
+// twopass_rows(E)).
+template <class IdT>
+inline TwoPassPlan twopass_plan_of(const Problem& p, int rows, int grid) {
+  TwoPassPlan pl;
+  const int E = p.num_experts;
+  pl.rows = rows;
+  pl.threads = twopass_threads(rows);
+  pl.smem_count = sizeof(int) * static_cast<std::size_t>(rows) * E;
+  pl.smem_place = pl.smem_count + sizeof(int) * (2 * static_cast<std::size_t>(E) + 1);
+  pl.grid = grid;
+  const RowTiles rt = row_tiles<IdT>(p.numel, pl.grid, pl.rows);
+  pl.tile = rt.tile;
+  pl.subtile = rt.subtile;
+  return pl;
+}
+
 // Launch shape, fitted to the H100 sweep `probe_align twopass` (grid 4-128 x
 // counting warps 8/16/32 per shape, docs/bench/align.md):
 //  - counting warps (rows): every warp of a block pays the kernels' per-thread
@@ -126,42 +145,31 @@ inline int twopass_rows(int num_experts) {
 //    blocks for E <= 64 and 64 beyond, and G x E <= 32768 table entries.
 // Before this fit (32 warps, grid from 4 slots per thread) every shape was
 // 0-4.6 µs slower (E = 8, 16384 tokens: 9.41 -> 6.73 µs).
-// want_grid / want_rows (> 0) override the fit, for the sweep itself.
 template <class IdT>
-inline TwoPassPlan twopass_plan(const Problem& p, int want_grid = 0, int want_rows = 0,
-                               const DeviceCaps& caps = device_caps()) {
+inline TwoPassPlan twopass_plan(const Problem& p, const DeviceCaps& caps) {
   const Policy& pol = policy_for(caps);
-  TwoPassPlan pl;
   const int E = p.num_experts;
-  pl.rows = twopass_rows(E);
-  if (pl.rows < 1) return pl;
+  int rows = twopass_rows(E);
+  if (rows < 1) return TwoPassPlan{};
   const bool small = p.numel <= 8192;
-  const int fit = E <= 16 || (E <= 64 && small) ? 8 : E <= 64 || small ? 16 : 32;
-  pl.rows = std::min(pl.rows, want_rows > 0 ? want_rows : fit);
-  pl.threads = std::max(256, pl.rows * kWarp);
-  pl.smem_count = sizeof(int) * static_cast<std::size_t>(pl.rows) * E;
-  pl.smem_place = pl.smem_count + sizeof(int) * (2 * static_cast<std::size_t>(E) + 1);
+  rows = std::min(rows, E <= 16 || (E <= 64 && small) ? 8 : E <= 64 || small ? 16 : 32);
   const std::int64_t gmax =
       std::min<std::int64_t>(E <= 64 ? pol.twopass_max_grid_few_experts : pol.twopass_max_grid,
                              std::max<std::int64_t>(1, kTwoPassTableInts / E));
   const int per_lane = E >= 256 && p.numel <= 32768 ? 2 : 4;
   const std::int64_t want =
-      std::max(ceil_div<std::int64_t>(p.numel, pl.rows * kWarp * per_lane),
-               ceil_div<std::int64_t>(p.max_num_tokens_padded, pl.threads * 16LL));  // padding rows
-  pl.grid = static_cast<int>(want_grid > 0 ? want_grid : std::clamp<std::int64_t>(want, 1, gmax));
-  const RowTiles rt = row_tiles<IdT>(p.numel, pl.grid, pl.rows);
-  pl.tile = rt.tile;
-  pl.subtile = rt.subtile;
-  return pl;
+      std::max(ceil_div<std::int64_t>(p.numel, rows * kWarp * per_lane),
+               ceil_div<std::int64_t>(p.max_num_tokens_padded, twopass_threads(rows) * 16LL));  // padding rows
+  return twopass_plan_of<IdT>(p, rows, static_cast<int>(std::clamp<std::int64_t>(want, 1, gmax)));
 }
 
 template <class IdT>
-inline std::size_t twopass_workspace(const Problem& p, const DeviceCaps& caps = device_caps()) {
-  const TwoPassPlan pl = twopass_plan<IdT>(p, 0, 0, caps);
+inline std::size_t twopass_workspace(const Problem& p, const DeviceCaps& caps) {
+  const TwoPassPlan pl = twopass_plan<IdT>(p, caps);
   return sizeof(int) * static_cast<std::size_t>(pl.grid) * p.num_experts;
 }
 
-inline const char* twopass_not_applicable(const Problem& p, const DeviceCaps& caps = device_caps()) {
+inline const char* twopass_not_applicable(const Problem& p, const DeviceCaps& caps) {
   const int rows = twopass_rows(p.num_experts);
   if (rows < 1 ||
       !fits_smem(caps, sizeof(int) * (static_cast<std::size_t>(rows + 2) * p.num_experts + 1)))
@@ -174,9 +182,9 @@ inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStr
                                   const TwoPassPlan& pl) {
   const Args a = make_args(p, bufs);
   int* H = static_cast<int*>(bufs.workspace);
-  if (const cudaError_t e = opt_in_smem(twopass_kernel<IdT, false>, pl.smem_count); e != cudaSuccess)
+  if (const cudaError_t e = prim::opt_in_smem(twopass_kernel<IdT, false>, pl.smem_count); e != cudaSuccess)
     return e;
-  if (const cudaError_t e = opt_in_smem(twopass_kernel<IdT, true>, pl.smem_place); e != cudaSuccess)
+  if (const cudaError_t e = prim::opt_in_smem(twopass_kernel<IdT, true>, pl.smem_place); e != cudaSuccess)
     return e;
   twopass_kernel<IdT, false><<<pl.grid, pl.threads, pl.smem_count, s>>>(a, H, pl.rows, pl.tile,
                                                                        pl.subtile);
@@ -187,7 +195,7 @@ inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStr
 
 template <class IdT>
 inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_twopass<IdT>(p, bufs, s, twopass_plan<IdT>(p));
+  return launch_twopass<IdT>(p, bufs, s, twopass_plan<IdT>(p, device_caps()));
 }
 
 }  // namespace moekit::align::detail

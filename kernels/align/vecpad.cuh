@@ -1,4 +1,4 @@
-// Variant `vecpad` (SGLang 0x2): the baseline's count block also writes the
+// Variant `vecpad`: the baseline's count block also writes the
 // padding value over sorted_token_ids with 16-byte stores, so the separate
 // fill launch disappears. Scan stays serial; scatter stays atomic.
 #pragma once

@@ -1,7 +1,7 @@
-// Variants `warpscan` (SGLang 0x4) and `fill-overlap` (0x5, large path).
-// 0x4: the scan is a two-level warp-shuffle scan (3 barriers instead of
+// Variants `warpscan` and `fill-overlap` (its large path).
+// warpscan: the scan is a two-level warp-shuffle scan (3 barriers instead of
 // 2 log2(E)); here each thread first sums a contiguous chunk so E may exceed
-// the block size. 0x5: the launch gets a second block whose only job is the
+// the block size. fill-overlap: the launch gets a second block whose only job is the
 // padding fill, which then overlaps the count block.
 #pragma once
 
