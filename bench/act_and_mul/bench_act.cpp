@@ -2,7 +2,7 @@
 // cell (bench/common/record.hpp); bench/render.py turns them into
 // docs/bench/act-and-mul.md.
 //
-//   bench_act --json bench/results/act-and-mul.jsonl   (make bench; stdout without --json)
+//   bench_act_and_mul --json bench/results/act_and_mul.jsonl   (make bench; stdout without --json)
 //
 // Median microseconds per launch (CUDA-graph replay, moekit::time_launches),
 // GB/s counting the input read once and the output written once, and that as

@@ -377,18 +377,22 @@ bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
 }
 
 const std::array<Variant, 14> kVariants = {{
-    {{"baseline", "fill kernel; one block counts (shared atomics) and scans serially; scatter by a global atomic per slot"},
+    {{"baseline",
+      "fill kernel; one block counts (shared atomics) and scans serially; scatter by a global "
+      "atomic per slot"},
      false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Baseline>},
     {{"small-batch", "small inputs: one block, per-thread counter rows, no atomics, one launch"},
      false, small_batch_limits, small_batch_na, no_workspace, by_dtype<SmallBatch>},
-    {{"vecpad", "baseline with the padding fused into the count block (16-byte stores): no fill launch"},
+    {{"vecpad",
+      "baseline with the padding fused into the count block (16-byte stores): no fill launch"},
      false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Vecpad>},
     {{"blelloch", "vecpad with a Blelloch scan; expert_ids by binary search over all blocks"},
      false, blelloch_limits, blelloch_na, cursor_workspace, by_dtype<Blelloch>},
     {{"warpscan", "vecpad with a two-level warp-shuffle scan (3 barriers)"},
      false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Warpscan>},
     {{"fill-overlap",
-      "warpscan with the padding by a 2nd block (or 256 fill threads on the small path) overlapping the count"},
+      "warpscan with the padding written by a 2nd block (or 256 fill threads on the small path) "
+      "while the count runs"},
      false, fill_overlap_limits, baseline_na, fill_overlap_workspace, by_dtype<FillOverlap>},
     {{"tiny",
       "small inputs: one launch, every block ranks all slots (shared atomics), writes its "

@@ -61,10 +61,11 @@ __device__ __forceinline__ int tiny_pack(int e, int* cnt) {
   return e >= 0 ? e | (atomicAdd(cnt + e, 1) << kTinyExpertBits) : -1;
 }
 
-// Timing hook. The default does nothing, so the production kernels compile
-// to the same code; probe_align passes a type that stamps clock64 / the
-// global timer per phase (mark), waits for thread 0's first id (loaded) and
-// closes with a barrier (end) to see where a launch spends its time.
+// Phase hooks. The product instantiates only this no-op type, which
+// compiles to nothing; bench/tune/align_probe.cu (`probe_align phases`)
+// instantiates its own copy with a type that stamps clock64 / the global
+// timer per phase (mark), waits for thread 0's first id (loaded) and closes
+// with a barrier (end) to see where a launch spends its time.
 struct TinyNoProbe {
   __device__ static void mark(int) {}
   __device__ static void loaded(int) {}
