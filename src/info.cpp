@@ -37,6 +37,8 @@ int describe_files(const std::vector<std::string>& files, bool json) {
     try {
       a = npy::inspect(f);
     } catch (const InputError& e) {
+      // JSON readers of stdout see every file, a bad one as an error object.
+      if (json) fmt::print("{{\"file\":{},\"error\":{{\"exit_code\":2,\"message\":{}}}}}\n", jq(f), jq(e.what()));
       std::fflush(stdout);
       fmt::print(stderr, "moekit: {}\n", e.what());
       rc = kBadInput;

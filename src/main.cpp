@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "errors.hpp"
+#include "display.hpp"
 #include "family.hpp"
 #include "outputs.hpp"
 #include "report.hpp"
@@ -205,7 +206,7 @@ int run(int argc, char** argv) {
     outputs::write_file(out_file, a);
     std::string shape;
     for (auto d : a.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
-    fmt::print("wrote {}: {} [{}]\n", out_file, npy::dtype_name(a.dtype), shape);
+    fmt::print("wrote {}: {} [{}]\n", display_path(out_file), npy::dtype_name(a.dtype), shape);
     return kOk;
   }
   return kBadInput;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "display.hpp"
 #include "json.hpp"
 
 namespace moekit {
@@ -97,7 +98,7 @@ std::string render_text(const Report& r) {
         out += fmt::format("  traffic: {:.0f} bytes, {:.3f} GB/s\n", r.bytes, r.gbps());
     }
   }
-  for (auto& o : r.outputs) out += fmt::format("  wrote {}\n", o);
+  for (auto& o : r.outputs) out += fmt::format("  wrote {}\n", display_path(o));
   return out;
 }
 

@@ -1,7 +1,10 @@
 // The run skeleton every kernel command goes through (family.hpp).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 
 #include "cuda_util.hpp"
 #include "driver.hpp"
@@ -10,6 +13,20 @@
 #include "timing.hpp"
 
 namespace moekit {
+
+namespace {
+
+// The CPU reference of a large input can take seconds: say so on a terminal.
+void reference_with_progress(Job& job) {
+  const bool tell = job.input_bytes() >= (std::size_t(64) << 20) && isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (tell) fmt::print(stderr, "moekit: CPU reference on {:.0f} MB of input...", job.input_bytes() / 1e6);
+  job.reference();
+  if (tell)
+    fmt::print(stderr, " {:.1f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace
 
 int run_family(Family& f, const CommonOpts& c) {
   Report r;
@@ -26,7 +43,7 @@ int run_family(Family& f, const CommonOpts& c) {
 
   std::unique_ptr<Job> job = f.prepare(c, r);
   const bool gpu = decide_gpu(c, r);
-  if (!gpu || c.check) job->reference();
+  if (!gpu || c.check) reference_with_progress(*job);
 
   if (!gpu) {
     // Applicability is judged the same way on every machine, as far as it

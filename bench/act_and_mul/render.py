@@ -1,4 +1,4 @@
-"""Tables of docs/bench/act-and-mul.md from bench/results/act-and-mul.jsonl (run by bench/render.py)."""
+"""Tables of docs/bench/act-and-mul.md from bench/results/act_and_mul.jsonl (run by bench/render.py)."""
 import os
 import sys
 

@@ -4,6 +4,7 @@
 
 #include "act_and_mul/act_and_mul.hpp"
 #include "act_and_mul/reference.hpp"
+#include "display.hpp"
 #include "driver.hpp"
 #include "errors.hpp"
 #include "family.hpp"
@@ -141,7 +142,7 @@ std::unique_ptr<Job> ActFamily::prepare(const CommonOpts& c, Report& r) {
   const act::Activation activation = parse_activation(a.activation);
 
   npy::Array in;
-  std::string label = a.input;
+  std::string label = display_path(a.input);  // one printable line in messages
   if (a.input.empty()) {
     if (a.tokens < 0) throw InputError("act-and-mul: give --input FILE, or --tokens N to generate input");
     auto t = npy::parse_dtype(a.gen_dtype);

@@ -7,6 +7,7 @@
 
 #include "align/align.hpp"
 #include "align/reference.hpp"
+#include "display.hpp"
 #include "driver.hpp"
 #include "errors.hpp"
 #include "family.hpp"
@@ -183,7 +184,7 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
 
   // Input: a file, or a synthetic trace from the shape options.
   npy::Array ids;
-  std::string label = a.topk_ids;
+  std::string label = display_path(a.topk_ids);  // one printable line in messages
   if (a.topk_ids.empty()) {
     if (a.tokens < 0) throw InputError("align: give --topk-ids FILE, or --tokens N to generate a trace");
     if (a.topk < 1 || a.topk > a.num_experts)
@@ -216,13 +217,13 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
     npy::Array map = npy::read(a.expert_map);
     if (map.dtype != npy::DType::i4 || map.shape.size() != 1)
       throw InputError(fmt::format("{}: the expert map must be a 1-D int32 array, got {} with {} dimension(s)",
-                                   a.expert_map, npy::dtype_name(map.dtype), map.shape.size()));
-    if (map.numel() < 1) throw InputError(fmt::format("{}: the expert map is empty", a.expert_map));
+                                   display_path(a.expert_map), npy::dtype_name(map.dtype), map.shape.size()));
+    if (map.numel() < 1) throw InputError(fmt::format("{}: the expert map is empty", display_path(a.expert_map)));
     auto m = map.as<std::int32_t>();
     for (std::size_t i = 0; i < m.size(); ++i)
       if (m[i] < -1 || m[i] >= a.num_experts)
         throw InputError(fmt::format("{}: entry {} maps to {}, outside [-1, {}) (--num-experts is the local count)",
-                                     a.expert_map, i, m[i], a.num_experts));
+                                     display_path(a.expert_map), i, m[i], a.num_experts));
     map_v.assign(m.begin(), m.end());
   }
 
@@ -234,7 +235,7 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
       if (!map_v.empty())  // the map is what is too short (or the id is bad): name both
         throw InputError(fmt::format("{}: expert id {} at index {} is outside the expert map {} (length {}); pass "
                                      "--ignore-invalid to drop such ids",
-                                     label, ids_w[i], i, a.expert_map, map_v.size()));
+                                     label, ids_w[i], i, display_path(a.expert_map), map_v.size()));
       throw InputError(fmt::format("{}: expert id {} at index {} is outside [0, {}); pass --ignore-invalid to drop "
                                    "such ids",
                                    label, ids_w[i], i, bound));

@@ -8,6 +8,7 @@
 
 #include "dedup/dedup.hpp"
 #include "dedup/reference.hpp"
+#include "display.hpp"
 #include "driver.hpp"
 #include "errors.hpp"
 #include "family.hpp"
@@ -152,7 +153,7 @@ std::unique_ptr<Job> DedupFamily::prepare(const CommonOpts& c, Report& r) {
     throw InputError("--max-index must be in [1, 2^31]");
 
   npy::Array in;
-  std::string label = a.indices;
+  std::string label = display_path(a.indices);  // one printable line in messages
   if (a.indices.empty()) {
     if (a.batch < 0) throw InputError("dedup: give --indices FILE, or --batch N to generate input");
     std::int64_t hi = a.max_index > 0 ? a.max_index : (std::int64_t(1) << 31);

@@ -74,7 +74,12 @@ def variants_lists_every_op():
 
 @case()
 def info_of_a_missing_file_exits_2():
-    run("info", os.path.join(tmp(), "missing.npy"), code=2)
+    missing = os.path.join(tmp(), "missing.npy")
+    run("info", missing, code=2)
+    # JSON: one object per file, a bad one with an error member
+    p = run("info", missing, "--format", "json", code=2)
+    o = json.loads(p.stdout)
+    expect(o["file"] == missing and o["error"]["exit_code"] == 2, p.stdout)
 
 
 @case()
