@@ -31,6 +31,7 @@
 #include "build_info.hpp"
 #include "common/device.hpp"
 #include "cuda_util.hpp"
+#include "json.hpp"
 #include "timing.hpp"
 
 namespace moekit::bench {
@@ -86,26 +87,8 @@ Measurement measure(const Launch& launch, int copies, const TimingOptions& opt, 
 
 namespace detail {
 
-inline std::string quote(std::string_view s) {
-  std::string o = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      case '\r': o += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          o += fmt::format("\\u{:04x}", c);
-        } else {
-          o += ch;
-        }
-    }
-  }
-  return o + "\"";
-}
+// One JSON string escaper for the whole project (src/json.hpp).
+inline std::string quote(std::string_view s) { return json_quote(s); }
 
 // 7 significant digits: below the run-to-run noise of any timing, and short.
 inline std::string number(double v) {
