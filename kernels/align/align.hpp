@@ -13,6 +13,13 @@
 
 namespace moekit::align {
 
+// No align variant takes more experts: each keeps at least one 4-byte counter
+// per expert in one block's shared memory, and no GPU has 256 KiB of it. The
+// CLI refuses larger E before allocating anything E-long.
+inline constexpr std::int32_t kMaxExperts = 65536;
+// An expert map (global experts) is read whole into host and device memory.
+inline constexpr std::int64_t kMaxMapSize = std::int64_t(1) << 24;
+
 struct Problem {
   std::int64_t numel = 0;           // token slots (all ids), fits int32 outputs
   std::int32_t num_experts = 0;     // E: experts that own rows (local count with a map)

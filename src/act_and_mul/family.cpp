@@ -8,6 +8,7 @@
 #include "driver.hpp"
 #include "errors.hpp"
 #include "family.hpp"
+#include "host_memory.hpp"
 #include "act_and_mul/gen.hpp"
 
 namespace moekit {
@@ -146,7 +147,10 @@ std::unique_ptr<Job> ActFamily::prepare(const CommonOpts& c, Report& r) {
   if (a.input.empty()) {
     if (a.tokens < 0) throw InputError("act-and-mul: give --input FILE, or --tokens N to generate input");
     auto t = npy::parse_dtype(a.gen_dtype);
-    if (!t) throw InputError(fmt::format("--dtype: unknown dtype '{}'", a.gen_dtype));
+    if (!t) throw InputError(fmt::format("--gen-dtype: unknown dtype '{}'", a.gen_dtype));
+    // Input, reference and output on the host at once: twice the input.
+    if (a.tokens >= 0 && a.d >= 1)
+      require_host_memory(2.0 * double(a.tokens) * 2 * double(a.d) * double(npy::dtype_size(*t)), "this act-and-mul run");
     in = gen::act_input(a.tokens, a.d, *t, c.seed);
     label = fmt::format("generated input ({} tokens x 2*{}, {}, seed {})", a.tokens, a.d, a.gen_dtype, c.seed);
     r.notes.push_back(label);
@@ -173,6 +177,7 @@ std::unique_ptr<Job> ActFamily::prepare(const CommonOpts& c, Report& r) {
   if (width < 2 || width % 2 != 0)
     throw InputError(fmt::format("{}: the last dimension must be 2*d with d >= 1, got {}", label, width));
 
+  require_host_memory(2.0 * double(in.data.size()), "this act-and-mul run");  // + reference and output
   act::Problem p;
   p.d = width / 2;
   p.tokens = in.numel() / width;

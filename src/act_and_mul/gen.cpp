@@ -11,6 +11,7 @@
 
 #include "errors.hpp"
 #include "gen_common.hpp"
+#include "host_memory.hpp"
 #include "half.hpp"
 
 namespace moekit::gen {
@@ -23,6 +24,7 @@ npy::Array act_input(std::int64_t tokens, std::int64_t d, npy::DType dtype, std:
   // Also bounds one row on its own, so 2*d cannot overflow when tokens is 0.
   check_size(2.0 * double(d), "an act-and-mul row (2*d)");
   check_size(double(tokens) * 2 * d, "act-and-mul input");
+  require_host_memory(double(tokens) * 2 * double(d) * double(npy::dtype_size(dtype)), "this act-and-mul input");
   // Element i is normal_table()(half of random number i/2 of the stream):
   // approximately standard normal (see NormalTable), the same for a seed
   // whatever the dtype, and about 1 ns per element.

@@ -11,6 +11,7 @@
 #include "driver.hpp"
 #include "errors.hpp"
 #include "family.hpp"
+#include "host_memory.hpp"
 #include "align/gen.hpp"
 
 namespace moekit {
@@ -140,7 +141,7 @@ class AlignFamily final : public Family {
 
   void add_options(CLI::App& s) override {
     auto* in = s.add_option("--topk-ids", a_.topk_ids, "router expert ids, int32 or int64, any shape (.npy)");
-    s.add_option("--num-experts,-E", a_.num_experts, "number of (local) experts E")->required();
+    s.add_option("--num-experts,-E", a_.num_experts, "number of (local) experts E, 1..65536")->required();
     s.add_option("--block-size,-B", a_.block_size, "block size B (1..1024)")->capture_default_str();
     s.add_option("--expert-map", a_.expert_map, "int32 [global experts] map to local ids, -1 = not local");
     s.add_flag("--pad-sorted-ids", a_.pad_sorted_ids, "round the sorted_token_ids length up to a multiple of B");
@@ -156,7 +157,7 @@ class AlignFamily final : public Family {
     s.description("router trace: [tokens, topk] expert ids, distinct per token");
     s.add_option("--tokens", g_.tokens, "tokens")->required();
     s.add_option("--topk", g_.topk, "experts per token")->required();
-    s.add_option("--num-experts,-E", g_.num_experts, "experts")->required();
+    s.add_option("--num-experts,-E", g_.num_experts, "experts, 1..65536")->required();
     s.add_option("--dist", g_.dist, "uniform, zipf:S or hot:F")->capture_default_str();
     s.add_option("--dtype", g_.dtype, "int32 or int64")->check(CLI::IsMember({"int32", "int64"}))
         ->capture_default_str();
@@ -180,7 +181,8 @@ class AlignFamily final : public Family {
 
 std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
   const Args& a = a_;
-  if (a.num_experts < 1) throw InputError("--num-experts must be >= 1");
+  if (a.num_experts < 1 || a.num_experts > align::kMaxExperts)
+    throw InputError(fmt::format("--num-experts must be in [1, {}] (no align variant takes more)", align::kMaxExperts));
 
   // Input: a file, or a synthetic trace from the shape options.
   npy::Array ids;
@@ -214,6 +216,9 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
 
   std::vector<std::int32_t> map_v;
   if (!a.expert_map.empty()) {
+    if (const auto info = npy::inspect(a.expert_map); info.shape.size() == 1 && info.shape[0] > align::kMaxMapSize)
+      throw InputError(fmt::format("{}: the expert map has {} entries, more than {}", display_path(a.expert_map),
+                                   info.shape[0], align::kMaxMapSize));
     npy::Array map = npy::read(a.expert_map);
     if (map.dtype != npy::DType::i4 || map.shape.size() != 1)
       throw InputError(fmt::format("{}: the expert map must be a 1-D int32 array, got {} with {} dimension(s)",
@@ -246,6 +251,11 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
 
   const Problem p = align::make_problem(numel, a.num_experts, a.block_size, ids64,
                                         static_cast<std::int32_t>(map_v.size()), a.pad_sorted_ids);
+  // The reference and the downloaded outputs (sorted ids, expert ids) both
+  // live on the host, next to the widened ids.
+  require_host_memory(double(ids.data.size()) + 8.0 * double(numel) +
+                          2 * 4.0 * double(p.max_num_tokens_padded + p.max_num_blocks),
+                      "this align run");
   r.params = {{"numel", std::to_string(numel)},
               {"num_experts", std::to_string(a.num_experts)},
               {"block_size", std::to_string(a.block_size)},

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "align/align.hpp"
 #include "gen_common.hpp"
+#include "host_memory.hpp"
 
 namespace moekit::gen {
 
@@ -36,12 +38,14 @@ ExpertDist parse_dist(const std::string& s) {
 npy::Array align_ids(std::int64_t tokens, std::int32_t topk, std::int32_t num_experts,
                      const ExpertDist& dist, std::uint64_t seed, bool int64) {
   if (tokens < 0) throw InputError("--tokens must be >= 0");
-  if (num_experts < 1) throw InputError("--num-experts must be >= 1");
+  if (num_experts < 1 || num_experts > align::kMaxExperts)
+    throw InputError(fmt::format("--num-experts must be in [1, {}] (no align variant takes more)", align::kMaxExperts));
   if (topk < 1 || topk > num_experts)
     throw InputError(fmt::format("--topk must be in [1, {}] (each token's experts are distinct)",
                                  num_experts));
   // align indexes token slots in int32: a larger trace could never be used.
   check_size(double(tokens) * topk, "an align trace", kInt32Max);
+  require_host_memory(double(tokens) * topk * (int64 ? 8 : 4), "this align trace");
   // Each token draws from its own counter-based stream (see Rng).
   const std::uint64_t key = stream_key(seed, 1);
   npy::Array a;

@@ -37,8 +37,9 @@ std::int32_t local_expert(std::int64_t id, std::int32_t num_experts,
 Problem make_problem(std::int64_t numel, std::int32_t num_experts, std::int32_t block_size,
                      bool ids_int64, std::int32_t map_size, bool pad_sorted_ids) {
   if (numel < 0) throw InputError(fmt::format("align: numel must be >= 0 (got {})", numel));
-  if (num_experts < 1)
-    throw InputError(fmt::format("align: --num-experts must be >= 1 (got {})", num_experts));
+  if (num_experts < 1 || num_experts > kMaxExperts)
+    throw InputError(fmt::format("align: --num-experts must be in [1, {}] (got {}): no variant takes more",
+                                 kMaxExperts, num_experts));
   if (block_size < 1 || block_size > 1024)
     throw InputError(fmt::format("align: --block-size must be in [1, 1024] (got {})", block_size));
   if (map_size < 0)

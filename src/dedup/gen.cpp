@@ -11,6 +11,7 @@
 
 #include "errors.hpp"
 #include "gen_common.hpp"
+#include "host_memory.hpp"
 
 namespace moekit::gen {
 
@@ -26,6 +27,7 @@ npy::Array dedup_indices(std::int32_t batch, std::int32_t mtp_step, std::int32_t
   // A batch row (M*k values) is indexed in int32 by every dedup variant.
   check_size(double(mtp_step) * k, "a dedup batch (M*k values)", kInt32Max);
   check_size(double(batch) * mtp_step * k, "dedup input");
+  require_host_memory(4.0 * double(batch) * mtp_step * k, "this dedup input");
   // Each (batch, step) row draws from its own counter-based stream (see Rng).
   const std::uint64_t key = stream_key(seed, 2);
   const bool distinct = max_index >= 2 * std::int64_t(k);  // rejection stays cheap

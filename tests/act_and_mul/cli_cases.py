@@ -90,3 +90,11 @@ def act_activation_reported_canonically():
     p = run("act-and-mul", "--tokens", 2, "--d", 4, "--activation", "gelu_tanh", "--device", "cpu",
             "--format", "json", code=0)
     expect(json.loads(p.stdout)["params"]["activation"] == "gelu-tanh", p.stdout)
+
+
+@case()
+def act_host_memory_checked_before_generating():
+    from cli_harness import limited_run
+    p = limited_run("act-and-mul", "--tokens", 65536, "--d", 14336, "--device", "cpu", mem_gb=1)
+    expect(p.returncode == 2 and "host memory" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+           f"exit {p.returncode}, {p.stderr!r}")

@@ -19,7 +19,7 @@ BUNDLED_ARGS = ["--topk-ids", TRACE, "-E", 256, "-B", 128]
 OVERSIZED = [
     (["gen", "align", "--tokens", 300000000, "--topk", 8, "-E", 256, "-o", "{out}"], "too large"),
     # numel fits int32 but numel + E*(B-1) does not: fail before generating 2e9 ids
-    (["align", "--tokens", 260000000, "--topk", 8, "-E", 100000, "-B", 1024, "--device", "cpu"], "int32"),
+    (["align", "--tokens", 268000000, "--topk", 8, "-E", 65536, "-B", 1024, "--device", "cpu"], "int32"),
 ]
 
 
@@ -233,3 +233,22 @@ def align_reports_say_what_ran():
     o = json.loads(p.stdout)
     expect(o["error"]["exit_code"] == 2 and "missing.npy" in o["error"]["message"], o)
     expect(len(p.stderr.strip().splitlines()) == 1, p.stderr)
+
+
+@case()
+def align_huge_expert_count_refused_before_allocating():
+    # A 1-id file with E = 2^31 - 1 once allocated three E-long arrays (23.5 GB) and was killed.
+    d = tmp()
+    f = os.path.join(d, "one.npy")
+    save_npy(f, "<i4", (1, 1), [0])
+    from cli_harness import limited_run
+    for args in [["align", "--topk-ids", f, "-E", 2147483647, "-B", 1, "--device", "cpu"],
+                 ["gen", "align", "--tokens", 1, "--topk", 1, "-E", 2147483647, "-o", os.path.join(d, "g.npy")]]:
+        p = limited_run(*args)
+        expect(p.returncode == 2 and "65536" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+               f"{args}: exit {p.returncode}, {p.stderr!r}")
+    expect("65536" in run("align", "--help", code=0).stdout, "--help states the bound on E")
+    # a shape whose host memory is over the machine's budget is refused, not killed
+    p = limited_run("gen", "align", "--tokens", 200000000, "--topk", 8, "-E", 256, "-o", os.path.join(d, "g.npy"),
+                    mem_gb=1)
+    expect(p.returncode == 2 and "host memory" in p.stderr, f"exit {p.returncode}, {p.stderr!r}")

@@ -96,3 +96,11 @@ def dedup_generator_options_refused_with_a_file():
     for extra in [["--batch", 7], ["--k", 3], ["--overlap", 0.1]]:
         p = run("dedup", "--indices", f, "-M", 2, *extra, "--device", "cpu", code=2)
         expect(str(extra[0]) in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+
+
+@case()
+def dedup_host_memory_checked_before_generating():
+    from cli_harness import limited_run
+    p = limited_run("dedup", "--batch", 100000, "-M", 4, "--k", 2048, "--device", "cpu", mem_gb=1)
+    expect(p.returncode == 2 and "host memory" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+           f"exit {p.returncode}, {p.stderr!r}")
