@@ -24,10 +24,12 @@ $(BUILD)/build.ninja:
 build: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
-# The main job: moe_align_block_size on the bundled trace, validated, timed.
+# The main job: moe_align_block_size on a recorded router trace (DeepSeek-V2-Lite,
+# MoE layer 13, 1024 prefill tokens, top-6 of 64 experts; data/README.md),
+# validated, timed.
 demo: build
 	$(MOEKIT) info
-	$(MOEKIT) align --topk-ids data/trace_4096x8_e256.npy --num-experts 256 --block-size 128 \
+	$(MOEKIT) align --topk-ids data/deepseek_v2_lite_l13_prefill1024.npy --num-experts 64 --block-size 64 \
 	  --variant auto --out $(BUILD)/demo --bench --iters 50
 
 # Every test (CPU suite; the GPU suite skips without a device), then one line:

@@ -252,3 +252,21 @@ def align_huge_expert_count_refused_before_allocating():
     p = limited_run("gen", "align", "--tokens", 200000000, "--topk", 8, "-E", 256, "-o", os.path.join(d, "g.npy"),
                     mem_gb=1)
     expect(p.returncode == 2 and "host memory" in p.stderr, f"exit {p.returncode}, {p.stderr!r}")
+
+
+@case()
+def align_on_the_recorded_traces():
+    # The bundled real router traces (data/README.md): every one runs through align on the CPU,
+    # its written outputs equal the independent model, and its skew is what the README says.
+    for name, E, B, topk in [("deepseek_v2_lite_l13_prefill1024.npy", 64, 64, 6),
+                             ("llama4_maverick_l23_prefill.npy", 128, 16, 1),
+                             ("llama4_maverick_l23_decode_step0.npy", 128, 16, 1)]:
+        f = os.path.join(DATA, name)
+        hdr, ids = load_npy(f)
+        expect(hdr["descr"] == "<i4" and hdr["shape"][1] == topk and all(0 <= x < E for x in ids), f"{name}: {hdr}")
+        out = os.path.join(tmp(), "o")
+        run("align", "--topk-ids", f, "-E", E, "-B", B, "--device", "cpu", "--out", out, code=0)
+        expect(align_outputs(out) == align_model(ids, E, B), f"{name}: outputs differ from the model")
+    _, ids = load_npy(os.path.join(DATA, "llama4_maverick_l23_prefill.npy"))
+    counts = [ids.count(e) for e in range(128)]
+    expect(max(counts) / (len(ids) / 128) > 10, "the Llama-4 prefill trace is far from uniform")
