@@ -150,7 +150,10 @@ class AlignFamily final : public Family {
     // Generator options make no sense with an input file: refused, not ignored.
     s.add_option("--tokens", a_.tokens, "without --topk-ids: generate this many tokens")->excludes(in);
     s.add_option("--topk", a_.topk, "without --topk-ids: experts per token")->capture_default_str()->excludes(in);
-    s.add_option("--dist", a_.dist, "without --topk-ids: uniform, zipf:S or hot:F")->capture_default_str()->excludes(in);
+    s.add_option("--dist", a_.dist,
+                 "without --topk-ids: uniform, zipf:S, hot:F or load:FILE[:LAYER] (a recorded per-expert load)")
+        ->capture_default_str()
+        ->excludes(in);
   }
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
@@ -158,7 +161,9 @@ class AlignFamily final : public Family {
     s.add_option("--tokens", g_.tokens, "tokens")->required();
     s.add_option("--topk", g_.topk, "experts per token")->required();
     s.add_option("--num-experts,-E", g_.num_experts, "experts, 1..65536")->required();
-    s.add_option("--dist", g_.dist, "uniform, zipf:S or hot:F")->capture_default_str();
+    s.add_option("--dist", g_.dist,
+                 "uniform, zipf:S, hot:F or load:FILE[:LAYER] (a recorded per-expert load, [E] or [layers, E])")
+        ->capture_default_str();
     s.add_option("--dtype", g_.dtype, "int32 or int64")->check(CLI::IsMember({"int32", "int64"}))
         ->capture_default_str();
     return [this](std::uint64_t seed) {

@@ -9,19 +9,70 @@
 #include <unordered_set>
 #include <vector>
 
-#include "errors.hpp"
 #include "align/align.hpp"
+#include "display.hpp"
+#include "errors.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
 
 namespace moekit::gen {
 
+namespace {
+
+// "load:FILE[:LAYER]": the weights of one layer (or the sum of all) of a load file.
+ExpertDist parse_load(const std::string& spec) {
+  ExpertDist d;
+  d.kind = ExpertDist::load;
+  std::string file = spec;
+  std::int64_t layer = -1;
+  if (const auto c = spec.rfind(':'); c != std::string::npos && c + 1 < spec.size() &&
+                                      spec.find_first_not_of("0123456789", c + 1) == std::string::npos) {
+    file = spec.substr(0, c);
+    layer = std::stoll(spec.substr(c + 1).substr(0, 18));
+  }
+  d.source = display_path(spec);
+  const npy::Array a = npy::read(file);
+  if (a.shape.empty() || a.shape.size() > 2 || a.shape.back() < 1)
+    throw InputError(fmt::format("--dist load:{}: a load vector must be [E] or [layers, E], got {} dimension(s)",
+                                 d.source, a.shape.size()));
+  const std::int64_t E = a.shape.back(), layers = a.shape.size() == 2 ? a.shape[0] : 1;
+  if (layer >= layers)
+    throw InputError(fmt::format("--dist load:{}: layer {} is outside [0, {})", d.source, layer, layers));
+  auto value = [&](std::int64_t i) -> double {
+    switch (a.dtype) {
+      case npy::DType::i4: return a.as<std::int32_t>()[i];
+      case npy::DType::i8: return double(a.as<std::int64_t>()[i]);
+      case npy::DType::f4: return a.as<float>()[i];
+      case npy::DType::f8: return a.as<double>()[i];
+      default:
+        throw InputError(fmt::format("--dist load:{}: loads must be int32, int64, float32 or float64, got {}",
+                                     d.source, npy::dtype_name(a.dtype)));
+    }
+  };
+  d.weights.assign(static_cast<std::size_t>(E), 0.0);
+  for (std::int64_t l = layer < 0 ? 0 : layer; l < (layer < 0 ? layers : layer + 1); ++l)
+    for (std::int64_t e = 0; e < E; ++e) {
+      const double w = value(l * E + e);
+      if (!(w >= 0) || !std::isfinite(w))
+        throw InputError(fmt::format("--dist load:{}: load {} of expert {} (layer {}) is not a finite number >= 0",
+                                     d.source, w, e, l));
+      d.weights[static_cast<std::size_t>(e)] += w;
+    }
+  if (std::all_of(d.weights.begin(), d.weights.end(), [](double w) { return w == 0; }))
+    throw InputError(fmt::format("--dist load:{}: every load is 0 (a dense layer?)", d.source));
+  return d;
+}
+
+}  // namespace
+
 ExpertDist parse_dist(const std::string& s) {
   ExpertDist d;
   if (s == "uniform") return d;
+  if (s.rfind("load:", 0) == 0) return parse_load(s.substr(5));
   auto colon = s.find(':');
   std::string kind = s.substr(0, colon);
-  if (colon == std::string::npos) throw InputError(fmt::format("--dist: '{}' needs a parameter (zipf:S, hot:F)", s));
+  if (colon == std::string::npos)
+    throw InputError(fmt::format("--dist: '{}' needs a parameter (zipf:S, hot:F, load:FILE[:LAYER])", s));
   d.param = parse_number(s.substr(colon + 1), "--dist " + s);
   if (kind == "zipf") {
     if (d.param < 0) throw InputError("--dist zipf:S needs S >= 0");
@@ -30,7 +81,7 @@ ExpertDist parse_dist(const std::string& s) {
     if (d.param < 0 || d.param > 1) throw InputError("--dist hot:F needs 0 <= F <= 1");
     d.kind = ExpertDist::hot;
   } else {
-    throw InputError(fmt::format("--dist: unknown distribution '{}' (uniform, zipf:S, hot:F)", s));
+    throw InputError(fmt::format("--dist: unknown distribution '{}' (uniform, zipf:S, hot:F, load:FILE[:LAYER])", s));
   }
   return d;
 }
@@ -65,14 +116,20 @@ npy::Array align_ids(std::int64_t tokens, std::int32_t topk, std::int32_t num_ex
     std::int32_t expert, alias;
   };
   std::vector<Column> cols;
-  if (dist.kind == ExpertDist::zipf) {
-    Rng setup{mix64(key)};
+  if (dist.kind == ExpertDist::load && dist.weights.size() != E)
+    throw InputError(fmt::format("--dist load:{}: {} loads for --num-experts {}", dist.source, dist.weights.size(), E));
+  if (dist.kind == ExpertDist::zipf || dist.kind == ExpertDist::load) {
     perm.resize(E);
     std::iota(perm.begin(), perm.end(), 0);
-    for (std::uint64_t i = E; i > 1; --i) std::swap(perm[i - 1], perm[setup.below(i)]);
     std::vector<double> p(E);
     double sum = 0;
-    for (std::uint64_t r = 0; r < E; ++r) sum += (p[r] = 1.0 / std::pow(double(r) + 1.0, dist.param));
+    if (dist.kind == ExpertDist::zipf) {  // ranks dealt to experts by a seeded shuffle
+      Rng setup{mix64(key)};
+      for (std::uint64_t i = E; i > 1; --i) std::swap(perm[i - 1], perm[setup.below(i)]);
+      for (std::uint64_t r = 0; r < E; ++r) sum += (p[r] = 1.0 / std::pow(double(r) + 1.0, dist.param));
+    } else {  // a recorded load: rank r is expert r
+      for (std::uint64_t r = 0; r < E; ++r) sum += (p[r] = dist.weights[r]);
+    }
     for (auto& x : p) x *= double(E) / sum;
     alias.resize(E);
     keep.assign(E, ~std::uint64_t{0});
@@ -96,7 +153,7 @@ npy::Array align_ids(std::int64_t tokens, std::int32_t topk, std::int32_t num_ex
     for (std::uint64_t r = 0; r < E; ++r) cols[r] = {keep[r], perm[r], alias[r]};
   }
   auto draw = [&](Rng& rng) -> std::int32_t {
-    if (dist.kind == ExpertDist::zipf) {
+    if (!cols.empty()) {  // zipf or load: the alias table
       const unsigned __int128 m = static_cast<unsigned __int128>(rng.next()) * E;
       const auto col = static_cast<std::size_t>(m >> 64);
       const Column& c = cols[col];

@@ -3,16 +3,22 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "npy.hpp"
 
 namespace moekit::gen {
 
-// "uniform", "zipf:S" (expert popularity ~ 1/rank^S over a seeded permutation)
-// or "hot:F" (each token routes to expert 0 with probability F).
+// "uniform", "zipf:S" (expert popularity ~ 1/rank^S over a seeded permutation),
+// "hot:F" (each token routes to expert 0 with probability F), or
+// "load:FILE[:LAYER]": expert e drawn with probability proportional to a
+// recorded per-expert load (FILE: [E] or [layers, E], int or float .npy; a
+// 2-D file without LAYER uses the sum over layers).
 struct ExpertDist {
-  enum Kind { uniform, zipf, hot } kind = uniform;
+  enum Kind { uniform, zipf, hot, load } kind = uniform;
   double param = 0;
+  std::vector<double> weights;  // load: one non-negative weight per expert
+  std::string source;           // load: "FILE" or "FILE:LAYER", for messages
 };
 ExpertDist parse_dist(const std::string& s);  // throws InputError
 

@@ -270,3 +270,18 @@ def align_on_the_recorded_traces():
     _, ids = load_npy(os.path.join(DATA, "llama4_maverick_l23_prefill.npy"))
     counts = [ids.count(e) for e in range(128)]
     expect(max(counts) / (len(ids) / 128) > 10, "the Llama-4 prefill trace is far from uniform")
+
+
+@case()
+def gen_align_from_a_recorded_load():
+    d = tmp()
+    loads, f = os.path.join(d, "loads.npy"), os.path.join(d, "t.npy")
+    save_npy(loads, "<i8", (2, 4), [0, 0, 0, 0, 5, 0, 5, 0])  # layer 0 dense (all zero); layer 1: experts 0 and 2
+    run("gen", "align", "--tokens", 500, "--topk", 1, "-E", 4, "--dist", f"load:{loads}:1", "-o", f, code=0)
+    _, ids = load_npy(f)
+    expect(set(ids) == {0, 2} and 150 < ids.count(0) < 350, f"drawn experts {sorted(set(ids))}, {ids.count(0)} x 0")
+    p = run("gen", "align", "--tokens", 5, "--topk", 1, "-E", 4, "--dist", f"load:{loads}:0", "-o", f, code=2)
+    expect("every load is 0" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    p = run("gen", "align", "--tokens", 5, "--topk", 1, "-E", 8, "--dist", f"load:{loads}:1", "-o", f, code=2)
+    expect("4 loads for --num-experts 8" in p.stderr, p.stderr)
+    run("align", "--tokens", 64, "--topk", 1, "-E", 4, "--dist", f"load:{loads}", "--device", "cpu", code=0)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <ctime>
+#include <filesystem>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -110,4 +111,66 @@ TEST_CASE("gen align: deterministic, distinct experts per token, distributions")
   const auto full_a = gen::align_ids(100, 16, 16, gen::parse_dist("zipf:3"), 1, true);
   const auto full = full_a.as<std::int64_t>();
   for (int t = 0; t < 100; ++t) CHECK(std::set<std::int64_t>(full.begin() + t * 16, full.begin() + (t + 1) * 16).size() == 16);
+}
+
+namespace {
+
+// A load file in the temp folder, under a name of its own.
+std::string write_load(const std::string& name, npy::DType t, std::vector<std::int64_t> shape,
+                       const std::vector<double>& w) {
+  npy::Array a;
+  a.dtype = t;
+  a.shape = std::move(shape);
+  a.data.resize(w.size() * npy::dtype_size(t));
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (t == npy::DType::i8) a.as<std::int64_t>()[i] = static_cast<std::int64_t>(w[i]);
+    else a.as<double>()[i] = w[i];
+  }
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  npy::write(path, a);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("gen align --dist load:FILE draws experts in proportion to a recorded load") {
+  // Layer 1 of a [2, 8] int64 load file; experts 4 and 5 never chosen.
+  const std::vector<double> layer1 = {10, 20, 30, 40, 0, 0, 50, 50};
+  std::vector<double> both = {1, 1, 1, 1, 1, 1, 1, 1};
+  both.insert(both.end(), layer1.begin(), layer1.end());
+  const std::string f = write_load("moekit_cpu_gen_load.npy", npy::DType::i8, {2, 8}, both);
+  const auto dist = gen::parse_dist("load:" + f + ":1");
+  REQUIRE(dist.kind == gen::ExpertDist::load);
+  const std::int64_t T = 40000;
+  const auto a = gen::align_ids(T, 1, 8, dist, 17, false);
+  const auto v = a.as<std::int32_t>();
+  std::vector<double> count(8, 0);
+  for (auto e : v) count[static_cast<std::size_t>(e)] += 1;
+  CHECK(count[4] == 0);
+  CHECK(count[5] == 0);
+  // Chi-square over the 6 experts with load (5 degrees of freedom): below the
+  // 0.1% critical value 20.52. A fixed seed, so the test cannot flake; a wrong
+  // weighting (e.g. uniform over the 6) gives thousands.
+  double chi2 = 0;
+  for (int e = 0; e < 8; ++e) {
+    if (layer1[e] == 0) continue;
+    const double expected = T * layer1[e] / 200.0;
+    chi2 += (count[e] - expected) * (count[e] - expected) / expected;
+  }
+  MESSAGE("chi-square ", chi2);
+  CHECK(chi2 < 20.52);
+  // Without LAYER a 2-D file uses the sum over layers; top-2 stays distinct per token.
+  const auto sum = gen::align_ids(1000, 2, 8, gen::parse_dist("load:" + f), 3, false);
+  const auto s = sum.as<std::int32_t>();
+  for (std::size_t t = 0; t < 1000; ++t) CHECK(s[2 * t] != s[2 * t + 1]);
+  // Errors name the file: wrong E, a layer out of range, negative or all-zero loads, a 3-D file.
+  CHECK_THROWS_AS(gen::align_ids(10, 1, 16, dist, 1, false), InputError);
+  CHECK_THROWS_AS(gen::parse_dist("load:" + f + ":2"), InputError);
+  CHECK_THROWS_AS(gen::parse_dist("load:" + write_load("moekit_cpu_gen_neg.npy", npy::DType::f8, {3}, {1, -1, 2})),
+                  InputError);
+  CHECK_THROWS_AS(gen::parse_dist("load:" + write_load("moekit_cpu_gen_zero.npy", npy::DType::f8, {3}, {0, 0, 0})),
+                  InputError);
+  CHECK_THROWS_AS(gen::parse_dist("load:" + write_load("moekit_cpu_gen_3d.npy", npy::DType::f8, {1, 1, 2}, {1, 2})),
+                  InputError);
+  CHECK_THROWS_AS(gen::parse_dist("load:/no/such/file.npy"), InputError);
 }
