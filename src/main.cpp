@@ -7,12 +7,15 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <new>
+#include <string>
+#include <utility>
 
 #include "commands.hpp"
-#include "errors.hpp"
 #include "display.hpp"
+#include "errors.hpp"
 #include "family.hpp"
 #include "outputs.hpp"
 #include "report.hpp"
@@ -104,32 +107,37 @@ std::string parse_error_line(const CLI::App& app, const CLI::ParseError& e, int 
   return msg + " (see --help)";
 }
 
+// The exit code and one-line message of an exception moekit lets escape.
+std::pair<int, std::string> failure_of(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const InputError& x) {
+    return {kBadInput, x.what()};
+  } catch (const CudaError& x) {
+    return {kCudaError, x.what()};
+  } catch (const std::bad_alloc&) {
+    return {kBadInput, "out of host memory"};
+  } catch (const std::exception& x) {
+    return {kBadInput, x.what()};
+  }
+}
+
 // With --format json, a failed run still prints one JSON object (with an
 // "error" member) on stdout; the one-line message goes to stderr as always.
 int run_family_reporting_errors(Family& f, const CommonOpts& c) {
-  auto json_error = [&](int code, const char* what) {
-    if (c.format != "json") return;
-    Report r;
-    r.op = std::string(f.command());
-    r.variant_requested = c.variant;
-    r.check_status = "n/a";
-    r.error_code = code;
-    r.error_message = what;
-    print_report(r, Format::json);
-  };
   try {
     return run_family(f, c);
-  } catch (const InputError& e) {
-    json_error(kBadInput, e.what());
-    throw;
-  } catch (const CudaError& e) {
-    json_error(kCudaError, e.what());
-    throw;
-  } catch (const std::bad_alloc&) {
-    json_error(kBadInput, "out of host memory");
-    throw;
-  } catch (const std::exception& e) {
-    json_error(kBadInput, e.what());
+  } catch (const std::exception&) {
+    if (c.format == "json") {
+      const auto [code, message] = failure_of(std::current_exception());
+      Report r;
+      r.op = std::string(f.command());
+      r.variant_requested = c.variant;
+      r.check_status = "n/a";
+      r.error_code = code;
+      r.error_message = message;
+      print_report(r, Format::json);
+    }
     throw;
   }
 }
@@ -217,17 +225,9 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
-  } catch (const moekit::InputError& e) {
-    fmt::print(stderr, "moekit: {}\n", e.what());
-    return moekit::kBadInput;
-  } catch (const moekit::CudaError& e) {
-    fmt::print(stderr, "moekit: {}\n", e.what());
-    return moekit::kCudaError;
-  } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "moekit: out of host memory\n");
-    return moekit::kBadInput;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "moekit: {}\n", e.what());
-    return moekit::kBadInput;
+  } catch (const std::exception&) {
+    const auto [code, message] = failure_of(std::current_exception());
+    fmt::print(stderr, "moekit: {}\n", message);
+    return code;
   }
 }
