@@ -27,38 +27,13 @@
 #include "json.hpp"
 #include "npy.hpp"
 #include "outputs.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace moekit;
+using moekit::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "moekit-hostile-XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  // name -> bytes of every entry (directories as "<dir>").
-  std::map<std::string, std::string> snapshot() const {
-    std::map<std::string, std::string> m;
-    for (const auto& e : fs::directory_iterator(path)) {
-      std::string bytes = "<dir>";
-      if (e.is_regular_file()) {
-        std::ifstream f(e.path(), std::ios::binary);
-        bytes.assign(std::istreambuf_iterator<char>(f), {});
-      }
-      m[e.path().filename().string()] = bytes;
-    }
-    return m;
-  }
-};
 
 npy::Array i32(std::vector<std::int32_t> v) {
   npy::Array a;

@@ -18,9 +18,11 @@
 
 #include "errors.hpp"
 #include "npy.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using moekit::InputError;
+using moekit::testing::TempDir;
 using namespace moekit::npy;
 using namespace std::string_literals;
 
@@ -28,26 +30,6 @@ namespace {
 
 constexpr DType kAll[] = {DType::b1, DType::i1, DType::u1, DType::i2, DType::u2,   DType::i4, DType::u4,
                           DType::i8, DType::u8, DType::f2, DType::bf16, DType::f4, DType::f8};
-
-// A fresh directory under $TMPDIR, removed with its contents at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "moekit-npy-XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    return out;
-  }
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
