@@ -3,6 +3,10 @@
 name the family but whose text does (outside docs/, data/ and README.md) must be
 at most LIMIT per family. Prints them; exits 1 when a family has more.
 
+Files of another family that name it (one family's command running another) are a
+family using another through its public interface, not a place that must
+learn of a new family: they are listed as dependents and not counted.
+
 Usage: family_footprint.py SOURCE_ROOT [--limit N]
 """
 import os
@@ -37,18 +41,21 @@ def main():
     for fam in families:
         spellings = {fam, fam.replace("_", "-")}
         word = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, sorted(spellings))) + r")(?![\w-])")
-        hits = []
+        hits, dependents = [], []
         for f in files:
             if any(s in f for s in spellings):
                 continue
+            owner = next((o for o in families if o != fam and any(s in f.split("/") for s in {o, o.replace("_", "-")})),
+                         None)
             try:
                 with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
                     if word.search(fh.read()):
-                        hits.append(f)
+                        (dependents if owner else hits).append(f)
             except OSError:
                 continue
         worst = max(worst, len(hits))
-        print(f"{fam}: {len(hits)} file(s) outside its folders name it: {', '.join(hits) or '-'}")
+        print(f"{fam}: {len(hits)} file(s) outside its folders name it: {', '.join(hits) or '-'}"
+              + (f"; used by: {', '.join(dependents)}" if dependents else ""))
     if worst > limit:
         print(f"FAIL: a family is named in more than {limit} files outside its own folders")
         return 1

@@ -1,0 +1,57 @@
+// Router top-k: public interface of the route family (logits -> topk_ids,
+// topk_weights). Host-visible: no CUDA headers. Semantics: docs/route.md.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/auto_rule.hpp"
+#include "common/device.hpp"
+#include "common/variant.hpp"
+
+namespace moekit::route {
+
+// Largest E any variant takes: the `warp` variant keeps a row of scores per
+// warp in shared memory, the `block` variant 16 per thread of 256. The CLI
+// refuses larger E before allocating anything E-long.
+inline constexpr std::int32_t kMaxExperts = 4096;
+
+enum class DType { f32, bf16, f16 };
+enum class Scoring { softmax, sigmoid };
+
+struct Problem {
+  std::int64_t tokens = 0;       // T rows of logits
+  std::int32_t experts = 0;      // E
+  std::int32_t topk = 0;         // K <= E
+  std::int32_t groups = 1;       // G, divides E; 1 = no groups
+  std::int32_t topk_groups = 1;  // KG <= G groups kept
+  Scoring scoring = Scoring::softmax;
+  bool bias = false;             // a correction bias [E] f32 is given
+  bool renormalize = false;
+  float scaling = 1.0f;          // routed scaling factor
+  DType dtype = DType::f32;      // logits dtype
+  bool pdl = false;              // launch with programmatic dependent launch (sm_90+)
+};
+
+// Device pointers.
+struct Buffers {
+  const void* logits = nullptr;        // [T, E] of p.dtype
+  const float* bias = nullptr;         // [E] or nullptr
+  std::int32_t* topk_ids = nullptr;    // [T, K]
+  float* topk_weights = nullptr;       // [T, K]
+  void* workspace = nullptr;
+};
+
+using Variant = moekit::Variant<Problem, Buffers>;
+
+std::span<const Variant> variants();            // registered product variants
+const Variant* find(std::string_view name);     // nullptr if unknown (no fallback)
+// The `auto` choice for p on the current device / on `caps`: from auto_rows().
+const Variant& pick_auto(const Problem& p);
+const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
+std::span<const AutoRow<Problem>> auto_rows();  // the table itself (docs, tests)
+std::string auto_rule();                        // generated from auto_rows()
+
+}  // namespace moekit::route

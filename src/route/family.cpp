@@ -1,0 +1,399 @@
+// `moekit route`: router logits -> topk_ids, topk_weights (docs/route.md);
+// with --then-align, the align outputs of those ids too.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "align/align.hpp"
+#include "align/reference.hpp"
+#include "display.hpp"
+#include "driver.hpp"
+#include "errors.hpp"
+#include "family.hpp"
+#include "gen_common.hpp"
+#include "half.hpp"
+#include "host_memory.hpp"
+#include "route/gen.hpp"
+#include "route/reference.hpp"
+#include "route/route.hpp"
+
+namespace moekit {
+namespace {
+
+struct Args {
+  std::string logits, dtype, bias;
+  std::int64_t tokens = -1;
+  std::int32_t experts = 0;
+  std::string dist = "uniform";
+  std::string gen_dtype = "f32";
+  std::int32_t topk = 0;
+  std::string scoring = "softmax";
+  std::int32_t groups = 1, topk_groups = 0;
+  bool renormalize = false;
+  double scaling = 1.0;
+  std::string pdl = "on";
+  bool then_align = false;
+  std::int32_t block_size = 0;
+  std::string align_variant = "auto";
+};
+
+struct GenArgs {
+  std::int64_t tokens = -1;
+  std::int32_t experts = 0;
+  std::string dist = "uniform", dtype = "f32";
+  bool bias = false;
+};
+
+// Logits widened to f32 on the host (the reference and the checker read
+// these); NaN or infinity is refused with its position.
+std::vector<float> widen(const npy::Array& a, const std::string& label) {
+  const std::size_t n = a.numel();
+  std::vector<float> out(n);
+  const std::int64_t E = a.shape.back();
+  for (std::size_t i = 0; i < n; ++i) {
+    float v;
+    switch (a.dtype) {
+      case npy::DType::f4: v = reinterpret_cast<const float*>(a.data.data())[i]; break;
+      case npy::DType::bf16: v = bf16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(a.data.data())[i]); break;
+      default: v = f16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(a.data.data())[i]); break;
+    }
+    if (!std::isfinite(v))
+      throw InputError(fmt::format("{}: logit [{}, {}] is {}: logits must be finite", label, i / E, i % E, v));
+    out[i] = v;
+  }
+  return out;
+}
+
+class RouteJob final : public Job {
+ public:
+  RouteJob(npy::Array logits, std::vector<float> wide, std::vector<float> bias, route::Problem p, bool pdl_wanted,
+           std::int32_t block_size, std::string align_variant, Report& r)
+      : logits_(std::move(logits)), wide_(std::move(wide)), bias_(std::move(bias)), p_(p), pdl_wanted_(pdl_wanted),
+        align_variant_(std::move(align_variant)), report_(&r) {
+    if (block_size > 0) {
+      then_align_ = true;
+      ap_ = align::make_problem(p_.tokens * p_.topk, p_.experts, block_size, false, 0, false);
+    }
+  }
+
+  void reference() override { ref_ = route::reference(p_, wide_.data(), bias_ptr()); }
+  void adopt_reference() override {
+    got_ = ref_;
+    if (then_align_) aligned_ = align_reference(got_.ids);
+  }
+
+  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
+    p_.pdl = pdl_wanted_ && caps.pdl;
+    for (auto& [k, v] : report_->params)
+      if (k == "pdl" && caps.present()) v = p_.pdl ? "on" : "off";  // what the launch does
+    auto rv = var_.resolve("route", requested, p_, caps, route::find, route::pick_auto);
+    if (then_align_) {
+      const auto [an, exact] = avar_.resolve("align", align_variant_, ap_, caps, align::find, align::pick_auto);
+      align_exact_ = exact;
+      rv.first += "+" + an;
+    }
+    return rv;
+  }
+  std::size_t input_bytes() const override { return logits_.data.size(); }
+  void upload(int copies) override {
+    var_.allocate(p_);
+    d_logits_ = upload_copies(logits_, copies);
+    d_bias_ = DeviceBuffer(bias_.size() * 4);
+    if (!bias_.empty()) d_bias_.upload(bias_.data(), bias_.size() * 4);
+    const std::size_t slots = std::size_t(p_.tokens) * p_.topk;
+    d_ids_ = DeviceBuffer(slots * 4);
+    d_w_ = DeviceBuffer(slots * 4);
+    for (auto* b : {&d_ids_, &d_w_}) b->fill_bytes(0xAB);  // poison: unwritten shows up
+    if (then_align_) {
+      avar_.allocate(ap_);
+      d_sorted_ = DeviceBuffer(ap_.max_num_tokens_padded * 4);
+      d_eids_ = DeviceBuffer(ap_.max_num_blocks * 4);
+      d_ntpp_ = DeviceBuffer(4);
+      for (auto* b : {&d_sorted_, &d_eids_, &d_ntpp_}) b->fill_bytes(0xAB);
+    }
+  }
+  LaunchStatus launch(Stream s, int copy) override {
+    route::Buffers b;
+    b.logits = d_logits_[copy].get();
+    b.bias = bias_.empty() ? nullptr : d_bias_.as<float>();
+    b.topk_ids = d_ids_.as<std::int32_t>();
+    b.topk_weights = d_w_.as<float>();
+    b.workspace = var_.workspace.get();
+    const LaunchStatus e = var_.v->launch(p_, b, s);
+    if (e != 0 || !then_align_) return e;
+    align::Buffers ab;
+    ab.topk_ids = d_ids_.get();
+    ab.sorted_token_ids = d_sorted_.as<std::int32_t>();
+    ab.expert_ids = d_eids_.as<std::int32_t>();
+    ab.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
+    ab.workspace = avar_.workspace.get();
+    return avar_.v->launch(ap_, ab, s);
+  }
+  void download() override {
+    const std::size_t slots = std::size_t(p_.tokens) * p_.topk;
+    got_.ids.resize(slots);
+    got_.weights.resize(slots);
+    d_ids_.download(got_.ids.data(), slots * 4);
+    d_w_.download(got_.weights.data(), slots * 4);
+    if (then_align_) {
+      aligned_.sorted_token_ids.resize(ap_.max_num_tokens_padded);
+      aligned_.expert_ids.resize(ap_.max_num_blocks);
+      d_sorted_.download(aligned_.sorted_token_ids.data(), aligned_.sorted_token_ids.size() * 4);
+      d_eids_.download(aligned_.expert_ids.data(), aligned_.expert_ids.size() * 4);
+      d_ntpp_.download(&aligned_.num_tokens_post_pad, 4);
+    }
+  }
+  double bytes_moved() const override {
+    double b = double(logits_.data.size()) + 4.0 * double(bias_.size()) + 8.0 * double(p_.tokens) * p_.topk;
+    if (then_align_) b += 4.0 * double(ap_.max_num_tokens_padded + ap_.max_num_blocks + 1);
+    return b;
+  }
+  CheckResult check(bool) override { return check_against(got_, aligned_); }
+  std::vector<NamedArray> outputs() override {
+    const std::vector<std::int64_t> shape{p_.tokens, p_.topk};
+    std::vector<NamedArray> o{{"topk_ids.npy", make_array(npy::DType::i4, shape, got_.ids)},
+                              {"topk_weights.npy", make_array(npy::DType::f4, shape, got_.weights)}};
+    if (then_align_) {
+      o.push_back({"sorted_token_ids.npy", make_array(npy::DType::i4, {ap_.max_num_tokens_padded}, aligned_.sorted_token_ids)});
+      o.push_back({"expert_ids.npy", make_array(npy::DType::i4, {ap_.max_num_blocks}, aligned_.expert_ids)});
+      o.push_back({"num_tokens_post_pad.npy",
+                   make_array(npy::DType::i4, {1}, std::vector<std::int32_t>{aligned_.num_tokens_post_pad})});
+    }
+    return o;
+  }
+  std::vector<std::pair<std::string, std::string>> summary() const override {
+    std::vector<std::pair<std::string, std::string>> s{{"slots", std::to_string(p_.tokens * p_.topk)}};
+    if (near_ties_ >= 0) s.push_back({"near_tie_rows", std::to_string(near_ties_)});
+    if (then_align_) s.push_back({"num_tokens_post_pad", std::to_string(aligned_.num_tokens_post_pad)});
+    return s;
+  }
+  CheckResult check_files(const std::vector<std::string>& paths) override {
+    // Keep each array alive while its span is read.
+    auto ints = [](const std::string& path) {
+      const npy::Array a = npy::read(path);
+      const auto v = a.as<std::int32_t>();
+      return std::vector<std::int32_t>(v.begin(), v.end());
+    };
+    route::Outputs back;
+    back.ids = ints(paths[0]);
+    const npy::Array w = npy::read(paths[1]);
+    back.weights.assign(w.as<float>().begin(), w.as<float>().end());
+    align::Outputs aback;
+    if (then_align_) {
+      aback.sorted_token_ids = ints(paths[2]);
+      aback.expert_ids = ints(paths[3]);
+      aback.num_tokens_post_pad = ints(paths[4]).at(0);
+      align_exact_ = true;  // the reference's own align outputs were written
+    }
+    return check_against(back, aback);
+  }
+
+ private:
+  const float* bias_ptr() const { return bias_.empty() ? nullptr : bias_.data(); }
+
+  align::Outputs align_reference(const std::vector<std::int32_t>& ids) const {
+    const std::vector<std::int64_t> wide(ids.begin(), ids.end());
+    return align::reference(ap_, wide, {});
+  }
+
+  CheckResult check_against(const route::Outputs& got, const align::Outputs& aligned) {
+    const route::CheckReport rep = route::check(p_, wide_.data(), bias_ptr(), ref_, got);
+    near_ties_ = rep.near_tie_rows;
+    if (rep.near_tie_rows > 0)
+      report_->notes.push_back(fmt::format(
+          "{} row(s) with a near-tie (selection values within {:g} relative; first: token {}): any selection "
+          "the tolerance allows passes there",
+          rep.near_tie_rows, route::kTieRel, rep.first_near_tie_row));
+    if (!rep.result.ok || !then_align_) return rep.result;
+    // The align outputs of the ids this run produced (which may differ from
+    // the reference's in near-tie rows).
+    CheckResult a = align::check(ap_, align_reference(got.ids), aligned, align_exact_);
+    if (!a.ok) a.first_difference = "align outputs: " + a.first_difference;
+    return a.ok ? rep.result : a;
+  }
+
+  npy::Array logits_;
+  std::vector<float> wide_, bias_;
+  route::Problem p_;
+  bool pdl_wanted_;
+  bool then_align_ = false, align_exact_ = false;
+  std::string align_variant_;
+  align::Problem ap_;
+  Report* report_;
+  route::Outputs ref_, got_;
+  align::Outputs aligned_;
+  std::int64_t near_ties_ = -1;
+  ResolvedVariant<route::Variant> var_;
+  ResolvedVariant<align::Variant> avar_;
+  std::vector<DeviceBuffer> d_logits_;
+  DeviceBuffer d_bias_, d_ids_, d_w_, d_sorted_, d_eids_, d_ntpp_;
+};
+
+class RouteFamily final : public Family {
+ public:
+  std::string_view command() const override { return "route"; }
+  std::string_view summary() const override {
+    return "router top-k: logits -> topk_ids, topk_weights (softmax/sigmoid, correction bias, groups)";
+  }
+  std::string outputs_help() const override {
+    return "Outputs: topk_ids.npy int32 [T, K] (best first, ties to the lower index), topk_weights.npy float32 "
+           "[T, K]; with --then-align also sorted_token_ids.npy, expert_ids.npy, num_tokens_post_pad.npy.";
+  }
+  std::vector<std::string> examples() const override {
+    return {"route --tokens 4096 -E 256 --topk 8 --scoring sigmoid --num-groups 8 --topk-groups 4 "
+            "--renormalize --routed-scaling-factor 2.5 --bench"};
+  }
+
+  void add_options(CLI::App& s) override {
+    auto* in = s.add_option("--logits", a_.logits, "router logits [T, E], f32, bf16 or f16 (.npy)");
+    s.add_option("--dtype", a_.dtype, "with --logits: read 2-byte data as this dtype (bf16 saved as int16/uint16/void)")
+        ->check(CLI::IsMember({"bf16", "f16"}))
+        ->needs(in);
+    s.add_option("--tokens", a_.tokens, "without --logits: generate this many tokens")->excludes(in);
+    s.add_option("-E,--num-experts", a_.experts, "experts E (with --logits: must match its last dimension)");
+    s.add_option("--dist", a_.dist,
+                 "without --logits: uniform (standard-normal logits) or load:FILE[:LAYER] (top-k frequencies "
+                 "follow a recorded per-expert load)")
+        ->capture_default_str()
+        ->excludes(in);
+    s.add_option("--gen-dtype", a_.gen_dtype, "without --logits: f32, bf16 or f16")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+        ->capture_default_str()
+        ->excludes(in);
+    s.add_option("-k,--topk", a_.topk, "experts per token K")->required();
+    s.add_option("--scoring", a_.scoring, "softmax over the row, or sigmoid per logit (computed in f32)")
+        ->check(CLI::IsMember({"softmax", "sigmoid"}))
+        ->capture_default_str();
+    s.add_option("--correction-bias", a_.bias, "[E] f32 added to the scores for selection only (.npy)");
+    s.add_option("--num-groups", a_.groups, "expert groups G (divides E); 1 = no groups")->capture_default_str();
+    s.add_option("--topk-groups", a_.topk_groups, "groups kept KG (default: all G)");
+    s.add_flag("--renormalize", a_.renormalize, "divide the weights by their sum");
+    s.add_option("--routed-scaling-factor", a_.scaling, "multiply the weights by this")->capture_default_str();
+    s.add_option("--pdl", a_.pdl,
+                 "programmatic dependent launch: on (where the GPU has it, sm_90+) or off")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    auto* ta = s.add_flag("--then-align", a_.then_align, "also run align on the ids (needs -B): its outputs too");
+    s.add_option("-B,--block-size", a_.block_size, "with --then-align: align block size")->needs(ta);
+    s.add_option("--align-variant", a_.align_variant, "with --then-align: align variant or auto")
+        ->capture_default_str()
+        ->needs(ta);
+  }
+
+  std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
+    s.description("router logits [tokens, E] (standard normal, or shaped by a recorded load), or with --bias an [E] "
+                  "f32 correction bias (0.1 x standard normal)");
+    s.add_option("--tokens", g_.tokens, "tokens (not with --bias)");
+    s.add_option("-E,--num-experts", g_.experts, "experts E")->required();
+    s.add_option("--dist", g_.dist, "uniform or load:FILE[:LAYER]")->capture_default_str();
+    s.add_option("--dtype", g_.dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))
+        ->capture_default_str();
+    s.add_flag("--bias", g_.bias, "write a correction bias [E] instead of logits");
+    return [this](std::uint64_t seed) {
+      if (g_.bias) return gen::route_bias(g_.experts, seed);
+      if (g_.tokens < 0) throw InputError("gen route: give --tokens N (or --bias)");
+      return gen::route_logits(g_.tokens, g_.experts, *npy::parse_dtype(g_.dtype), g_.dist, seed);
+    };
+  }
+
+  std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
+
+  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
+    return variant_rows(route::variants(), caps);
+  }
+  std::string auto_rule() const override { return route::auto_rule(); }
+
+ private:
+  Args a_;
+  GenArgs g_;
+};
+
+std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
+  const Args& a = a_;
+  if (a.then_align && a.block_size < 1) throw InputError("--then-align needs -B/--block-size N (N >= 1)");
+  npy::Array in;
+  std::string label = display_path(a.logits);
+  if (a.logits.empty()) {
+    if (a.tokens < 0) throw InputError("route: give --logits FILE, or --tokens N (and -E) to generate logits");
+    if (a.experts < 1 || a.experts > route::kMaxExperts)
+      throw InputError(fmt::format("route: -E must be in [1, {}], got {}", route::kMaxExperts, a.experts));
+    const auto t = npy::parse_dtype(a.gen_dtype);
+    gen::check_size(double(a.tokens) * a.experts, "router logits");
+    require_host_memory(double(a.tokens) * a.experts * (npy::dtype_size(*t) + 4.0), "this route run");
+    in = gen::route_logits(a.tokens, a.experts, *t, a.dist, c.seed);
+    label = fmt::format("generated logits ({} tokens x {}, {}, {}, seed {})", a.tokens, a.experts, a.gen_dtype,
+                        a.dist, c.seed);
+    r.notes.push_back(label);
+  } else {
+    npy::ReadOptions ro;
+    if (!a.dtype.empty()) ro.reinterpret = npy::parse_dtype(a.dtype);
+    in = npy::read(a.logits, ro);
+    if (in.dtype != npy::DType::f4 && in.dtype != npy::DType::bf16 && in.dtype != npy::DType::f2)
+      throw InputError(fmt::format("{}: logits must be float32, bfloat16 or float16, got {} (2-byte bf16 data saved "
+                                   "as int16/uint16/void: add --dtype bf16)",
+                                   label, npy::dtype_name(in.dtype)));
+    if (in.shape.size() != 2)
+      throw InputError(fmt::format("{}: logits must be 2-D [tokens, experts], got {} dimension(s)", label,
+                                   in.shape.size()));
+    if (in.shape[1] < 1 || in.shape[1] > route::kMaxExperts)
+      throw InputError(fmt::format("{}: {} experts (the last dimension) is outside [1, {}]", label, in.shape[1],
+                                   route::kMaxExperts));
+    if (a.experts != 0 && a.experts != in.shape[1])
+      throw InputError(fmt::format("{}: the logits have {} experts, but -E is {}", label, in.shape[1], a.experts));
+    require_host_memory(double(in.data.size()) + 4.0 * double(in.numel()), "this route run");
+  }
+
+  route::Problem p;
+  p.tokens = in.shape[0];
+  p.experts = static_cast<std::int32_t>(in.shape[1]);
+  p.topk = a.topk;
+  p.groups = a.groups;
+  p.topk_groups = a.topk_groups > 0 ? a.topk_groups : a.groups;
+  p.scoring = a.scoring == "sigmoid" ? route::Scoring::sigmoid : route::Scoring::softmax;
+  p.renormalize = a.renormalize;
+  p.scaling = static_cast<float>(a.scaling);
+  p.dtype = in.dtype == npy::DType::f4 ? route::DType::f32
+            : in.dtype == npy::DType::bf16 ? route::DType::bf16 : route::DType::f16;
+  if (!std::isfinite(a.scaling) || !std::isfinite(p.scaling))
+    throw InputError(fmt::format("--routed-scaling-factor: {} is not a finite f32 number", a.scaling));
+  route::validate(p);
+
+  std::vector<float> bias;
+  if (!a.bias.empty()) {
+    const std::string bl = display_path(a.bias);
+    npy::Array b = npy::read(a.bias);
+    if (b.dtype != npy::DType::f4) throw InputError(fmt::format("{}: the correction bias must be float32, got {}", bl,
+                                                                npy::dtype_name(b.dtype)));
+    if (b.shape.size() != 1 || b.shape[0] != p.experts)
+      throw InputError(fmt::format("{}: the correction bias must be [E] = [{}]", bl, p.experts));
+    auto v = b.as<float>();
+    bias.assign(v.begin(), v.end());
+    for (std::size_t i = 0; i < bias.size(); ++i)
+      if (!std::isfinite(bias[i]))
+        throw InputError(fmt::format("{}: bias of expert {} is {}: the bias must be finite", bl, i, bias[i]));
+    p.bias = true;
+  }
+  std::vector<float> wide = widen(in, label);
+
+  r.params = {{"tokens", std::to_string(p.tokens)},
+              {"experts", std::to_string(p.experts)},
+              {"topk", std::to_string(p.topk)},
+              {"groups", std::to_string(p.groups)},
+              {"topk_groups", std::to_string(p.topk_groups)},
+              {"scoring", a.scoring},
+              {"bias", p.bias ? "yes" : "no"},
+              {"renormalize", p.renormalize ? "yes" : "no"},
+              {"scaling", fmt::format("{:g}", p.scaling)},
+              {"pdl", a.pdl}};
+  if (a.then_align) r.params.push_back({"block_size", std::to_string(a.block_size)});
+  r.dtype = std::string(npy::dtype_name(in.dtype));
+  return std::make_unique<RouteJob>(std::move(in), std::move(wide), std::move(bias), p, a.pdl == "on",
+                                    a.then_align ? a.block_size : 0, a.align_variant, r);
+}
+
+}  // namespace
+
+std::unique_ptr<Family> make_route_family() { return std::make_unique<RouteFamily>(); }
+
+}  // namespace moekit

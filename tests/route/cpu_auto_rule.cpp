@@ -1,0 +1,32 @@
+// The route `auto` table is the decision (fake sm_90 device; no GPU needed).
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "route/route.hpp"
+
+using namespace moekit;
+
+TEST_CASE("route auto: warp-regs up to E = 512 and K = 32, else block") {
+  DeviceCaps sm90;
+  sm90.ordinal = 0;
+  sm90.cc_major = 9;
+  sm90.sm_count = 132;
+  sm90.smem_optin = 227 * 1024;
+  sm90.pdl = true;
+  for (int E : {1, 8, 64, 128, 256, 384, 512, 513, 1024, 4096})
+    for (int K : {1, 2, 8, 16, 32, 33, 64})
+      for (int G : {1, 8}) {
+        if (K > E || E % G != 0) continue;
+        route::Problem p;
+        p.tokens = 16;
+        p.experts = E;
+        p.topk = K;
+        p.groups = G;
+        p.topk_groups = G;
+        const bool regs = E <= 512 && K <= 32;
+        CHECK(route::pick_auto(p, sm90).info.name == (regs ? "warp-regs" : "block"));
+      }
+  for (const auto& r : route::auto_rows()) CHECK(route::find(r.variant) != nullptr);
+  CHECK(route::auto_rule().find("E <= 512 and K <= 32") != std::string::npos);
+}

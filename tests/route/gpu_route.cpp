@@ -1,0 +1,174 @@
+// GPU test: every route variant against the CPU reference, over configs that
+// cover the paths (E from 1 to 4096, K = 1 .. E, groups with and without a
+// bias, lane-group and shared-memory group scoring, vector and unaligned
+// rows) x T {0, 1, 3, 77, 2000} x dtype x scoring x PDL on/off. Inputs are
+// seeded standard-normal logits, plus rows of quantized logits full of exact
+// ties; the logits sit 4 bytes off alignment in every other run (the scalar
+// load path). Outputs are poisoned between guard zones. One assertion per
+// (variant, config, T, dtype) names all of them and the seed.
+//
+// MOEKIT_GPU_SUBSET=sanitizer runs T <= 3 and E <= 256 only.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/device.hpp"
+#include "cuda_util.hpp"
+#include "gpu_case.hpp"
+#include "half.hpp"
+#include "route/reference.hpp"
+#include "route/route.hpp"
+
+using namespace moekit;
+using route::Problem;
+
+namespace {
+
+struct Config {
+  int E, K, G = 1, KG = 1;
+  bool bias = false, renorm = false;
+  float scaling = 1.0f;
+};
+
+const Config kConfigs[] = {
+    {1, 1},
+    {2, 2},
+    {8, 2},
+    {16, 4, 4, 2, false},
+    {31, 5},
+    {64, 6, 1, 1, false, true},
+    {64, 8, 8, 4, true, true, 2.5f},
+    {64, 64},
+    {96, 7, 3, 2, true},
+    {128, 8, 1, 1, false, true},
+    {128, 1, 1, 1, true},
+    {160, 6, 10, 3, true, true},
+    {256, 8, 8, 4, true, true, 2.5f},   // DeepSeek-V3: lane groups in warp-regs
+    {256, 8, 8, 4, false},              // group max
+    {256, 32, 1, 1, false, true},
+    {384, 8, 1, 1, true},
+    {512, 16, 16, 4, true, true},
+    {512, 8, 64, 8, true},              // groups of 8 experts: shared-memory group scores
+    {1000, 10, 10, 5, true, true},
+    {1024, 16},
+    {2048, 8, 8, 4, true, true, 2.5f},
+    {4096, 64, 64, 8, true, true},
+    {4096, 4},
+    {300, 300},                         // K = E
+};
+constexpr std::int64_t kTokens[] = {0, 1, 3, 77, 2000};
+const route::DType kDtypes[] = {route::DType::f32, route::DType::bf16, route::DType::f16};
+
+const char* name(route::DType d) { return d == route::DType::f32 ? "f32" : d == route::DType::bf16 ? "bf16" : "f16"; }
+
+// Logits of one dtype as raw bytes, and the same values widened to f32.
+struct Logits {
+  std::vector<unsigned char> raw;
+  std::vector<float> wide;
+};
+
+Logits make_logits(std::int64_t T, int E, route::DType dt, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  Logits l;
+  const std::size_t n = std::size_t(T) * E, es = dt == route::DType::f32 ? 4 : 2;
+  l.raw.resize(n * es);
+  l.wide.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t t = std::int64_t(i) / E;
+    // Every fifth row: logits in {-1, -0.5, 0, 0.5, 1}, so exact ties abound.
+    float x = t % 5 == 4 ? 0.5f * float(int(rng() % 5) - 2) : 2.0f * nd(rng);
+    if (dt == route::DType::f32) {
+      std::memcpy(&l.raw[i * 4], &x, 4);
+    } else {
+      const std::uint16_t h = dt == route::DType::bf16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
+      std::memcpy(&l.raw[i * 2], &h, 2);
+      x = dt == route::DType::bf16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(h);
+    }
+    l.wide[i] = x;
+  }
+  return l;
+}
+
+std::string run_case(const route::Variant& v, const Problem& p, const Logits& lg, const std::vector<float>& bias,
+                     std::size_t misalign, std::int64_t* near_ties) {
+  const DeviceCaps& caps = device_caps();
+  if (v.not_applicable(p, caps) != nullptr) return {};
+  const std::size_t slots = std::size_t(p.tokens) * p.topk;
+  test::Uploaded d_logits(lg.raw.data(), lg.raw.size(), misalign);
+  test::Uploaded d_bias(bias.data(), bias.size() * 4);
+  test::Guarded ids(slots * 4), w(slots * 4);
+  ids.poison();
+  w.poison();
+  test::Workspace ws(v.workspace_bytes(p, caps), false);
+  route::Buffers b;
+  b.logits = d_logits.data();
+  b.bias = p.bias ? d_bias.as<float>() : nullptr;
+  b.topk_ids = ids.as<std::int32_t>();
+  b.topk_weights = w.as<float>();
+  b.workspace = ws.get();
+  if (std::string e = test::launch_and_sync([&] { return v.launch(p, b, nullptr); }); !e.empty()) return e;
+  const auto ri = ids.read(), rw = w.read();
+  if (!ri.guard_ok || !rw.guard_ok) return "wrote outside its outputs (guard zone changed)";
+  route::Outputs got;
+  got.ids = ri.body_as<std::int32_t>();
+  got.weights = rw.body_as<float>();
+  const route::Outputs ref = route::reference(p, lg.wide.data(), p.bias ? bias.data() : nullptr);
+  const route::CheckReport rep = route::check(p, lg.wide.data(), p.bias ? bias.data() : nullptr, ref, got);
+  *near_ties += rep.near_tie_rows;
+  return rep.result.ok ? std::string() : rep.result.first_difference;
+}
+
+}  // namespace
+
+TEST_CASE("route: every variant against the CPU reference") {
+  const bool subset = test::sanitizer_subset();
+  std::int64_t near_ties = 0, runs = 0;
+  std::uint64_t seed = 1;
+  for (const Config& c : kConfigs) {
+    if (subset && c.E > 256) continue;
+    std::vector<float> bias(c.E);
+    std::mt19937_64 brng(c.E * 7919 + c.K);
+    std::normal_distribution<float> nd(0.f, 0.1f);
+    for (float& x : bias) x = nd(brng);
+    for (std::int64_t T : kTokens) {
+      if (subset && T > 3) continue;
+      for (route::DType dt : kDtypes) {
+        for (route::Scoring sc : {route::Scoring::softmax, route::Scoring::sigmoid}) {
+          ++seed;
+          Problem p;
+          p.tokens = T;
+          p.experts = c.E;
+          p.topk = c.K;
+          p.groups = c.G;
+          p.topk_groups = c.KG;
+          p.bias = c.bias;
+          p.renormalize = c.renorm;
+          p.scaling = c.scaling;
+          p.dtype = dt;
+          p.scoring = sc;
+          p.pdl = (seed & 1) && device_caps().pdl;
+          route::validate(p);
+          const Logits lg = make_logits(T, c.E, dt, seed);
+          const std::size_t misalign = (seed & 2) ? 4 : 0;
+          for (const route::Variant& v : route::variants()) {
+            const std::string what =
+                "variant " + std::string(v.info.name) + ", E=" + std::to_string(c.E) + " K=" + std::to_string(c.K) +
+                " G=" + std::to_string(c.G) + " KG=" + std::to_string(c.KG) + (c.bias ? " bias" : "") +
+                (c.renorm ? " renorm" : "") + ", T=" + std::to_string(T) + ", " + name(dt) + ", " +
+                (sc == route::Scoring::softmax ? "softmax" : "sigmoid") + (p.pdl ? ", pdl" : "") +
+                ", misalign " + std::to_string(misalign) + ", seed " + std::to_string(seed);
+            test::expect_ok(what, run_case(v, p, lg, bias, misalign, &near_ties));
+            ++runs;
+          }
+        }
+      }
+    }
+  }
+  MESSAGE(runs << " runs, " << near_ties << " near-tie rows (passed within the tolerance)");
+}
