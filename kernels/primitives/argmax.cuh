@@ -43,6 +43,27 @@ __device__ __forceinline__ ArgMax warp_argmax(ArgMax a) {
   return a;
 }
 
+//! A float's bits as an int that orders like the float (-0 below +0; no NaN).
+__device__ __forceinline__ int argmax_key(float v) {
+  const int b = __float_as_int(v);
+  return b >= 0 ? b : b ^ 0x7fffffff;
+}
+__device__ __forceinline__ float argmax_key_value(int k) { return __int_as_float(k >= 0 ? k : k ^ 0x7fffffff); }
+
+//! warp_argmax over the full warp in two warp-wide integer reductions (the
+//! largest value's key, then the lowest index holding it): two dependent
+//! instructions on sm_80+ instead of five dependent shuffle pairs. Values
+//! compare as argmax_key does: callers must not mix -0 and +0.
+__device__ __forceinline__ ArgMax warp_argmax_redux(ArgMax a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const int k = __reduce_max_sync(kFullWarpMask, argmax_key(a.v));
+  const unsigned i = __reduce_min_sync(kFullWarpMask, argmax_key(a.v) == k ? static_cast<unsigned>(a.i) : 0xffffffffu);
+  return {argmax_key_value(k), static_cast<int>(i)};
+#else
+  return warp_argmax(a);
+#endif
+}
+
 //! The best candidate of the block, in every thread: a warp arg-max, then
 //! every thread reduces the warps' winners from shared memory. One barrier.
 //! `slots` holds kThreads / 32 entries and must not be reused before the next
@@ -52,7 +73,7 @@ template <int kThreads>
 __device__ __forceinline__ ArgMax block_argmax(ArgMax a, ArgMax* slots) {
   static_assert(kThreads % kWarpThreads == 0 && kThreads <= 1024, "kThreads: a multiple of 32 up to 1024");
   constexpr int kWarps = kThreads / kWarpThreads;
-  a = warp_argmax(a);
+  a = warp_argmax_redux(a);
   if (kWarps == 1) return a;
   if ((threadIdx.x & (kWarpThreads - 1)) == 0) slots[threadIdx.x / kWarpThreads] = a;
   __syncthreads();

@@ -28,11 +28,19 @@ struct Args {
   int tokens, experts, topk, groups, topk_groups;
   float scaling;
   bool renormalize;
+  // Fused align (block-rank-align only).
+  std::int32_t* sorted;
+  std::int32_t* expert_ids;
+  std::int32_t* ntpp;
+  unsigned* done;  // zeroed workspace: blocks finished
+  int align_block, align_rows, align_blocks;
 };
 
 inline Args make_args(const Problem& p, const Buffers& b) {
   return Args{b.logits, p.bias ? b.bias : nullptr, b.topk_ids, b.topk_weights,
-              static_cast<int>(p.tokens), p.experts, p.topk, p.groups, p.topk_groups, p.scaling, p.renormalize};
+              static_cast<int>(p.tokens), p.experts, p.topk, p.groups, p.topk_groups, p.scaling, p.renormalize,
+              b.sorted_token_ids, b.expert_ids, b.num_tokens_post_pad, static_cast<unsigned*>(b.workspace),
+              p.align_block, static_cast<int>(p.align_rows), static_cast<int>(p.align_blocks)};
 }
 
 // Softmax score from a logit, the row max and the row sum of exp(x - max);

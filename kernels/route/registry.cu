@@ -12,6 +12,8 @@
 #include "common/cuda_check.cuh"
 #include "primitives/launch.cuh"
 #include "route/block.cuh"
+#include "route/block_rank.cuh"
+#include "route/policy.hpp"
 #include "route/route.hpp"
 #include "route/warp_regs.cuh"
 #include "route/warp_smem.cuh"
@@ -97,25 +99,59 @@ bool lane_groups(const Problem& p, int n) {
   return (lanes & (lanes - 1)) == 0;
 }
 
+// Lanes per token: enough 16-byte chunks to cover E, at least K (lane j
+// keeps pick j), 32 with groups (group selection is warp-wide); N values per
+// lane. Several tokens share a warp when E is small (Mixtral's E = 8 takes 2
+// lanes of 4 f32 values).
+struct RegsShape {
+  int lanes, n;
+};
+RegsShape regs_shape(const Problem& p) {
+  const int vec = static_cast<int>(16 / elem_bytes(p.dtype));
+  int lanes = 2;
+  while (lanes < 32 && (lanes * vec < p.experts || lanes < p.topk)) lanes *= 2;
+  if (p.groups > 1) lanes = 32;
+  if (lanes < 32) return {lanes, vec};
+  int n = 1;
+  while (32 * n < p.experts) n *= 2;
+  return {32, n};
+}
+
+template <class T, Scoring S, int N, int kLanes>
+cudaError_t launch_regs_typed(const Problem& p, const Buffers& b, Stream s) {
+  constexpr int W = detail::kRegsWarpsPerBlock;
+  const unsigned grid = clamp_grid(ceil_div<std::int64_t>(p.tokens, std::int64_t{W} * (32 / kLanes)));
+  const bool lg = kLanes == 32 && lane_groups(p, N);
+  const std::size_t smem = p.groups > 1 && !lg ? 4 * std::size_t(p.experts + 2 * p.groups) * W : 0;
+  auto go = [&](auto kernel) {
+    return prim::launch_with_smem(kernel, dim3(grid), dim3(32 * W), smem, s, attrs(p), detail::make_args(p, b));
+  };
+  if constexpr (kLanes == 32) {
+    if constexpr (detail::kVectorChunk<T, N>) {
+      if (vector_rows(p, b, N))
+        return lg ? go(detail::warp_regs_kernel<T, S, N, 32, true, true>)
+                  : go(detail::warp_regs_kernel<T, S, N, 32, true, false>);
+    }
+    return lg ? go(detail::warp_regs_kernel<T, S, N, 32, false, true>)
+              : go(detail::warp_regs_kernel<T, S, N, 32, false, false>);
+  } else {
+    if (vector_rows(p, b, N)) return go(detail::warp_regs_kernel<T, S, N, kLanes, true, false>);
+    return go(detail::warp_regs_kernel<T, S, N, kLanes, false, false>);
+  }
+}
+
 LaunchStatus launch_warp_regs(const Problem& p, const Buffers& b, Stream s) {
   if (empty(p)) return cudaSuccess;
-  return dispatch(p, [&]<class T, Scoring S>() {
-    return by_width(p.experts, 32, [&]<int N>() {
-      constexpr int W = detail::kRegsWarpsPerBlock;
-      const unsigned grid = clamp_grid(ceil_div<std::int64_t>(p.tokens, W));
-      const bool lg = lane_groups(p, N);
-      const std::size_t smem = p.groups > 1 && !lg ? 4 * std::size_t(p.experts + 2 * p.groups) * W : 0;
-      auto go = [&](auto kernel) {
-        return prim::launch_with_smem(kernel, dim3(grid), dim3(32 * W), smem, s, attrs(p), detail::make_args(p, b));
-      };
-      if constexpr (detail::kVectorChunk<T, N>) {
-        if (vector_rows(p, b, N))
-          return lg ? go(detail::warp_regs_kernel<T, S, N, true, true>)
-                    : go(detail::warp_regs_kernel<T, S, N, true, false>);
-      }
-      return lg ? go(detail::warp_regs_kernel<T, S, N, false, true>)
-                : go(detail::warp_regs_kernel<T, S, N, false, false>);
-    });
+  const RegsShape rs = regs_shape(p);
+  return dispatch(p, [&]<class T, Scoring S>() -> cudaError_t {
+    constexpr int V = 16 / sizeof(T);
+    switch (rs.lanes) {
+      case 2: return launch_regs_typed<T, S, V, 2>(p, b, s);
+      case 4: return launch_regs_typed<T, S, V, 4>(p, b, s);
+      case 8: return launch_regs_typed<T, S, V, 8>(p, b, s);
+      case 16: return launch_regs_typed<T, S, V, 16>(p, b, s);
+      default: return by_width(p.experts, 32, [&]<int N>() { return launch_regs_typed<T, S, N, 32>(p, b, s); });
+    }
   });
 }
 
@@ -156,25 +192,87 @@ std::string block_limits(const DeviceCaps&) {
   return "E <= " + std::to_string(detail::kBlockThreads * detail::kBlockMaxPerThread) + ", any K, any groups";
 }
 
-const std::array<Variant, 3> kVariants{{
+// ---- block-rank ------------------------------------------------------------------
+template <bool kAlign>
+LaunchStatus launch_rank(const Problem& p, const Buffers& b, Stream s) {
+  if (empty(p)) return cudaSuccess;
+  Problem q = p;
+  if (!kAlign) q.align_block = 0;  // smem for the route part only
+  return dispatch(p, [&]<class T, Scoring S>() {
+    return prim::launch_with_smem(detail::block_rank_kernel<T, S, kAlign>, dim3(clamp_grid(p.tokens)),
+                                  dim3(detail::rank_threads(p)), detail::rank_smem_bytes(q), s, attrs(p),
+                                  detail::make_args(p, b));
+  });
+}
+LaunchStatus launch_block_rank(const Problem& p, const Buffers& b, Stream s) { return launch_rank<false>(p, b, s); }
+
+// block-rank-align: T = 0 still owes align's outputs (nothing routed).
+LaunchStatus launch_block_rank_align(const Problem& p, const Buffers& b, Stream s) {
+  if (p.tokens == 0) {
+    cudaError_t e = cudaMemsetAsync(b.num_tokens_post_pad, 0, 4, s);
+    if (e == cudaSuccess && p.align_rows > 0) e = cudaMemsetAsync(b.sorted_token_ids, 0, 4 * p.align_rows, s);
+    if (e == cudaSuccess && p.align_blocks > 0) e = cudaMemsetAsync(b.expert_ids, 0xff, 4 * p.align_blocks, s);
+    return e;
+  }
+  return launch_rank<true>(p, b, s);
+}
+
+const char* block_rank_na(const Problem& p, const DeviceCaps&);
+
+const char* block_rank_align_na(const Problem& p, const DeviceCaps& caps) {
+  if (p.align_block <= 0) return "fuses align: needs --then-align";
+  if (p.tokens * p.topk > detail::kFusedMaxSlots) return "T*K > 8192 (a rank per slot in shared memory)";
+  return block_rank_na(p, caps);
+}
+std::string block_rank_align_limits(const DeviceCaps&) {
+  return "--then-align, E <= " + std::to_string(detail::kRankMaxExperts) + ", K <= " +
+         std::to_string(detail::kRankMaxTopk) + ", T*K <= " + std::to_string(detail::kFusedMaxSlots);
+}
+std::size_t counter_workspace(const Problem&, const DeviceCaps&) { return 4; }
+bool counter_zeroed(const Problem&, const DeviceCaps&) { return true; }
+
+const char* block_rank_na(const Problem& p, const DeviceCaps&) {
+  if (p.experts > detail::kRankMaxExperts) return "E > 1024 (one thread per expert)";
+  if (p.topk > detail::kRankMaxTopk) return "K > 32 (a warp's best K fit its lanes)";
+  return nullptr;
+}
+std::string block_rank_limits(const DeviceCaps&) {
+  return "E <= " + std::to_string(detail::kRankMaxExperts) + ", K <= " + std::to_string(detail::kRankMaxTopk);
+}
+
+const std::array<Variant, 5> kVariants{{
     {{"warp-smem",
       "one warp per token, the row's selection values in shared memory; each pick is a warp arg-max over a "
       "strided scan of the row (the simple baseline)"},
      false, warp_smem_limits, warp_smem_na, no_workspace, launch_warp_smem},
     {{"warp-regs",
-      "one warp per token, E/32 consecutive experts per lane in registers (8/16-byte loads); each pick is one "
-      "5-step warp arg-max, only the winning lane rescans; group scores by lane shuffles where groups are whole "
-      "lanes"},
+      "a warp (or, for small E, a few lanes) per token, consecutive experts per lane in registers (8/16-byte "
+      "loads); each pick is one arg-max of the lanes' bests (two warp reductions), only the winning lane "
+      "rescans; group scores by lane shuffles where groups are whole lanes"},
      false, warp_regs_limits, warp_regs_na, no_workspace, launch_warp_regs},
     {{"block",
       "one 256-thread block per token, E/256 consecutive experts per thread; each pick is a block arg-max (one "
       "barrier): large E or large K"},
      false, block_limits, block_na, no_workspace, launch_block},
+    {{"block-rank",
+      "one block per token, one expert per thread; picks by parallel ranks instead of K sequential rounds: "
+      "group ranks, a 32-lane all-to-all rank per warp, then a rank among the warps' best (decode latency)"},
+     false, block_rank_limits, block_rank_na, no_workspace, launch_block_rank},
+    {{"block-rank-align",
+      "block-rank, then the last block to finish runs align on all the ids in shared memory: route and align "
+      "in one launch (--then-align, decode sizes)"},
+     false, block_rank_align_limits, block_rank_align_na, counter_workspace, launch_block_rank_align,
+     counter_zeroed},
 }};
 
 bool regs_fit(const Problem& p, const DeviceCaps& caps) { return warp_regs_na(p, caps) == nullptr; }
+bool latency_bound(const Problem& p, const DeviceCaps& caps) { return p.tokens <= rank_max_tokens(caps); }
 
-const std::array<AutoRow<Problem>, 2> kAutoRows = {{
+bool fused_align(const Problem& p, const DeviceCaps& caps) { return p.align_block > 0 && latency_bound(p, caps); }
+
+const std::array<AutoRow<Problem>, 4> kAutoRows = {{
+    {"block-rank-align", "--then-align and T <= policy.rank_tokens_per_sm x SMs", fused_align},
+    {"block-rank", "T <= policy.rank_tokens_per_sm x SMs (latency-bound), E <= 1024 and K <= 32", latency_bound},
     {"warp-regs", "E <= 512 and K <= 32", regs_fit},
     {"block", "", nullptr},
 }};
@@ -193,5 +291,7 @@ const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
 std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
 
 std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
+
+bool fuses_align(const Variant& v) { return v.launch == launch_block_rank_align; }
 
 }  // namespace moekit::route

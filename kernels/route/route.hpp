@@ -33,6 +33,11 @@ struct Problem {
   float scaling = 1.0f;          // routed scaling factor
   DType dtype = DType::f32;      // logits dtype
   bool pdl = false;              // launch with programmatic dependent launch (sm_90+)
+  // --then-align: align's block size and output lengths (align::make_problem
+  // of T*K slots and E experts), for the variants that fuse align; 0 = none.
+  std::int32_t align_block = 0;
+  std::int64_t align_rows = 0;    // max_num_tokens_padded
+  std::int64_t align_blocks = 0;  // max_num_blocks
 };
 
 // Device pointers.
@@ -41,6 +46,10 @@ struct Buffers {
   const float* bias = nullptr;         // [E] or nullptr
   std::int32_t* topk_ids = nullptr;    // [T, K]
   float* topk_weights = nullptr;       // [T, K]
+  // Align outputs, written by the variants that fuse align (fuses_align).
+  std::int32_t* sorted_token_ids = nullptr;     // [align_rows]
+  std::int32_t* expert_ids = nullptr;           // [align_blocks]
+  std::int32_t* num_tokens_post_pad = nullptr;  // [1]
   void* workspace = nullptr;
 };
 
@@ -53,5 +62,8 @@ const Variant& pick_auto(const Problem& p);
 const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
 std::span<const AutoRow<Problem>> auto_rows();  // the table itself (docs, tests)
 std::string auto_rule();                        // generated from auto_rows()
+// Whether v writes the align outputs itself (with p.align_block > 0); for the
+// others the caller runs an align variant on topk_ids after it.
+bool fuses_align(const Variant& v);
 
 }  // namespace moekit::route

@@ -1,13 +1,15 @@
-// Variant `warp-regs` (the register top-k): one warp per token, lane l holds
-// the N = E/32 (rounded up to a power of two) consecutive experts
-// [l*N, l*N + N) in registers, loaded with 8- or 16-byte vectors where the row
-// allows. Each of the K picks is one warp arg-max of the lanes' local bests
-// (5 butterfly steps); only the winning lane rescans its N values.
+// Variant `warp-regs` (the register top-k): kLanes lanes per token (32 for
+// E > 64; fewer, several tokens per warp, for small E), lane l of a token
+// holding the N consecutive experts [l*N, l*N + N) in registers, loaded with
+// 8- or 16-byte vectors where the row allows. Each of the K picks is one
+// arg-max of the lanes' local bests -- two warp-wide integer reductions when
+// kLanes = 32, else log2(kLanes) shuffle steps -- and only the winning lane
+// rescans its N values (a 3-level tree for N = 8).
 //
-// Groups: where a group is whole lanes (E = 32N, E/G a multiple of N, E/(G N)
-// a power of two) the group scores are butterfly merges of the lanes' local
-// top two, with no shared memory; otherwise the row goes through shared memory
-// (select_groups).
+// Groups (kLanes = 32 only): where a group is whole lanes (E = 32N, E/G a
+// multiple of N, E/(G N) a power of two) the group scores are butterfly merges
+// of the lanes' local top two, with no shared memory; otherwise the row goes
+// through shared memory (select_groups).
 #pragma once
 
 #include <type_traits>
@@ -19,7 +21,7 @@
 namespace moekit::route::detail {
 
 constexpr int kRegsMaxPerLane = 16;      // E <= 512
-constexpr int kRegsMaxTopk = 32;         // pick j is kept by lane j
+constexpr int kRegsMaxTopk = 32;         // pick j is kept by lane j of the token
 constexpr int kRegsWarpsPerBlock = 4;
 
 // Chunks of N values of T load as whole 8- or 16-byte vectors.
@@ -59,30 +61,61 @@ __device__ __forceinline__ void merge_top2(float& a1, float& a2, float b1, float
   else a2 = fmaxf(a1, b2), a1 = b1;
 }
 
-template <class T, Scoring S, int N, bool kVec, bool kLaneGroups>
+// Arg-max over the kLanes lanes of a token (every lane of the warp calls it).
+template <int kLanes>
+__device__ __forceinline__ prim::ArgMax token_argmax(prim::ArgMax a) {
+  if constexpr (kLanes == 32) return prim::warp_argmax_redux(a);
+  else return prim::warp_argmax<kLanes>(a);
+}
+
+// Best (value, index) of c[0..N) and its position, ties to the lower
+// position: a tree, so the winning lane's rescan is log2(N) deep.
+template <int N>
+__device__ __forceinline__ int best_of(const float (&c)[N]) {
+  int idx[N];
+  float v[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) idx[j] = j, v[j] = c[j];
+#pragma unroll
+  for (int w = 1; w < N; w *= 2) {
+#pragma unroll
+    for (int j = 0; j + w < N; j += 2 * w)
+      if (v[j + w] > v[j]) v[j] = v[j + w], idx[j] = idx[j + w];
+  }
+  return idx[0];
+}
+
+template <class T, Scoring S, int N, int kLanes, bool kVec, bool kLaneGroups>
 __global__ void __launch_bounds__(kRegsWarpsPerBlock * 32) warp_regs_kernel(Args a) {
+  static_assert(kLanes >= 2 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "kLanes: a power of two in [2, 32]");
   extern __shared__ float smem[];  // generic groups only: E + 2G words per warp
+  constexpr int kTokensPerWarp = 32 / kLanes;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int t = blockIdx.x * kRegsWarpsPerBlock + warp;
+  const int sl = lane % kLanes;  // lane within the token
+  const std::int64_t t = (static_cast<std::int64_t>(blockIdx.x) * kRegsWarpsPerBlock + warp) * kTokensPerWarp +
+                         lane / kLanes;
   prim::pdl_wait();
-  if (t >= a.tokens) {
+  if (t - lane / kLanes >= a.tokens) {  // the warp's first token: warp-uniform
     prim::pdl_launch_dependents();
     return;
   }
-  const int E = a.experts, K = a.topk, base = lane * N;
-  const int valid = min(N, max(0, E - base));
+  // With several tokens per warp, lanes past the last token keep shuffling
+  // (full-mask shuffles) on an empty row and write nothing.
+  const bool live = t < a.tokens;
+  const int E = a.experts, K = a.topk, base = sl * N;
+  const int valid = live ? min(N, max(0, E - base)) : 0;
   float x[N];
-  load_row_chunk<T, N, kVec>(static_cast<const T*>(a.logits) + static_cast<std::int64_t>(t) * E + base, valid, x);
+  load_row_chunk<T, N, kVec>(static_cast<const T*>(a.logits) + (live ? t * E + base : 0), valid, x);
   prim::pdl_launch_dependents();
 
   float m = kNegInf, sum = 0.f;
   if constexpr (S == Scoring::softmax) {
 #pragma unroll
     for (int j = 0; j < N; ++j) m = fmaxf(m, x[j]);
-    m = prim::warp_max(m);
+    m = prim::warp_max<kLanes>(m);
 #pragma unroll
     for (int j = 0; j < N; ++j) sum += j < valid ? expf(x[j] - m) : 0.f;
-    sum = prim::warp_sum(sum);
+    sum = prim::warp_sum<kLanes>(sum);
   }
   float s[N], c[N];
 #pragma unroll
@@ -91,74 +124,77 @@ __global__ void __launch_bounds__(kRegsWarpsPerBlock * 32) warp_regs_kernel(Args
     c[j] = j < valid ? s[j] + (a.bias ? __ldg(a.bias + base + j) : 0.f) : kNegInf;
   }
 
-  if (a.groups > 1) {
-    bool keep;
-    if constexpr (kLaneGroups) {
-      // A group is L = E / (G N) consecutive lanes: merge their top two.
-      const int L = E / a.groups / N;
-      float t1 = kNegInf, t2 = kNegInf;
+  if constexpr (kLanes == 32) {
+    if (a.groups > 1) {
+      bool keep;
+      if constexpr (kLaneGroups) {
+        // A group is L = E / (G N) consecutive lanes: merge their top two.
+        const int L = E / a.groups / N;
+        float t1 = kNegInf, t2 = kNegInf;
 #pragma unroll
-      for (int j = 0; j < N; ++j) merge_top2(t1, t2, c[j], kNegInf);
-      for (int off = L / 2; off > 0; off >>= 1)
-        merge_top2(t1, t2, __shfl_xor_sync(prim::kFullWarpMask, t1, off), __shfl_xor_sync(prim::kFullWarpMask, t2, off));
-      float gscore = a.bias != nullptr && E / a.groups >= 2 ? t1 + t2 : t1;
-      const int g = lane / L;
-      keep = false;
-      for (int r = 0; r < a.topk_groups; ++r) {
-        const prim::ArgMax best = prim::warp_argmax(prim::ArgMax{gscore, g});
-        if (best.i == g) keep = true, gscore = kNegInf;
+        for (int j = 0; j < N; ++j) merge_top2(t1, t2, c[j], kNegInf);
+        for (int off = L / 2; off > 0; off >>= 1)
+          merge_top2(t1, t2, __shfl_xor_sync(prim::kFullWarpMask, t1, off),
+                     __shfl_xor_sync(prim::kFullWarpMask, t2, off));
+        float gscore = a.bias != nullptr && E / a.groups >= 2 ? t1 + t2 : t1;
+        const int g = lane / L;
+        keep = false;
+        for (int r = 0; r < a.topk_groups; ++r) {
+          const prim::ArgMax best = prim::warp_argmax_redux(prim::ArgMax{gscore, g});
+          if (best.i == g) keep = true, gscore = kNegInf;
+        }
+      } else {
+        float* row = smem + warp * (E + 2 * a.groups);
+        float* gsc = row + E;
+        int* kept = reinterpret_cast<int*>(gsc + a.groups);
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          if (j < valid) row[base + j] = c[j];
+        __syncwarp();
+        select_groups(row, gsc, kept, a, a.bias != nullptr);
+        keep = true;  // per element below
+        const int gs = E / a.groups;
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          if (j < valid && !kept[(base + j) / gs]) c[j] = kNegInf;
       }
-    } else {
-      float* row = smem + warp * (E + 2 * a.groups);
-      float* gsc = row + E;
-      int* kept = reinterpret_cast<int*>(gsc + a.groups);
+      if (!keep) {
 #pragma unroll
-      for (int j = 0; j < N; ++j)
-        if (j < valid) row[base + j] = c[j];
-      __syncwarp();
-      select_groups(row, gsc, kept, a, a.bias != nullptr);
-      keep = true;  // per element below
-      const int gs = E / a.groups;
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        if (j < valid && !kept[(base + j) / gs]) c[j] = kNegInf;
-    }
-    if (!keep) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) c[j] = kNegInf;
+        for (int j = 0; j < N; ++j) c[j] = kNegInf;
+      }
     }
   }
 
   // Local best (value, index, score).
-  auto local_best = [&](prim::ArgMax& b, float& bs) {
-    b = prim::argmax_empty();
-    bs = 0.f;
+  int lj = best_of(c);
+  prim::ArgMax lb{c[0], base};
+  float lbs = s[0];
 #pragma unroll
-    for (int j = 0; j < N; ++j)
-      if (c[j] > b.v) b = {c[j], base + j}, bs = s[j];  // ascending j: ties keep the lower index
-  };
-  prim::ArgMax lb;
-  float lbs;
-  local_best(lb, lbs);
+  for (int j = 1; j < N; ++j)
+    if (j == lj) lb = {c[j], base + j}, lbs = s[j];
   int my_id = 0;
   float my_s = 0.f, total = 0.f;
+  const int first_lane = lane - sl;
   for (int r = 0; r < K; ++r) {
-    const prim::ArgMax best = prim::warp_argmax(lb);
-    const int owner = best.i / N;
+    const prim::ArgMax best = token_argmax<kLanes>(lb);
+    const int owner = first_lane + best.i / N;
     const float ps = __shfl_sync(prim::kFullWarpMask, lbs, owner);
     total += ps;
-    if (lane == r) my_id = best.i, my_s = ps;
+    if (sl == r) my_id = best.i, my_s = ps;
     if (lane == owner) {
 #pragma unroll
       for (int j = 0; j < N; ++j)
-        if (base + j == best.i) c[j] = kNegInf;
-      local_best(lb, lbs);
+        if (j == lj) c[j] = kNegInf;
+      lj = best_of(c);
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        if (j == lj) lb = {c[j], base + j}, lbs = s[j];
     }
   }
-  if (lane < K) {
+  if (live && sl < K) {
     const float scale = a.renormalize ? a.scaling / total : a.scaling;
-    a.ids[static_cast<std::int64_t>(t) * K + lane] = my_id;
-    a.weights[static_cast<std::int64_t>(t) * K + lane] = my_s * scale;
+    a.ids[t * K + sl] = my_id;
+    a.weights[t * K + sl] = my_s * scale;
   }
 }
 

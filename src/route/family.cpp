@@ -74,6 +74,9 @@ class RouteJob final : public Job {
     if (block_size > 0) {
       then_align_ = true;
       ap_ = align::make_problem(p_.tokens * p_.topk, p_.experts, block_size, false, 0, false);
+      p_.align_block = block_size;
+      p_.align_rows = ap_.max_num_tokens_padded;
+      p_.align_blocks = ap_.max_num_blocks;
     }
   }
 
@@ -88,7 +91,12 @@ class RouteJob final : public Job {
     for (auto& [k, v] : report_->params)
       if (k == "pdl" && caps.present()) v = p_.pdl ? "on" : "off";  // what the launch does
     auto rv = var_.resolve("route", requested, p_, caps, route::find, route::pick_auto);
-    if (then_align_) {
+    if (then_align_ && route::fuses_align(*var_.v)) {
+      align_exact_ = false;  // slots inside an expert in atomic order
+      if (align_variant_ != "auto")
+        report_->notes.push_back(fmt::format("{} runs align itself: --align-variant {} not used", rv.first,
+                                             align_variant_));
+    } else if (then_align_) {
       const auto [an, exact] = avar_.resolve("align", align_variant_, ap_, caps, align::find, align::pick_auto);
       align_exact_ = exact;
       rv.first += "+" + an;
@@ -106,7 +114,7 @@ class RouteJob final : public Job {
     d_w_ = DeviceBuffer(slots * 4);
     for (auto* b : {&d_ids_, &d_w_}) b->fill_bytes(0xAB);  // poison: unwritten shows up
     if (then_align_) {
-      avar_.allocate(ap_);
+      if (avar_.v) avar_.allocate(ap_);
       d_sorted_ = DeviceBuffer(ap_.max_num_tokens_padded * 4);
       d_eids_ = DeviceBuffer(ap_.max_num_blocks * 4);
       d_ntpp_ = DeviceBuffer(4);
@@ -120,8 +128,13 @@ class RouteJob final : public Job {
     b.topk_ids = d_ids_.as<std::int32_t>();
     b.topk_weights = d_w_.as<float>();
     b.workspace = var_.workspace.get();
+    if (then_align_) {
+      b.sorted_token_ids = d_sorted_.as<std::int32_t>();
+      b.expert_ids = d_eids_.as<std::int32_t>();
+      b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
+    }
     const LaunchStatus e = var_.v->launch(p_, b, s);
-    if (e != 0 || !then_align_) return e;
+    if (e != 0 || !then_align_ || route::fuses_align(*var_.v)) return e;
     align::Buffers ab;
     ab.topk_ids = d_ids_.get();
     ab.sorted_token_ids = d_sorted_.as<std::int32_t>();

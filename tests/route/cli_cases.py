@@ -167,3 +167,13 @@ def route_generated_and_gen():
         "--device", "cpu", code=0)
     run("route", "--tokens", 9, "-E", 64, "--topk", 6, "--gen-dtype", "f16", "--device", "cpu", code=0)
     run("gen", "route", "-E", 64, "-o", f, code=2)  # neither tokens nor --bias
+
+
+@case()
+def route_fused_variant_needs_then_align():
+    p = run("route", *SMALL_ARGS, "--variant", "block-rank-align", "--device", "cpu", code=2)
+    expect("--then-align" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    run("route", *SMALL_ARGS, "--variant", "block-rank-align", "--then-align", "-B", 8, "--device", "cpu", code=0)
+    p = run("route", "--tokens", 2000, "-E", 64, "--topk", 8, "--variant", "block-rank-align", "--then-align",
+            "-B", 8, "--device", "cpu", code=2)
+    expect("8192" in p.stderr, p.stderr)

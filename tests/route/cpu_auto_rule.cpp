@@ -7,7 +7,7 @@
 
 using namespace moekit;
 
-TEST_CASE("route auto: warp-regs up to E = 512 and K = 32, else block") {
+TEST_CASE("route auto: block-rank while latency-bound, then warp-regs up to E = 512 and K = 32, else block") {
   DeviceCaps sm90;
   sm90.ordinal = 0;
   sm90.cc_major = 9;
@@ -18,15 +18,18 @@ TEST_CASE("route auto: warp-regs up to E = 512 and K = 32, else block") {
     for (int K : {1, 2, 8, 16, 32, 33, 64})
       for (int G : {1, 8}) {
         if (K > E || E % G != 0) continue;
-        route::Problem p;
-        p.tokens = 16;
-        p.experts = E;
-        p.topk = K;
-        p.groups = G;
-        p.topk_groups = G;
-        const bool regs = E <= 512 && K <= 32;
-        CHECK(route::pick_auto(p, sm90).info.name == (regs ? "warp-regs" : "block"));
+        for (std::int64_t T : {1, 16, 264, 265, 4096}) {
+          route::Problem p;
+          p.tokens = T;
+          p.experts = E;
+          p.topk = K;
+          p.groups = G;
+          p.topk_groups = G;
+          const bool rank = T <= 2 * 132 && E <= 1024 && K <= 32;  // policy: 2 tokens per SM on sm_90
+          const bool regs = E <= 512 && K <= 32;
+          CHECK(route::pick_auto(p, sm90).info.name == (rank ? "block-rank" : regs ? "warp-regs" : "block"));
+        }
       }
   for (const auto& r : route::auto_rows()) CHECK(route::find(r.variant) != nullptr);
-  CHECK(route::auto_rule().find("E <= 512 and K <= 32") != std::string::npos);
+  for (const auto& r : route::auto_rows()) CHECK(route::auto_rule().find(r.when) != std::string::npos);
 }

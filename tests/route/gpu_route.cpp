@@ -21,6 +21,8 @@
 #include "cuda_util.hpp"
 #include "gpu_case.hpp"
 #include "half.hpp"
+#include "align/align.hpp"
+#include "align/reference.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
 
@@ -171,4 +173,93 @@ TEST_CASE("route: every variant against the CPU reference") {
     }
   }
   MESSAGE(runs << " runs, " << near_ties << " near-tie rows (passed within the tolerance)");
+}
+
+// block-rank-align: the route outputs and the align outputs of the ids it
+// produced, over T x K up to its 8192-slot limit and several block sizes;
+// launched twice on the same workspace (the done-counter must come back zero).
+TEST_CASE("route: block-rank-align against the route and align references") {
+  const bool subset = test::sanitizer_subset();
+  const route::Variant* v = route::find("block-rank-align");
+  REQUIRE(v != nullptr);
+  const DeviceCaps& caps = device_caps();
+  std::uint64_t seed = 5000;
+  int runs = 0;
+  for (const Config& c : kConfigs) {
+    if (c.E > 1024 || c.K > 32 || (subset && c.E > 256)) continue;
+    std::vector<float> bias(c.E, 0.05f);
+    for (std::int64_t T : {0, 1, 3, 64, 255}) {
+      if (subset && T > 3) continue;
+      if (T * c.K > 8192) continue;
+      for (int B : {1, 16, 64}) {
+        ++seed;
+        Problem p;
+        p.tokens = T;
+        p.experts = c.E;
+        p.topk = c.K;
+        p.groups = c.G;
+        p.topk_groups = c.KG;
+        p.bias = c.bias;
+        p.renormalize = c.renorm;
+        p.scaling = c.scaling;
+        p.dtype = seed % 3 == 0 ? route::DType::bf16 : route::DType::f32;
+        p.scoring = seed % 2 ? route::Scoring::sigmoid : route::Scoring::softmax;
+        p.pdl = (seed & 4) && caps.pdl;
+        const align::Problem ap = align::make_problem(T * c.K, c.E, B, false, 0, false);
+        p.align_block = B;
+        p.align_rows = ap.max_num_tokens_padded;
+        p.align_blocks = ap.max_num_blocks;
+        const std::string what = "block-rank-align E=" + std::to_string(c.E) + " K=" + std::to_string(c.K) +
+                                 " G=" + std::to_string(c.G) + " T=" + std::to_string(T) + " B=" +
+                                 std::to_string(B) + " seed " + std::to_string(seed);
+        if (v->not_applicable(p, caps) != nullptr) continue;
+        const Logits lg = make_logits(T, c.E, p.dtype, seed);
+        const std::size_t slots = std::size_t(T) * c.K;
+        test::Uploaded d_logits(lg.raw.data(), lg.raw.size());
+        test::Uploaded d_bias(bias.data(), bias.size() * 4);
+        test::Guarded ids(slots * 4), w(slots * 4), sorted(ap.max_num_tokens_padded * 4), eids(ap.max_num_blocks * 4),
+            ntpp(4);
+        test::Workspace ws(v->workspace_bytes(p, caps), true);
+        route::Buffers b;
+        b.logits = d_logits.data();
+        b.bias = p.bias ? d_bias.as<float>() : nullptr;
+        b.topk_ids = ids.as<std::int32_t>();
+        b.topk_weights = w.as<float>();
+        b.sorted_token_ids = sorted.as<std::int32_t>();
+        b.expert_ids = eids.as<std::int32_t>();
+        b.num_tokens_post_pad = ntpp.as<std::int32_t>();
+        b.workspace = ws.get();
+        for (int rep = 0; rep < 2; ++rep) {
+          for (test::Guarded* g : {&ids, &w, &sorted, &eids, &ntpp}) g->poison();
+          std::string why = test::launch_and_sync([&] { return v->launch(p, b, nullptr); });
+          if (why.empty() && !ws.all_zero()) why = "the workspace was not handed back zeroed";
+          route::Outputs got;
+          align::Outputs agot;
+          if (why.empty()) {
+            const auto ri = ids.read(), rw = w.read(), rs = sorted.read(), re = eids.read(), rn = ntpp.read();
+            if (!ri.guard_ok || !rw.guard_ok || !rs.guard_ok || !re.guard_ok || !rn.guard_ok)
+              why = "wrote outside its outputs (guard zone changed)";
+            got.ids = ri.body_as<std::int32_t>();
+            got.weights = rw.body_as<float>();
+            agot.sorted_token_ids = rs.body_as<std::int32_t>();
+            agot.expert_ids = re.body_as<std::int32_t>();
+            agot.num_tokens_post_pad = rn.body_as<std::int32_t>()[0];
+          }
+          if (why.empty()) {
+            const route::Outputs ref = route::reference(p, lg.wide.data(), p.bias ? bias.data() : nullptr);
+            const auto rep_r = route::check(p, lg.wide.data(), p.bias ? bias.data() : nullptr, ref, got);
+            if (!rep_r.result.ok) why = rep_r.result.first_difference;
+          }
+          if (why.empty()) {
+            const std::vector<std::int64_t> wide(got.ids.begin(), got.ids.end());
+            const CheckResult ca = align::check(ap, align::reference(ap, wide, {}), agot, false);
+            if (!ca.ok) why = "align outputs: " + ca.first_difference;
+          }
+          test::expect_ok(what + " launch " + std::to_string(rep + 1), why);
+          ++runs;
+        }
+      }
+    }
+  }
+  MESSAGE(runs << " fused runs");
 }

@@ -1,0 +1,214 @@
+// Benchmark of the route family: one JSON record per (config, PDL mode,
+// tokens, variant) cell (bench/common/record.hpp); bench/render.py turns them
+// into docs/bench/route.md.
+//
+//   bench_route --json bench/results/route.jsonl   (make bench; stdout without --json)
+//
+// Configs: the routers of DeepSeek-V3, Qwen3, Mixtral and Llama-4, plus one
+// large-E row. Median microseconds per launch (CUDA-graph replay), GB/s
+// counting logits (and bias) read once and ids + weights written once. Inputs
+// are standard-normal f32 logits (bf16 for one config), rotated through copies
+// so the rotation exceeds L2. Each cell's output is checked in full against
+// the CPU reference; a mismatch makes its status "fail". The route+align rows
+// time route followed by align (auto) in one graph. Not a test.
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "align/align.hpp"
+#include "align/reference.hpp"
+#include "cuda_util.hpp"
+#include "half.hpp"
+#include "record.hpp"
+#include "route/reference.hpp"
+#include "route/route.hpp"
+#include "timing.hpp"
+
+using namespace moekit;
+using route::Problem;
+
+namespace {
+
+struct Config {
+  const char* name;
+  int E, K, G, KG;
+  route::Scoring scoring;
+  bool bias, renorm;
+  float scaling;
+  route::DType dtype = route::DType::f32;
+};
+
+const Config kConfigs[] = {
+    {"DeepSeek-V3 (E 256, K 8, G 8, KG 4, sigmoid + bias, renorm, S 2.5)", 256, 8, 8, 4, route::Scoring::sigmoid,
+     true, true, 2.5f},
+    {"Qwen3 (E 128, K 8, softmax, renorm)", 128, 8, 1, 1, route::Scoring::softmax, false, true, 1.0f},
+    {"Mixtral (E 8, K 2, softmax)", 8, 2, 1, 1, route::Scoring::softmax, false, false, 1.0f},
+    {"Llama-4 (E 128, K 1, sigmoid)", 128, 1, 1, 1, route::Scoring::sigmoid, false, false, 1.0f},
+    {"DeepSeek-V3, bf16 logits", 256, 8, 8, 4, route::Scoring::sigmoid, true, true, 2.5f, route::DType::bf16},
+    {"E 1024, K 16, softmax, renorm", 1024, 16, 1, 1, route::Scoring::softmax, false, true, 1.0f},
+};
+const std::int64_t kTokens[] = {1, 16, 64, 256, 1024, 4096, 16384, 65536};
+
+const char* name(route::DType d) { return d == route::DType::f32 ? "f32" : d == route::DType::bf16 ? "bf16" : "f16"; }
+
+void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool then_align, std::uint64_t seed) {
+  Problem p;
+  p.tokens = T;
+  p.experts = c.E;
+  p.topk = c.K;
+  p.groups = c.G;
+  p.topk_groups = c.KG;
+  p.scoring = c.scoring;
+  p.bias = c.bias;
+  p.renormalize = c.renorm;
+  p.scaling = c.scaling;
+  p.dtype = c.dtype;
+  p.pdl = pdl && device_caps().pdl;
+  const std::size_t n = std::size_t(T) * c.E, es = c.dtype == route::DType::f32 ? 4 : 2;
+  std::vector<unsigned char> raw(n * es);
+  std::vector<float> wide(n), bias(c.E);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (std::size_t i = 0; i < n; ++i) {
+    float x = nd(rng);
+    if (es == 4) {
+      std::memcpy(&raw[i * 4], &x, 4);
+    } else {
+      const std::uint16_t h = f32_to_bf16_bits(x);
+      std::memcpy(&raw[i * 2], &h, 2);
+      x = bf16_bits_to_f32(h);
+    }
+    wide[i] = x;
+  }
+  for (float& b : bias) b = 0.1f * nd(rng);
+  const int copies = rotation_copies(raw.size(), false);
+  std::vector<DeviceBuffer> din;
+  for (int k = 0; k < copies; ++k) {
+    din.emplace_back(std::max<std::size_t>(raw.size(), 1));
+    din.back().upload(raw.data(), raw.size());
+  }
+  DeviceBuffer dbias(bias.size() * 4), dids(std::max<std::size_t>(T * c.K * 4, 4)), dw(std::max<std::size_t>(T * c.K * 4, 4));
+  dbias.upload(bias.data(), bias.size() * 4);
+  const route::Outputs ref = route::reference(p, wide.data(), c.bias ? bias.data() : nullptr);
+
+  align::Problem ap;
+  const align::Variant* av = nullptr;
+  DeviceBuffer asorted, aeids, antpp, aws;
+  if (then_align) {
+    ap = align::make_problem(T * c.K, c.E, 64, false, 0, false);
+    av = &align::pick_auto(ap);
+    asorted = DeviceBuffer(ap.max_num_tokens_padded * 4);
+    aeids = DeviceBuffer(ap.max_num_blocks * 4);
+    antpp = DeviceBuffer(4);
+    aws = DeviceBuffer(std::max<std::size_t>(av->workspace_bytes(ap, device_caps()), 1));
+    if (needs_zeroed_workspace(*av, ap, device_caps())) aws.fill_bytes(0);
+    p.align_block = 64;
+    p.align_rows = ap.max_num_tokens_padded;
+    p.align_blocks = ap.max_num_blocks;
+  }
+  double bytes = double(raw.size()) + (c.bias ? 4.0 * c.E : 0) + 8.0 * T * c.K;
+  if (then_align) bytes += 4.0 * double(ap.max_num_tokens_padded + ap.max_num_blocks + 1);
+
+  const std::string auto_pick(route::pick_auto(p).info.name);
+  for (const route::Variant& v : route::variants()) {
+    bench::Record rec;
+    rec.table = fmt::format("{}{}, PDL {}", c.name, then_align ? ", then align (B 64)" : "", pdl ? "on" : "off");
+    rec.variant = std::string(v.info.name);
+    rec.params = {{"tokens", T},          {"E", c.E},        {"K", c.K},
+                  {"G", c.G},             {"KG", c.KG},      {"scoring", c.scoring == route::Scoring::softmax ? "softmax" : "sigmoid"},
+                  {"bias", c.bias},       {"renorm", c.renorm}, {"scaling", double(c.scaling)},
+                  {"dtype", name(c.dtype)}, {"pdl", pdl ? "on" : "off"}, {"then_align", then_align}};
+    rec.extra = {{"auto_pick", auto_pick}};
+    if (const char* why = v.not_applicable(p, device_caps())) {
+      rec.m.status = "n/a";
+      rec.m.reason = why;
+      out.write(rec);
+      continue;
+    }
+    try {
+      const bool fused = route::fuses_align(v);
+      DeviceBuffer rws(std::max<std::size_t>(v.workspace_bytes(p, device_caps()), 4));
+      if (needs_zeroed_workspace(v, p, device_caps())) rws.fill_bytes(0);
+      auto launch = [&](Stream s, int copy) {
+        route::Buffers b;
+        b.logits = din[copy].get();
+        b.bias = c.bias ? dbias.as<float>() : nullptr;
+        b.topk_ids = dids.as<std::int32_t>();
+        b.topk_weights = dw.as<float>();
+        b.workspace = rws.get();
+        if (then_align) {
+          b.sorted_token_ids = asorted.as<std::int32_t>();
+          b.expert_ids = aeids.as<std::int32_t>();
+          b.num_tokens_post_pad = antpp.as<std::int32_t>();
+        }
+        cuda_check(v.launch(p, b, s), "route launch");
+        if (then_align && !fused) {
+          align::Buffers ab;
+          ab.topk_ids = dids.get();
+          ab.sorted_token_ids = asorted.as<std::int32_t>();
+          ab.expert_ids = aeids.as<std::int32_t>();
+          ab.num_tokens_post_pad = antpp.as<std::int32_t>();
+          ab.workspace = aws.get();
+          cuda_check(av->launch(ap, ab, s), "align launch");
+        }
+      };
+      dids.fill_bytes(0xAB);
+      launch(nullptr, 0);
+      cuda_check_last("launch");
+      cuda_sync("kernel");
+      route::Outputs got;
+      got.ids.resize(T * c.K);
+      got.weights.resize(T * c.K);
+      dids.download(got.ids.data(), got.ids.size() * 4);
+      dw.download(got.weights.data(), got.weights.size() * 4);
+      const auto rep = route::check(p, wide.data(), c.bias ? bias.data() : nullptr, ref, got);
+      rec.extra.push_back({"near_tie_rows", rep.near_tie_rows});
+      if (then_align) rec.extra.push_back({"align_variant", fused ? std::string("fused") : std::string(av->info.name)});
+      rec.m = bench::measure(launch, copies, TimingOptions{}, bytes);
+      if (rec.m.status == "ok" && !rep.result.ok) {
+        rec.m.status = "fail";
+        rec.m.reason = rep.result.first_difference;
+      }
+    } catch (const std::exception& e) {
+      rec.m.status = "error";
+      rec.m.reason = e.what();
+    }
+    if (rec.m.status == "error" || rec.m.status == "fail")
+      std::fprintf(stderr, "%s %s T=%lld: %s %s\n", rec.variant.c_str(), c.name, static_cast<long long>(T),
+                   rec.m.status.c_str(), rec.m.reason.c_str());
+    out.write(rec);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string json = bench::take_json_arg(argc, argv);
+    if (cuda_device_count() == 0) {
+      std::fprintf(stderr, "bench_route: no CUDA device\n");
+      return 3;
+    }
+    bench::Writer out("bench_route", "route", json);
+    out.set_copy_gbps(measured_copy_bandwidth_gbps());
+    std::uint64_t seed = 1;
+    for (const Config& c : kConfigs)
+      for (bool pdl : {false, true})
+        for (std::int64_t t : kTokens) measure(out, c, t, pdl, false, ++seed);
+    // route + align (DeepSeek-V3 and Qwen3 shapes), PDL off.
+    for (int i : {0, 1})
+      for (std::int64_t t : {1, 16, 64, 256, 1024, 4096}) measure(out, kConfigs[i], t, false, true, ++seed);
+    std::fprintf(stderr, "bench_route: done\n");
+    out.finish();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_route: %s\n", e.what());
+    return 3;
+  }
+}

@@ -1,0 +1,118 @@
+"""Tables of docs/bench/route.md from bench/results/route.jsonl (run by bench/render.py)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from render import ordered, tables, md_table, header, timing_sentence  # noqa: E402
+
+NAME = "route"
+
+# Issue #14's goals (H100, same-run measurements).
+GOAL_TBS = 2.5        # auto, T >= 16384
+GOAL_SMALL_US = 2.0   # auto, T <= 64, E <= 512, PDL off
+GOAL_FUSED_US = 3.0   # route + align, T <= 64, PDL off
+EMPTY_KERNEL_US = 0.8  # an empty kernel in a CUDA graph (the launch floor)
+
+
+def cell(r):
+    if r is None:
+        return ""
+    if r.status == "n/a":
+        return "n/a"
+    if r.status == "error" or r.us is None:
+        return "error"
+    s = f"{r.us:.2f} µs"
+    if r.derived.get("gbps") is not None and r.derived["gbps"] >= 100:
+        s += f" · {r.derived['gbps']:.0f} GB/s"
+    if r.status == "fail":
+        s += " FAIL"
+    return s
+
+
+def auto_of(cells):
+    for c in cells.values():
+        pick = c.extra.get("auto_pick")
+        if pick:
+            return cells.get(pick)
+    return None
+
+
+def route_table(title, recs):
+    variants = ordered(r.variant for r in recs)
+    rows = {}
+    for r in recs:
+        rows.setdefault(r.params.get("tokens"), {})[r.variant] = r
+    body = []
+    for t, cells in rows.items():
+        ok = [c.us for c in cells.values() if c.status == "ok" and c.us is not None]
+        best = min(ok) if ok else None
+        row = [t]
+        for v in variants:
+            c = cells.get(v)
+            text = cell(c)
+            if c is not None and best is not None and c.status == "ok" and c.us == best:
+                text = f"**{text}**"
+            row.append(text)
+        a = auto_of(cells)
+        row.append(a.variant if a is not None else "")
+        if a is not None and a.measured:
+            floor = f"{a.us / EMPTY_KERNEL_US:.1f}x launch"
+            copy = a.derived.get("pct_copy")
+            if copy is not None and copy >= 1:
+                floor += f", {copy:.0f}% of copy"
+            row.append(floor)
+        else:
+            row.append("")
+        body.append(row)
+    return ["", f"### {title}", "", md_table(["tokens"] + variants + ["auto →", "auto vs floors"],
+                                            ["---:"] + ["---"] * (len(variants) + 2), body)]
+
+
+def render(records):
+    out = header("route", records, "bench/route/bench_route.cpp")
+    copy = ordered(r.derived.get("copy_gbps") for r in records if r.derived.get("copy_gbps"))
+    if copy:
+        out.append(f"- Measured device copy bandwidth (cudaMemcpy D2D 512 MiB, read + write): **{copy[0]:.0f} GB/s**")
+    out.append("- Cells: " + timing_sentence(records).replace("Median", "median") +
+               ". GB/s (shown from 100) = (logits + bias read once + ids and weights written once) / time. "
+               "Bold: fastest. `auto →`: what `auto` picks; `auto vs floors`: its time over an empty kernel's "
+               f"({EMPTY_KERNEL_US} µs in a graph) and its bandwidth as % of the copy bandwidth. FAIL: output "
+               "differs from the CPU reference beyond the near-tie tolerance.")
+
+    out += ["", "## Goals (issue #14)", ""]
+    big, small, fused = [], [], []
+    for title, recs in tables(records):
+        by_t = {}
+        for r in recs:
+            by_t.setdefault(r.params.get("tokens"), {})[r.variant] = r
+        for t, cells in by_t.items():
+            a = auto_of(cells)
+            if a is None or not a.measured:
+                continue
+            p = a.params
+            if p.get("then_align"):
+                if t <= 64:
+                    fused.append((title, t, a))
+            elif t >= 16384 and a.derived.get("gbps"):
+                big.append((title, t, a))
+            elif t <= 64 and p.get("E", 0) <= 512 and p.get("pdl") == "off":
+                small.append((title, t, a))
+    if big:
+        worst = min(big, key=lambda x: x[2].derived["gbps"])
+        out.append(f"- T >= 16384: auto reaches {worst[2].derived['gbps'] / 1000:.2f} TB/s at worst ({worst[0]}, "
+                   f"T = {worst[1]}); goal {GOAL_TBS} TB/s: "
+                   f"{'met' if worst[2].derived['gbps'] / 1000 >= GOAL_TBS else 'missed'} "
+                   f"({sum(1 for b in big if b[2].derived['gbps'] / 1000 >= GOAL_TBS)} of {len(big)} cells)")
+    if small:
+        worst = max(small, key=lambda x: x[2].us)
+        out.append(f"- T <= 64, E <= 512, PDL off: auto at most {worst[2].us:.2f} µs ({worst[0]}, T = {worst[1]}); "
+                   f"goal under {GOAL_SMALL_US} µs: {'met' if worst[2].us < GOAL_SMALL_US else 'missed'}")
+    if fused:
+        worst = max(fused, key=lambda x: x[2].us)
+        out.append(f"- route + align, T <= 64, PDL off: at most {worst[2].us:.2f} µs ({worst[0]}, T = {worst[1]}); "
+                   f"goal under {GOAL_FUSED_US} µs: {'met' if worst[2].us < GOAL_FUSED_US else 'missed'}")
+
+    out += ["", "## Every variant"]
+    for title, recs in tables(records):
+        out += route_table(title, recs)
+    return "\n".join(out) + "\n"

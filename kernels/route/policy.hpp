@@ -1,0 +1,37 @@
+// The route `auto` threshold per architecture. Host-visible: no CUDA.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "common/device.hpp"
+#include "common/policy.hpp"
+
+namespace moekit::route {
+
+struct Policy {
+  // Tokens per SM up to which `block-rank` (a block per token, parallel
+  // ranks: the shortest chain) beats `warp-regs` (a warp per token, fewer
+  // instructions per token): latency-bound up to there.
+  int rank_tokens_per_sm = 0;
+};
+
+// sm_90: from bench_route on the H100 (docs/bench/route.md, build of the
+// block-rank commit): see route-notes.md for the crossover per config.
+inline constexpr Policy kPolicySm90 = {.rank_tokens_per_sm = 2};
+// sm_80: not measured (no A100 run of bench_route): the sm_90 value, per SM.
+inline constexpr Policy kPolicySm80 = kPolicySm90;
+
+inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
+    {80, kPolicySm80},
+    {90, kPolicySm90},
+}};
+
+inline const Policy& policy_for(const DeviceCaps& caps) { return policy_row_for<Policy>(kPolicyRows, caps); }
+
+// Tokens up to which a problem is latency-bound on `caps` (0 without a device).
+inline std::int64_t rank_max_tokens(const DeviceCaps& caps) {
+  return std::int64_t{policy_for(caps).rank_tokens_per_sm} * caps.sm_count;
+}
+
+}  // namespace moekit::route
