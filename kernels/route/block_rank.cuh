@@ -16,8 +16,8 @@
 // Variant `block-rank-align` (--then-align, decode): the same, then the last
 // block to finish (a counter in a zeroed workspace) runs align on all T*K ids
 // in shared memory: per-expert counts with ranks from shared atomics, a warp
-// scan of the padded counts, the padding fill, expert_ids by binary search,
-// and the scatter. One launch instead of route + align; slots inside an
+// scan of the padded counts, expert_ids per expert, and the scatter (every
+// block fills its share of the padding rows first, while its loads fly). One launch instead of route + align; slots inside an
 // expert are in atomic order (align's non-stable contract).
 #pragma once
 
@@ -74,22 +74,20 @@ __device__ __forceinline__ void block_align(const Args& a, int* smem) {
   __syncthreads();
   const int total = start[E];
   if (tid == 0) *a.ntpp = total;
-  for (int r = tid; r < a.align_rows; r += nt) a.sorted[r] = n;
-  for (int b = tid; b < a.align_blocks; b += nt) {
-    int owner = -1;
-    if (static_cast<long long>(b) * B < total) {  // the last expert starting at or before row b*B
-      int lo = 0, hi = E - 1;
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (start[mid] <= b * B) lo = mid;
-        else hi = mid - 1;
-      }
-      owner = lo;
-    }
-    a.expert_ids[b] = owner;
-  }
-  __syncthreads();  // the fill before the scatter
+  // Padding rows already hold n (every block filled its share first).
+  for (int i = tid; i < E; i += nt)
+    for (int b = start[i] / B; b < start[i + 1] / B; ++b) a.expert_ids[b] = i;
+  for (int b = total / B + tid; b < a.align_blocks; b += nt) a.expert_ids[b] = -1;
   for (int i = tid; i < n; i += nt) a.sorted[start[__ldcg(a.ids + i)] + rank[i]] = i;
+}
+
+// Every block's share of the padding fill of sorted_token_ids (n everywhere;
+// the last block overwrites the real slots after all blocks are counted).
+__device__ __forceinline__ void fill_share(const Args& a) {
+  const int n = a.tokens * a.topk;
+  const int chunk = (a.align_rows + gridDim.x - 1) / gridDim.x;
+  const int lo = blockIdx.x * chunk, hi = min(a.align_rows, lo + chunk);
+  for (int r = lo + threadIdx.x; r < hi; r += blockDim.x) a.sorted[r] = n;
 }
 
 template <class T, Scoring S, bool kAlign>
@@ -105,6 +103,7 @@ __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
   const float x = in ? to_f32(row[e]) : kNegInf;
   const float b = in && a.bias ? __ldg(a.bias + e) : 0.f;
   prim::pdl_launch_dependents();
+  if constexpr (kAlign) fill_share(a);  // while the loads are in flight
 
   float* gscore = smem;
   float* gpart = gscore + G;                         // [2 W]: per-warp top two
@@ -223,15 +222,19 @@ __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
     a.weights[t * K + e] = picked[e] * (a.renormalize ? a.scaling / total : a.scaling);
   }
   if constexpr (kAlign) {
-    __shared__ bool last;
-    __threadfence();  // this block's ids, device-wide, before it counts itself done
-    __syncthreads();
-    if (e == 0) last = atomicAdd(a.done, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (gridDim.x > 1) {
+      __shared__ bool last;
+      __threadfence();  // this block's ids and fill, device-wide, before it counts itself done
+      __syncthreads();
+      if (e == 0) last = atomicAdd(a.done, 1u) == gridDim.x - 1;
+      __syncthreads();
+      if (!last) return;
+      __threadfence();
+      if (e == 0) *a.done = 0;  // the workspace goes back zeroed
+    } else {
+      __syncthreads();  // one block: its own writes are visible after the barrier
+    }
     block_align(a, reinterpret_cast<int*>(smem));
-    if (e == 0) *a.done = 0;  // the workspace goes back zeroed
   }
 }
 

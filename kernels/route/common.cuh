@@ -77,6 +77,7 @@ __device__ __forceinline__ void select_groups(const float* c, float* gscore, int
     for (int g = lane; g < a.groups; g += 32)
       if (!kept[g] && prim::argmax_better(gscore[g], g, best.v, best.i)) best = {gscore[g], g};
     best = prim::warp_argmax(best);
+    __syncwarp();  // every lane's read of kept is done before lane 0 writes it
     if (lane == 0) kept[best.i] = 1;
     __syncwarp();
   }

@@ -14,11 +14,15 @@ struct Policy {
   // ranks: the shortest chain) beats `warp-regs` (a warp per token, fewer
   // instructions per token): latency-bound up to there.
   int rank_tokens_per_sm = 0;
+  // Tokens up to which block-rank-align (route and align in one launch)
+  // beats block-rank followed by an align launch; 0: never.
+  int fused_max_tokens = 0;
 };
 
-// sm_90: from bench_route on the H100 (docs/bench/route.md, build of the
-// block-rank commit): see route-notes.md for the crossover per config.
-inline constexpr Policy kPolicySm90 = {.rank_tokens_per_sm = 2};
+// sm_90: from bench_route on the H100 (docs/bench/route.md; crossovers in
+// docs/bench/route-notes.md): block-rank beat warp-regs up to T = 256 and lost
+// from T = 1024 in every config with E >= 64 and K >= 2.
+inline constexpr Policy kPolicySm90 = {.rank_tokens_per_sm = 2, .fused_max_tokens = 0};
 // sm_80: not measured (no A100 run of bench_route): the sm_90 value, per SM.
 inline constexpr Policy kPolicySm80 = kPolicySm90;
 

@@ -56,6 +56,7 @@ __global__ void warp_smem_kernel(Args a, int warps_per_block, int words_per_warp
     for (int i = lane; i < E; i += 32)
       if (prim::argmax_better(c[i], i, best.v, best.i)) best = {c[i], i};
     best = prim::warp_argmax(best);
+    __syncwarp();  // every lane's scan of c is done before lane 0 writes it
     // The pick's score, recomputed from its logit: the same instructions as above.
     const float s = score<S>(to_f32(row[best.i]), m, sum);
     total += s;
