@@ -93,7 +93,7 @@ std::vector<std::string> group_params(const std::vector<const Record*>& recs, co
 }
 
 // Log axis: whole decades around [lo, hi], ticks at 1 (and 2, 5 when the
-// range spans at most two decades).
+// range spans at most two decades; every few decades when it spans many).
 struct LogAxis {
   double lo, hi;
   std::vector<double> ticks;
@@ -101,8 +101,10 @@ struct LogAxis {
     lo = std::pow(10.0, std::floor(std::log10(mn)));
     hi = std::pow(10.0, std::ceil(std::log10(mx)));
     if (hi <= lo) hi = lo * 10;
-    const bool fine = std::log10(hi / lo) <= 2.01;
-    for (double d = lo; d <= hi * 1.0001; d *= 10)
+    const double decades = std::log10(hi / lo);
+    const bool fine = decades <= 2.01;
+    const double step = std::pow(10.0, std::max(1.0, std::ceil(decades / 10)));  // at most ~10 labels
+    for (double d = lo; d <= hi * 1.0001; d *= step)
       for (const double m : {1.0, 2.0, 5.0})
         if ((m == 1.0 || fine) && d * m <= hi * 1.0001) ticks.push_back(d * m);
   }

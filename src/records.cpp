@@ -15,6 +15,8 @@
 
 #include "display.hpp"
 #include "errors.hpp"
+#include "host_memory.hpp"
+#include "json_read.hpp"
 
 namespace moekit::records {
 
@@ -71,6 +73,25 @@ void append_line(const std::string& path, const std::string& line) {
   fail(path, fmt::format("cannot append the record: {}", std::strerror(e)));
 }
 
+std::string read_regular_file(const std::string& path, double bytes_per_byte) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+  if (f.fd < 0) fail(path, fmt::format("cannot read: {}", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  require_host_memory(double(st.st_size) * (1 + bytes_per_byte), fmt::format("reading {}", display_path(path)));
+  std::string text;
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(f.fd, buf, sizeof buf);
+    if (n == 0) return text;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(path, fmt::format("cannot read: {}", std::strerror(errno)));
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
 std::string Record::key() const {
   std::string k = op + '\x1f' + variant + '\x1f' + device;
   for (const auto& [name, v] : params) k += '\x1f' + name + '=' + v;
@@ -97,10 +118,7 @@ std::optional<double> Record::number(const std::string& name) const {
 }
 
 std::vector<Record> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) fail(path, "not a regular file");
-  if (!in) fail(path, fmt::format("cannot read: {}", std::strerror(errno)));
+  std::istringstream in(read_regular_file(path, 2));
   std::vector<Record> out;
   std::string text;
   int lineno = 0;
@@ -110,9 +128,11 @@ std::vector<Record> read_file(const std::string& path) {
     const std::string where = fmt::format("{}:{}", path, lineno);
     json o;
     try {
-      o = json::parse(text);
+      o = parse_json(text);
     } catch (const json::parse_error& e) {
       fail(where, parse_message(e.what()));
+    } catch (const JsonTooDeep&) {
+      fail(where, fmt::format("nested deeper than {} levels", kMaxJsonDepth));
     }
     if (!o.is_object()) fail(where, "not a JSON object");
     Record r;
@@ -160,7 +180,6 @@ std::vector<Record> read_file(const std::string& path) {
     }
     out.push_back(std::move(r));
   }
-  if (in.bad()) fail(path, "read error");
   return out;
 }
 

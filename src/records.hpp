@@ -17,6 +17,11 @@ namespace moekit::records {
 // not a regular file, or a short write (the partial line is cut off again).
 void append_line(const std::string& path, const std::string& line);
 
+// The whole of a regular file (opened non-blocking: a FIFO is refused, never
+// waited on). Throws InputError "PATH: problem". `bytes_per_byte`: the host
+// memory the caller needs per file byte, checked before reading.
+std::string read_regular_file(const std::string& path, double bytes_per_byte = 1);
+
 struct Record {
   std::string file;  // where it was read, and its 1-based line
   int line = 0;

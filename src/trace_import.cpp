@@ -19,6 +19,7 @@
 #include "driver.hpp"
 #include "errors.hpp"
 #include "host_memory.hpp"
+#include "json_read.hpp"
 #include "outputs.hpp"
 #include "tools.hpp"
 
@@ -32,18 +33,8 @@ namespace {
   throw InputError(fmt::format("{}: {}", where, what));
 }
 
-std::string read_all(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) fail(display_path(path), fmt::format("cannot read: {}", std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) fail(display_path(path), "not a regular file");
-  // A parsed JSON document takes several times its text in memory.
-  require_host_memory(double(st.st_size) * 24, fmt::format("importing {}", display_path(path)));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(display_path(path), fmt::format("cannot read: {}", std::strerror(errno)));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// A parsed JSON document takes several times its text in memory.
+std::string read_all(const std::string& path) { return records::read_regular_file(path, 24); }
 
 // "parse error at line 3, column 5: syntax error ..." -> (3, "column 5: syntax error ...").
 std::pair<int, std::string> parse_error_parts(const std::string& what) {
@@ -214,8 +205,10 @@ void import_json(const std::string& path, JsonImport& imp) {
   const std::string text = read_all(path);
   const std::string name = display_path(path);
   try {
-    imp.value(json::parse(text), name);
+    imp.value(parse_json(text), name);
     return;
+  } catch (const JsonTooDeep&) {
+    fail(name, fmt::format("nested deeper than {} levels", kMaxJsonDepth));
   } catch (const json::parse_error& whole) {
     // Several values: JSON lines (one request, or one response, per line).
     const auto nl = text.find('\n');
@@ -232,9 +225,11 @@ void import_json(const std::string& path, JsonImport& imp) {
     const std::string where = fmt::format("{}:{}", name, n);
     json v;
     try {
-      v = json::parse(line);
+      v = parse_json(line);
     } catch (const json::parse_error& e) {
       fail(where, parse_error_parts(e.what()).second);
+    } catch (const JsonTooDeep&) {
+      fail(where, fmt::format("nested deeper than {} levels", kMaxJsonDepth));
     }
     imp.value(v, where);
   }
@@ -252,9 +247,11 @@ void import_jsonl(const std::string& path, const ImportOptions& o, Sink& sink) {
     const auto where = [&] { return fmt::format("{}:{}", name, n); };
     json v;
     try {
-      v = json::parse(line);
+      v = parse_json(line);
     } catch (const json::parse_error& e) {
       fail(where(), parse_error_parts(e.what()).second);
+    } catch (const JsonTooDeep&) {
+      fail(where(), fmt::format("nested deeper than {} levels", kMaxJsonDepth));
     }
     if (!v.is_object()) fail(where(), "not a JSON object");
     const auto l = v.find(o.layer_field);

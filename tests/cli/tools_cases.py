@@ -370,3 +370,25 @@ def plot_draws_one_line_per_variant():
     write_jsonl(bad, [dict(record("a", 16, 1.0), time_us=None)])
     one_line_error(run("plot", bad, "-o", svg, code=2), "time")
     expect(open(svg).read() == before, "a failed plot changed the chart")
+
+
+# ---- hostile inputs --------------------------------------------------------------
+
+@case()
+def tools_refuse_special_files_and_deep_nesting():
+    # FIFOs are refused, not waited on; nesting that would make the parsed value's
+    # walks recurse without bound is refused at parse time.
+    d = tmp()
+    fifo = os.path.join(d, "f")
+    os.mkfifo(fifo)
+    fam = FAMILIES[0]
+    one_line_error(run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--results", fifo, code=2), "regular file")
+    one_line_error(run("trace", "import", "jsonl", fifo, "-o", os.path.join(d, "o"), code=2), "regular file")
+    one_line_error(run("compare", fifo, fifo, code=2), "regular file")
+    one_line_error(run("plot", fifo, "-o", os.path.join(d, "c.svg"), code=2), "regular file")
+    deep = os.path.join(d, "deep.json")
+    write(deep, "[" * 100000 + "]" * 100000)
+    one_line_error(run("trace", "import", "json", deep, "-o", os.path.join(d, "o"), code=2), deep, "nested deeper")
+    write(deep, json.dumps(record("a", 1, 1.0))[:-1] + ', "x": ' + "[" * 1000 + "]" * 1000 + "}\n")
+    one_line_error(run("compare", deep, deep, code=2), deep + ":1", "nested deeper")
+    expect(not os.path.exists(os.path.join(d, "o")) or not os.listdir(os.path.join(d, "o")), "o written")
