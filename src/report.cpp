@@ -170,7 +170,15 @@ std::string render_report(const Report& r, Format f) {
 }
 
 void print_report(const Report& r, Format f) {
-  std::fputs(render_report(r, f).c_str(), stdout);
+  std::string text = render_report(r, f);
+  if (f == Format::csv) {
+    // A sweep prints one table: a header equal to the last one printed is left out.
+    static std::string last_header;
+    const std::string header = text.substr(0, text.find('\n') + 1);
+    if (header == last_header) text.erase(0, header.size());
+    else last_header = header;
+  }
+  std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
 }
 

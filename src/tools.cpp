@@ -13,6 +13,8 @@ std::vector<ToolCommand> add_tool_commands(CLI::App& app) {
   std::vector<ToolCommand> cmds;
   auto* trace = app.add_subcommand("trace", "router traces: statistics, and import of engines' routing dumps");
   trace->require_subcommand(1);
+  const std::string plain = "Exit codes: 0 ok, 2 bad usage or bad input (one stderr line naming the file).";
+  trace->footer(plain);
 
   struct Stats {
     std::string file, format = "text";
@@ -29,6 +31,7 @@ std::vector<ToolCommand> add_tool_commands(CLI::App& app) {
       ->capture_default_str();
   stats->add_option("--format", st->format, "text or json")->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  stats->footer(plain);
   cmds.push_back({stats, [st] { return tools::run_trace_stats(st->file, st->num_experts, st->format, st->top); }});
 
   auto im = std::make_shared<tools::ImportOptions>();
@@ -53,6 +56,7 @@ std::vector<ToolCommand> add_tool_commands(CLI::App& app) {
   imp->add_option("--topk", im->topk, "json: topk of base64 int32 dumps");
   imp->add_option("--layer-field", im->layer_field, "jsonl, csv: the layer field")->capture_default_str();
   imp->add_option("--experts-field", im->experts_field, "jsonl, csv: the expert list field")->capture_default_str();
+  imp->footer("Formats, and where vLLM and SGLang return routed experts: docs/trace.md. " + plain);
   cmds.push_back({imp, [im, fields] {
                     im->fields.clear();
                     std::size_t start = 0;
@@ -80,6 +84,8 @@ std::vector<ToolCommand> add_tool_commands(CLI::App& app) {
       ->capture_default_str();
   cmp->add_option("--format", cp->format, "text or json")->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  cmp->footer("Exit codes: 0 no cell regressed, 1 a cell regressed, 2 bad usage or a bad file (FILE:LINE). "
+              "docs/regression.md");
   cmds.push_back({cmp, [cp] { return tools::run_compare(cp->base, cp->next, cp->threshold, cp->format); }});
 
   struct Plot {
@@ -97,6 +103,7 @@ std::vector<ToolCommand> add_tool_commands(CLI::App& app) {
       ->capture_default_str();
   plot->add_option("--x", pl->o.x, "the parameter on the x axis (default: tokens, else numel, else batch)");
   plot->add_option("--title", pl->o.title, "chart title (default: made from the records)");
+  plot->footer(plain + " docs/regression.md");
   cmds.push_back({plot, [pl] { return tools::run_plot(pl->files, pl->out, pl->o); }});
   return cmds;
 }

@@ -53,6 +53,10 @@ def sweep_of_a_common_option_in_every_family():
         # text: one header line per cell
         p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--variant", "auto,auto", code=0)
         expect(p.stdout.count("== sweep cell") == 2, p.stdout)
+        # csv: one table, one header
+        p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--variant", "auto,auto", "--format", "csv", code=0)
+        rows = p.stdout.strip().splitlines()
+        expect(len(rows) == 3 and rows[0].startswith("op,") and rows[1].startswith(fam.COMMAND + ","), p.stdout)
 
 
 @case()
