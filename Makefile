@@ -6,7 +6,7 @@ MOEKIT := $(BUILD)/src/moekit
 FAMILIES := $(shell grep -v '^\s*\#' families.txt)
 export PATH := $(PATH):/usr/local/cuda/bin
 
-.PHONY: all deps build demo test gpu-test gpu-verify bench render baseline regress clean
+.PHONY: all deps build demo test gpu-test gpu-verify bench render charts baseline regress clean
 
 all: build
 
@@ -53,11 +53,17 @@ gpu-verify: build
 # results to bench/results/<family>.jsonl, then renders docs/bench/.
 bench: build
 	$(foreach f,$(FAMILIES),$(BUILD)/bench/$(f)/bench_$(f) --json bench/results/$(f).jsonl &&) true
-	@$(MAKE) --no-print-directory render
+	@$(MAKE) --no-print-directory charts
 
 # docs/bench/<family>.md from bench/results/<family>.jsonl (no GPU, no build).
 render:
 	python3 bench/render.py
+
+# docs/bench/<family>.svg (moekit plot of bench/results/<family>.jsonl; no GPU), then
+# render, which links each chart from its doc.
+charts: build
+	$(foreach f,$(FAMILIES),$(MOEKIT) plot bench/results/$(f).jsonl -o docs/bench/$(f).svg &&) true
+	@$(MAKE) --no-print-directory render
 
 # Regression check (docs/regression.md), on a GPU machine: `make baseline` records
 # REGRESS_SWEEP into BASELINE; after a change, `make regress` runs the same sweep,

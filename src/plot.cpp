@@ -21,8 +21,9 @@ using records::Record;
 
 namespace {
 
-constexpr double kPanelW = 640, kPanelH = 380;
-constexpr double kLeft = 80, kRight = 190, kTop = 46, kBottom = 56;  // panel margins
+constexpr double kPanelW = 720, kPanelH = 380;
+constexpr double kLeft = 80, kRight = 250, kTop = 46, kBottom = 56;  // panel margins
+constexpr std::size_t kLegendChars = 30;  // longer variant names are cut (the full name is in data-variant)
 constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
@@ -117,15 +118,16 @@ std::string tick_label(double v) { return v >= 1e6 ? fmt::format("{:.0e}", v) : 
 
 std::string render_svg(const std::vector<Record>& recs, const PlotOptions& o, const std::string& source) {
   const bool time = o.metric != "gbps";
-  // The x parameter: as given, else the first of tokens, numel, batch any record has.
+  // The x parameter: as given, else the first of tokens, numel, batch, bs any record has.
   std::string x = o.x;
   if (x.empty())
-    for (const char* c : {"tokens", "numel", "batch"})
+    for (const char* c : {"tokens", "numel", "batch", "bs"})
       if (std::any_of(recs.begin(), recs.end(), [&](const Record& r) { return r.number(c).has_value(); })) {
         x = c;
         break;
       }
-  if (x.empty()) throw InputError(fmt::format("{}: no record has a tokens, numel or batch parameter; pick --x", source));
+  if (x.empty())
+    throw InputError(fmt::format("{}: no record has a tokens, numel, batch or bs parameter; pick --x", source));
 
   std::vector<const Record*> use;
   int left_out = 0;
@@ -238,7 +240,8 @@ std::string render_svg(const std::vector<Record>& recs, const PlotOptions& o, co
       const double ly = py0 + 14 + 18 * double(vi);
       s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\" "
                        "stroke-dasharray=\"{7}\"/><text class=\"legend\" x=\"{4}\" y=\"{5}\">{6}</text>\n",
-                       px1 + 12, ly, px1 + 36, color, px1 + 42, ly + 4, xml(v), dash);
+                       px1 + 12, ly, px1 + 36, color, px1 + 42, ly + 4,
+                       xml(v.size() > kLegendChars ? v.substr(0, kLegendChars - 3) + "..." : v), dash);
       ++vi;
     }
     s += "</g>\n";

@@ -101,7 +101,7 @@ std::vector<ToolCommand> add_tool_commands(CLI::App& app) {
   plot->add_option("--metric", pl->o.metric, "time (median us per launch) or gbps")
       ->check(CLI::IsMember({"time", "gbps"}))
       ->capture_default_str();
-  plot->add_option("--x", pl->o.x, "the parameter on the x axis (default: tokens, else numel, else batch)");
+  plot->add_option("--x", pl->o.x, "the parameter on the x axis (default: tokens, else numel, batch or bs)");
   plot->add_option("--title", pl->o.title, "chart title (default: made from the records)");
   plot->footer(plain + " docs/regression.md");
   cmds.push_back({plot, [pl] { return tools::run_plot(pl->files, pl->out, pl->o); }});

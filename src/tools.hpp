@@ -76,7 +76,7 @@ int run_compare(const std::string& base, const std::string& next, double thresho
 // ---- plot --------------------------------------------------------------------
 struct PlotOptions {
   std::string metric = "time";  // time (median us per launch) or gbps
-  std::string x;                // the x parameter; empty = tokens, else numel, else batch
+  std::string x;                // the x parameter; empty = tokens, else numel, batch, bs
   std::string title;            // empty = made from the records
 };
 // One panel per group (op, device and the parameters other than x that are
