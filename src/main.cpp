@@ -163,7 +163,7 @@ std::string format_of(const std::vector<std::string>& args) {
 int run_sweep(const std::vector<SweepCell>& cells, bool text) {
   int rc = kOk;
   for (std::size_t i = 0; i < cells.size(); ++i) {
-    if (text) fmt::print("== sweep cell {}/{}: {}\n", i + 1, cells.size(), cells[i].label);
+    if (text && cells.size() > 1) fmt::print("== sweep cell {}/{}: {}\n", i + 1, cells.size(), cells[i].label);
     std::fflush(stdout);
     std::vector<char*> argv;
     for (const auto& a : cells[i].args) argv.push_back(const_cast<char*>(a.c_str()));

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "errors.hpp"
@@ -65,6 +66,9 @@ std::vector<SweepCell> expand_sweep(const CLI::App& sub, const std::vector<std::
     axes.push_back({vi, prefix, label, split_list(name, value)});
   }
   if (axes.empty()) return {};
+  // --help shows the command's help once: one cell, the first of each list.
+  if (std::find(args.begin(), args.end(), "--help") != args.end() || std::find(args.begin(), args.end(), "-h") != args.end())
+    for (auto& a : axes) a.values.resize(1);
 
   std::size_t total = 1;
   for (const auto& a : axes) {

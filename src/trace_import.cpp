@@ -1,8 +1,6 @@
 // `moekit trace import`: engines' routing dumps -> OUTDIR/layer<L>.npy, int32
 // [tokens, topk] per MoE layer. The formats and where they come from are in
 // docs/trace.md.
-#include <sys/stat.h>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -10,8 +8,6 @@
 #include <charconv>
 #include <cstdio>
 #include <functional>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <sstream>
 

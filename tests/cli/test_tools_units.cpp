@@ -73,6 +73,10 @@ TEST_CASE("sweep: numeric options and --variant expand, text options never do") 
   REQUIRE(f.size() == 2);
   CHECK(f[1].args[5] == (std::filesystem::path("res") / "overlap=0.9").string());
   CHECK_THROWS_AS(expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,"}), InputError);
+  // --help: one cell (the help is shown once)
+  const auto h = expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,2", "--help"});
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].args[3] == "1");
   CHECK_THROWS_AS(expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,2,3,4,5,6,7,8,9,10", "-E",
                                         "1,2,3,4,5,6,7,8,9,10", "--overlap", "1,2,3,4,5,6,7,8,9,10", "--variant",
                                         "1,2,3,4,5,6,7,8,9,10,11"}),
