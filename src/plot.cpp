@@ -57,38 +57,57 @@ std::string group_key(const Record& r, const std::vector<std::string>& params) {
 }
 
 // The parameters that tell panels apart: all but x, less those that follow
-// from x and the rest (a padded size that grows with the token count), which
-// would otherwise make every point its own panel. A parameter is dropped when
-// it is a function of (x, the others) and still varies with x.
+// from x and the rest (a flat slot count and a padded size grow with the token
+// count), which would otherwise make every point its own panel. A parameter is
+// dropped when, without it, no panel would hold two points of one variant at
+// one x that differ in it. Candidates are tried most-distinct-values first, so
+// a derived parameter goes before the independent one it would shield (a
+// padded size that encodes E is dropped, E stays).
 std::vector<std::string> group_params(const std::vector<const Record*>& recs, const std::string& x) {
-  std::set<std::string> names;
+  const auto value = [](const Record& r, const std::string& p) {
+    const auto it = r.params.find(p);
+    return it == r.params.end() ? std::string("-") : it->second;
+  };
+  std::map<std::string, std::set<std::string>> distinct;
   for (const Record* r : recs)
-    for (const auto& [k, v] : r->params) names.insert(k);
-  names.erase(x);
-  std::vector<std::string> g(names.begin(), names.end());
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (std::size_t i = 0; i < g.size() && !changed; ++i) {
-      std::vector<std::string> others = g;
-      others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
-      std::map<std::string, std::set<std::string>> with_x, without_x;
-      for (const Record* r : recs) {
-        const auto it = r->params.find(g[i]);
-        const std::string v = it == r->params.end() ? "-" : it->second;
-        const auto xv = r->params.find(x);
-        const std::string base = group_key(*r, others);
-        with_x[base + '\x1e' + (xv == r->params.end() ? "-" : xv->second)].insert(v);
-        without_x[base].insert(v);
-      }
-      const bool function_of_x =
-          std::all_of(with_x.begin(), with_x.end(), [](const auto& e) { return e.second.size() == 1; });
-      const bool varies =
-          std::any_of(without_x.begin(), without_x.end(), [](const auto& e) { return e.second.size() > 1; });
-      if (function_of_x && varies) {
-        g.erase(g.begin() + static_cast<std::ptrdiff_t>(i));
-        changed = true;
+    for (const auto& [k, v] : r->params)
+      if (k != x) distinct[k];
+  for (auto& [k, vals] : distinct)
+    for (const Record* r : recs) vals.insert(value(*r, k));
+  std::vector<std::string> g, order;
+  for (const auto& [k, vals] : distinct) {
+    g.push_back(k);
+    if (vals.size() > 1) order.push_back(k);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const auto& a, const auto& b) { return distinct[a].size() > distinct[b].size(); });
+  for (const auto& p : order) {
+    std::vector<std::string> rest;
+    for (const auto& k : g)
+      if (k != p) rest.push_back(k);
+    std::map<std::string, std::string> seen;  // (group, variant, x) -> value of p
+    bool collides = false;
+    for (const Record* r : recs) {
+      const auto [it, fresh] =
+          seen.emplace(group_key(*r, rest) + '\x1e' + r->variant + '\x1e' + value(*r, x), value(*r, p));
+      if (!fresh && it->second != value(*r, p)) {
+        collides = true;
+        break;
       }
     }
+    if (!collides) g = rest;
+  }
+  // A dropped parameter that is one constant per panel (topk = 2 beside E = 8)
+  // comes back: it splits nothing and belongs in the title.
+  for (const auto& p : order) {
+    if (std::find(g.begin(), g.end(), p) != g.end()) continue;
+    std::map<std::string, std::string> per_panel;
+    bool constant = true;
+    for (const Record* r : recs) {
+      const auto [it, fresh] = per_panel.emplace(group_key(*r, g), value(*r, p));
+      constant = constant && (fresh || it->second == value(*r, p));
+    }
+    if (constant) g.insert(std::upper_bound(g.begin(), g.end(), p), p);
   }
   return g;
 }

@@ -335,6 +335,8 @@ def plot_draws_one_line_per_variant():
                 r = record(v, t, scale * (2 + t / 100))
                 r["params"]["E"] = e
                 r["params"]["max_num_tokens_padded"] = t * 8 + e * 127  # follows from tokens: no panel of its own
+                r["params"]["numel"] = t * 8  # so does this: two derived parameters must not shield each other
+                r["params"]["topk"] = 2 if e == 64 else 8  # one constant per panel: kept for the title
                 recs.append(r)
     write_jsonl(res, recs)
     svg = os.path.join(d, "c.svg")
@@ -344,7 +346,8 @@ def plot_draws_one_line_per_variant():
     expect(root.tag == SVG + "svg", root.tag)
     panels = root.findall(f"{SVG}g[@class='panel']")
     expect(len(panels) == 2, f"{len(panels)} panels")
-    expect(sorted(p.get("data-group") for p in panels) == ["E=256", "E=64"], [p.get("data-group") for p in panels])
+    expect(sorted(p.get("data-group") for p in panels) == ["E=256 topk=8", "E=64 topk=2"],
+           [p.get("data-group") for p in panels])
     for panel in panels:
         series = panel.findall(f"{SVG}polyline[@class='series']")
         expect(sorted(s.get("data-variant") for s in series) == ["fast", "slow"], "variants")
