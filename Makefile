@@ -6,7 +6,7 @@ MOEKIT := $(BUILD)/src/moekit
 FAMILIES := $(shell grep -v '^\s*\#' families.txt)
 export PATH := $(PATH):/usr/local/cuda/bin
 
-.PHONY: all deps build demo test gpu-test gpu-verify bench render clean
+.PHONY: all deps build demo test gpu-test gpu-verify bench render charts baseline regress clean
 
 all: build
 
@@ -53,11 +53,36 @@ gpu-verify: build
 # results to bench/results/<family>.jsonl, then renders docs/bench/.
 bench: build
 	$(foreach f,$(FAMILIES),$(BUILD)/bench/$(f)/bench_$(f) --json bench/results/$(f).jsonl &&) true
-	@$(MAKE) --no-print-directory render
+	@$(MAKE) --no-print-directory charts
 
 # docs/bench/<family>.md from bench/results/<family>.jsonl (no GPU, no build).
 render:
 	python3 bench/render.py
+
+# docs/bench/<family>.svg (moekit plot of bench/results/<family>.jsonl; no GPU), then
+# render, which links each chart from its doc.
+charts: build
+	$(foreach f,$(FAMILIES),$(MOEKIT) plot bench/results/$(f).jsonl -o docs/bench/$(f).svg &&) true
+	@$(MAKE) --no-print-directory render
+
+# Regression check (docs/regression.md), on a GPU machine: `make baseline` records
+# REGRESS_SWEEP into BASELINE; after a change, `make regress` runs the same sweep,
+# plots it and fails when `moekit compare` finds a cell that regressed.
+BASELINE ?= bench/baseline.jsonl
+REGRESS_THRESHOLD ?= 0.05
+REGRESS_DEVICE ?= gpu
+REGRESS_SWEEP ?= align --tokens 1,16,256,4096,16384 -E 64,256 --topk 8 --variant auto --bench --iters 50
+
+baseline: build
+	rm -f $(BASELINE).tmp
+	$(MOEKIT) $(REGRESS_SWEEP) --device $(REGRESS_DEVICE) --results $(BASELINE).tmp --format json > /dev/null
+	mv $(BASELINE).tmp $(BASELINE)
+
+regress: build
+	rm -f $(BUILD)/regress.jsonl
+	$(MOEKIT) $(REGRESS_SWEEP) --device $(REGRESS_DEVICE) --results $(BUILD)/regress.jsonl --format json > /dev/null
+	$(MOEKIT) plot $(BUILD)/regress.jsonl -o $(BUILD)/regress.svg
+	$(MOEKIT) compare $(BASELINE) $(BUILD)/regress.jsonl --threshold $(REGRESS_THRESHOLD)
 
 clean:
 	rm -rf $(BUILD)

@@ -171,6 +171,20 @@ def family_renderers():
 
 
 
+def with_chart(text, docs, folder):
+    """The rendered doc with docs/bench/<folder>.svg (drawn by `make charts`: moekit plot of the same
+    results) linked under the provenance line and shown at the end, when that chart exists."""
+    if not os.path.exists(os.path.join(docs, f"{folder}.svg")):
+        return text
+    lines = text.split("\n")
+    at = next((i for i, l in enumerate(lines) if l.startswith("Device: ")), None)
+    link = (f"Chart of every cell (median µs per launch against the token or batch count, log axes, one line per "
+            f"variant, one panel per shape): [{folder}.svg]({folder}.svg), drawn by `make charts` (`moekit plot`).")
+    if at is not None:
+        lines[at + 1:at + 1] = ["", link]
+    return "\n".join(lines).rstrip("\n") + f"\n\n## Chart\n\n![{folder}: median time per launch]({folder}.svg)\n"
+
+
 def main(argv=None):
     root = ROOT
     RENDERERS = family_renderers()
@@ -196,7 +210,7 @@ def main(argv=None):
         if not records:
             print(f"render: {src} is empty; {dst} left as it is")
             continue
-        text = render(records)
+        text = with_chart(render(records), args.docs, folder)
         os.makedirs(args.docs, exist_ok=True)
         with open(dst + ".tmp", "w", encoding="utf-8") as f:
             f.write(text)

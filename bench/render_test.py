@@ -65,5 +65,19 @@ class RenderTest(unittest.TestCase):
             self.assertEqual(self.render(family, [], keep_doc="hand-made\n"), "hand-made\n")
 
 
+    def test_chart_linked_when_drawn(self):
+        recs = [rec("x", "t", "v", {"tokens": 1}, us=1.0)]
+        text = "# x\n\nDevice: Test GPU.\n\n| a |\n|---|\n| 1 |\n"
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(render.with_chart(text, d, "x_y"), text)  # no chart: unchanged
+            open(os.path.join(d, "x_y.svg"), "w").close()
+            out = render.with_chart(text, d, "x_y")
+            lines = out.splitlines()
+            self.assertIn("[x_y.svg](x_y.svg)", lines[4])  # right under the provenance line
+            self.assertTrue(out.endswith("![x_y: median time per launch](x_y.svg)\n"))
+            self.assertIn("| 1 |", out)
+        self.assertTrue(recs)
+
+
 if __name__ == "__main__":
     unittest.main()

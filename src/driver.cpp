@@ -11,6 +11,7 @@
 #include "errors.hpp"
 #include "outputs.hpp"
 #include "profile.hpp"
+#include "records.hpp"
 
 namespace moekit {
 
@@ -27,7 +28,9 @@ bool decide_gpu(const CommonOpts& c, Report& r) {
     return false;
   }
   if (cuda_device_count() > 0) {
-    r.device = device_props().name;
+    const DeviceProps d = device_props();
+    r.device = d.name;
+    r.driver = fmt::format("{}.{}", d.driver_version / 1000, (d.driver_version % 1000) / 10);
     return true;
   }
   if (c.device == "gpu") throw CudaError("no CUDA device found (--device gpu needs one)");
@@ -75,13 +78,16 @@ void measure_cpu(const CommonOpts& c, Report& r, const std::function<void()>& ru
     us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     if (t1 > budget_end) break;
   }
-  std::sort(us.begin(), us.end());
+  std::vector<double> sorted = us;
+  std::sort(sorted.begin(), sorted.end());
   TimingStats st;
   st.samples = static_cast<int>(us.size());
-  st.min_us = us.front();
-  st.max_us = us.back();
-  st.median_us = us[us.size() / 2];
+  st.min_us = sorted.front();
+  st.max_us = sorted.back();
+  st.median_us = sorted[sorted.size() / 2];
   st.mode = "host clock around the CPU reference";
+  st.method = "host";
+  st.samples_us = std::move(us);
   r.timing = st;
 }
 
@@ -103,7 +109,10 @@ std::vector<DeviceBuffer> upload_copies(const npy::Array& a, int copies) {
 }
 
 int finish(const CommonOpts& c, Report& r) {
-  print_report(r, parse_format(c.format));
+  const Format f = parse_format(c.format);
+  print_report(r, f);
+  // A run whose check failed is no baseline: only good runs become records.
+  if (!c.results.empty() && r.check_status != "fail") records::append_line(c.results, render_report(r, Format::json));
   if (r.check_status == "fail") {
     fmt::print(stderr, "moekit {}: validation failed: {}\n", r.op, r.check.first_difference);
     return kMismatch;

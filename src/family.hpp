@@ -39,6 +39,7 @@ struct CommonOpts {
   bool profile = false;
   std::string format = "text";
   std::uint64_t seed = 1;
+  std::string results;  // JSON-lines file each completed run's record is appended to; empty = none
 };
 
 // One line of `moekit variants`.

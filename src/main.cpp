@@ -19,6 +19,7 @@
 #include "family.hpp"
 #include "outputs.hpp"
 #include "report.hpp"
+#include "sweep.hpp"
 
 namespace {
 
@@ -63,6 +64,8 @@ void add_common(CLI::App* sub, CommonOpts& c) {
                 "ncu mode: one warm-up launch, then one launch between cudaProfilerStart/Stop in NVTX range "
                 "moekit/<op>/<variant> (use ncu --profile-from-start off)");
   sub->add_option("--seed", c.seed, "seed for generated inputs")->check(kSeed)->capture_default_str();
+  sub->add_option("--results", c.results,
+                  "append each completed run's JSON record as one line to this JSON-lines file (moekit compare, plot)");
 }
 
 // Edit distance, for "did you mean" on a mistyped command.
@@ -142,6 +145,43 @@ int run_family_reporting_errors(Family& f, const CommonOpts& c) {
   }
 }
 
+int run(int argc, char** argv);
+
+// The --format a kernel command line asks for (text when absent).
+std::string format_of(const std::vector<std::string>& args) {
+  std::string f = "text";
+  for (std::size_t i = 2; i < args.size(); ++i) {
+    if (args[i] == "--format" && i + 1 < args.size()) f = args[i + 1];
+    else if (args[i].rfind("--format=", 0) == 0) f = args[i].substr(9);
+  }
+  return f;
+}
+
+// One run per cell of a sweep (sweep.hpp). A failed cell is reported like a
+// single run and the sweep goes on; the exit code is the first failure's. A
+// command line CLI11 rejects is the same for every cell: the sweep stops.
+int run_sweep(const std::vector<SweepCell>& cells, bool text) {
+  int rc = kOk;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (text && cells.size() > 1) fmt::print("== sweep cell {}/{}: {}\n", i + 1, cells.size(), cells[i].label);
+    std::fflush(stdout);
+    std::vector<char*> argv;
+    for (const auto& a : cells[i].args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int code = kOk;
+    try {
+      code = run(static_cast<int>(cells[i].args.size()), argv.data());
+      if (code == kBadInput) return code;  // returned, not thrown: a parse error
+    } catch (const std::exception&) {
+      const auto [c, message] = failure_of(std::current_exception());
+      fmt::print(stderr, "moekit: {} ({})\n", message, cells[i].label);
+      code = c;
+    }
+    if (rc == kOk) rc = code;
+  }
+  return rc;
+}
+
 std::string command_list() {
   std::string s;
   for (const auto& f : families()) s += (s.empty() ? "" : ", ") + std::string(f->command());
@@ -196,6 +236,17 @@ int run(int argc, char** argv) {
   variants->add_option("op", var_op, command_list() + " (default: all)");
   variants->add_option("--format", var_format, "text or json")->check(CLI::IsMember({"text", "json"}));
 
+  const std::vector<ToolCommand> tools = add_tool_commands(app);
+
+  // A kernel command with list-valued options runs once per cell.
+  if (argc > 2)
+    for (auto& [sub, f] : kernel_cmds)
+      if (sub->check_name(argv[1])) {
+        const std::vector<std::string> args(argv, argv + argc);
+        const auto cells = expand_sweep(*sub, args);
+        if (!cells.empty()) return run_sweep(cells, format_of(args) == "text");
+      }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -208,6 +259,8 @@ int run(int argc, char** argv) {
     if (*sub) return run_family_reporting_errors(*f, common);
   if (*info) return run_info(info_files, info_format);
   if (*variants) return run_variants(var_op, var_format);
+  for (const auto& t : tools)
+    if (*t.sub) return t.run();
   for (auto& [g, make] : gen_cmds) {
     if (!*g) continue;
     npy::Array a = make(g_seed);

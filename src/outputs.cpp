@@ -243,7 +243,7 @@ void write_set(const std::vector<File>& files) {
   std::set<std::string> seen;
   for (const auto& f : files) {
     if (!seen.insert(f.path).second) fail(f.path, "cannot write: the same file twice in one output set");
-    headers.push_back(npy::encode_header(f.path, *f.array));
+    headers.push_back(f.array ? npy::encode_header(f.path, *f.array) : std::string());
   }
   for (const auto& f : files) check_target(f.path);
   install_handlers();
@@ -270,7 +270,8 @@ void write_set(const std::vector<File>& files) {
     }
     try {
       write_all(fd, headers[i].data(), headers[i].size());
-      write_all(fd, files[i].array->data.data(), files[i].array->data.size());
+      if (files[i].array) write_all(fd, files[i].array->data.data(), files[i].array->data.size());
+      else write_all(fd, files[i].bytes->data(), files[i].bytes->size());
       if (::fsync(fd) != 0) throw std::system_error(errno, std::generic_category());
       const int rc = ::close(fd);
       fd = -1;
@@ -338,6 +339,10 @@ void write_set(const std::vector<File>& files) {
 }
 
 void write_file(const std::string& path, const npy::Array& a) { write_set({{path, &a}}); }
+
+void write_text_file(const std::string& path, const std::string& contents) {
+  write_set({{path, nullptr, &contents}});
+}
 
 std::vector<std::string> write_folder(const std::string& dir,
                                       const std::vector<std::pair<std::string, const npy::Array*>>& files) {

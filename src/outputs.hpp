@@ -16,6 +16,7 @@ namespace moekit::outputs {
 struct File {
   std::string path;
   const npy::Array* array = nullptr;
+  const std::string* bytes = nullptr;  // instead of an array: the file's whole contents (an SVG, ...)
 };
 
 // Checks every target first (an existing target must be a writable regular
@@ -27,6 +28,8 @@ void write_set(const std::vector<File>& files);
 
 // `gen -o`: a set of one.
 void write_file(const std::string& path, const npy::Array& a);
+// A text file (`plot -o`), with the same guarantees.
+void write_text_file(const std::string& path, const std::string& contents);
 
 // `--out DIR`: creates DIR (and parents) if missing, writes DIR/NAME for each
 // (NAME, array) as one set and returns the paths written, in order.

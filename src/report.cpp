@@ -118,16 +118,22 @@ std::string render_json(const Report& r) {
     time = fmt::format("{{\"median\":{},\"min\":{},\"max\":{},\"samples\":{}}}", num(t.median_us),
                        num(t.min_us), num(t.max_us), t.samples);
   }
+  // How the time was taken, as fields a script can match on (timing_mode is the prose).
+  std::string how = "null";
+  if (r.timing)
+    how = fmt::format("{{\"method\":{},\"cache\":{}}}", q(r.timing->method), q(r.timing->cold ? "cold" : "warm"));
   std::string notes, outs;
   for (auto& n : r.notes) append_item(notes, q(n));
   for (auto& o : r.outputs) append_item(outs, q(o));
   return fmt::format(
       "{{\"op\":{},\"variant\":{},\"variant_requested\":{},\"params\":{{{}}},\"dtype\":{},"
       "\"device\":{},\"check\":{},\"time_us\":{},\"timing_mode\":{},\"bytes\":{},\"gbps\":{},"
-      "\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}],\"summary\":{{{}}},\"error\":{}}}\n",
+      "\"timing\":{},\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}],\"summary\":{{{}}},"
+      "\"driver\":{},\"build\":{},\"pdl\":{},\"error\":{}}}\n",
       q(r.op), q(r.variant), q(r.variant_requested), p, q(r.dtype), q(r.device), check, time,
-      r.timing ? q(r.timing->mode) : "null", num(r.bytes), r.timing ? num(r.gbps()) : "null",
+      r.timing ? q(r.timing->mode) : "null", num(r.bytes), r.timing ? num(r.gbps()) : "null", how,
       num(r.peak_gbps), r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes, sum,
+      r.driver.empty() ? "null" : q(r.driver), q(r.build), q(r.pdl),
       r.error_code == 0 ? std::string("null")
                         : fmt::format("{{\"exit_code\":{},\"message\":{}}}", r.error_code, q(r.error_message)));
 }
@@ -164,7 +170,15 @@ std::string render_report(const Report& r, Format f) {
 }
 
 void print_report(const Report& r, Format f) {
-  std::fputs(render_report(r, f).c_str(), stdout);
+  std::string text = render_report(r, f);
+  if (f == Format::csv) {
+    // A sweep prints one table: a header equal to the last one printed is left out.
+    static std::string last_header;
+    const std::string header = text.substr(0, text.find('\n') + 1);
+    if (header == last_header) text.erase(0, header.size());
+    else last_header = header;
+  }
+  std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
 }
 

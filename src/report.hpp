@@ -31,6 +31,9 @@ struct Report {
   std::string error_message;
   std::string dtype;
   std::string device;             // GPU name or "cpu"
+  std::string driver;             // CUDA driver version ("13.0") on a GPU run, else empty (JSON null)
+  std::string build;              // `git describe` of the build (build_info.hpp)
+  std::string pdl = "n/a";        // programmatic dependent launch mode (run.cpp sets it)
   // check: "pass", "fail", "skipped" (--no-check) or "n/a" (CPU reference run)
   std::string check_status = "skipped";
   CheckResult check;

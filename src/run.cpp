@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "build_describe.hpp"
 #include "cuda_util.hpp"
 #include "driver.hpp"
 #include "errors.hpp"
@@ -32,6 +33,10 @@ int run_family(Family& f, const CommonOpts& c) {
   Report r;
   r.op = std::string(f.command());
   r.variant_requested = c.variant;
+  r.build = build_describe();
+  // The one place a run's PDL mode is decided: no kernel command has a --pdl
+  // option yet, so it is "n/a"; a future option sets it here.
+  r.pdl = "n/a";
 
   // An unknown name is an error on every machine, before any input is read:
   // a CPU run never resolves the variant, and a typo must not pass as exit 0.
@@ -76,7 +81,15 @@ int run_family(Family& f, const CommonOpts& c) {
   const std::vector<NamedArray> outs = job->outputs();
   std::vector<std::pair<std::string, const npy::Array*>> files;
   for (const auto& [name, arr] : outs) files.emplace_back(name, &arr);
-  const std::vector<std::string> paths = write_outputs(c, r, files);
+  // The raw samples behind the report's time (GPU launches, or the CPU
+  // reference under the host clock; the report's timing mode says which).
+  npy::Array timings;
+  if (r.timing && !r.timing->samples_us.empty()) {
+    timings = make_array(npy::DType::f8, {std::int64_t(r.timing->samples_us.size())}, r.timing->samples_us);
+    files.emplace_back("timings.npy", &timings);
+  }
+  std::vector<std::string> paths = write_outputs(c, r, files);
+  paths.resize(std::min(paths.size(), outs.size()));  // the job's own files, for check_files
   if (!gpu && !paths.empty() && c.check) {
     // Without a GPU there is no kernel to check; validate what was written
     // instead: read the files back and compare them with the reference.

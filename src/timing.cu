@@ -123,6 +123,9 @@ TimingStats time_launches(const std::function<void(Stream, int)>& launch, int co
   if (opt.cold) m += ", L2 flushed before each sample";
   if (copies > 1) m += ", rotating " + std::to_string(copies) + " input copies";
   st.mode = m;
+  st.method = use_graph ? "graph" : "events";
+  st.cold = opt.cold;
+  st.samples_us = std::move(us);
   return st;
 }
 

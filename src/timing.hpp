@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/variant.hpp"
 
@@ -21,6 +22,9 @@ struct TimingStats {
   double median_us = 0, min_us = 0, max_us = 0;  // per launch
   int samples = 0;
   std::string mode;  // human description: "graph replay x20, 3 input copies", ...
+  std::string method{};  // "graph", "events" or "host" (the CPU reference under the host clock)
+  bool cold = false;   // L2 flushed before each sample
+  std::vector<double> samples_us{};  // per launch, in the order taken (timings.npy)
 };
 
 // `launch(stream, copy)` enqueues exactly one kernel launch (or the variant's

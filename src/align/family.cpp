@@ -261,7 +261,12 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
   require_host_memory(double(ids.data.size()) + 8.0 * double(numel) +
                           2 * 4.0 * double(p.max_num_tokens_padded + p.max_num_blocks),
                       "this align run");
-  r.params = {{"numel", std::to_string(numel)},
+  // tokens and topk name a sweep's cells apart (numel alone does not: 8 x 2 = 16 x 1)
+  // and give plots their x; null when the ids are not [tokens, topk].
+  const bool two_d = ids.shape.size() == 2;
+  r.params = {{"tokens", two_d ? std::optional(std::to_string(ids.shape[0])) : std::nullopt},
+              {"topk", two_d ? std::optional(std::to_string(ids.shape[1])) : std::nullopt},
+              {"numel", std::to_string(numel)},
               {"num_experts", std::to_string(a.num_experts)},
               {"block_size", std::to_string(a.block_size)},
               {"expert_map", map_v.empty() ? std::nullopt : std::optional(std::to_string(map_v.size()))},

@@ -188,7 +188,7 @@ def align_device_gpu_without_gpu_exits_3():
 def align_synthetic_input():
     p = run("align", "--tokens", 100, "--topk", 4, "-E", 16, "--device", "cpu", "--format", "json", code=0)
     o = json.loads(p.stdout)
-    expect(o["params"]["numel"] == 400, f"{o['params']}")
+    expect(o["params"]["numel"] == 400 and o["params"]["tokens"] == 100 and o["params"]["topk"] == 4, f"{o['params']}")
 
 
 @case()
@@ -285,3 +285,42 @@ def gen_align_from_a_recorded_load():
     p = run("gen", "align", "--tokens", 5, "--topk", 1, "-E", 8, "--dist", f"load:{loads}:1", "-o", f, code=2)
     expect("4 loads for --num-experts 8" in p.stderr, p.stderr)
     run("align", "--tokens", 64, "--topk", 1, "-E", 4, "--dist", f"load:{loads}", "--device", "cpu", code=0)
+
+
+@case()
+def align_sweep_of_shapes():
+    # The cartesian product of list-valued shape options: one run, one record per cell.
+    import xml.etree.ElementTree as ET
+    d = tmp()
+    res = os.path.join(d, "r.jsonl")
+    p = run("align", "--tokens", "1,16,256", "-E", "64,256", "--topk", 8, "--device", "cpu", "--bench", "--iters", 2,
+            "--format", "json", "--results", res, code=0)
+    objs = [json.loads(l) for l in p.stdout.splitlines()]
+    cells = [(o["params"]["tokens"], o["params"]["topk"], o["params"]["numel"], o["params"]["num_experts"])
+             for o in objs]
+    expect(cells == [(t, 8, t * 8, e) for t in (1, 16, 256) for e in (64, 256)], f"cells {cells}")
+    with open(res) as f:
+        expect([json.loads(l)["params"]["numel"] for l in f] == [c[2] for c in cells], "one record per cell")
+    # equal numel, different shapes: distinct records (8 x 2 and 16 x 1)
+    p = run("align", "--tokens", "8,16", "--topk", "2,1", "-E", 16, "--device", "cpu", "--format", "json", code=0)
+    shapes = {(o["params"]["tokens"], o["params"]["topk"]) for o in map(json.loads, p.stdout.splitlines())}
+    expect(len(shapes) == 4, shapes)
+    # a cell that fails (topk > E) is reported; the others run
+    p = run("align", "--tokens", 4, "-E", "4,64", "--topk", 8, "--device", "cpu", code=2)
+    expect("E=4" in p.stderr and p.stdout.count("== sweep cell") == 2, p.stdout + p.stderr)
+    # --out: a folder per cell
+    out = os.path.join(d, "o")
+    run("align", "--tokens", "3,5", "-E", 8, "--topk", 2, "--device", "cpu", "--out", out, code=0)
+    for t in (3, 5):
+        hdr, _ = load_npy(os.path.join(out, f"tokens={t}", "sorted_token_ids.npy"))
+        expect(hdr["shape"] == (t * 2 + 8 * 127,), f"tokens={t}: {hdr}")
+    # the plot of the sweep: x = tokens, one panel per E (numel and the padded size follow), 3 points each
+    svg = os.path.join(d, "c.svg")
+    run("plot", res, "-o", svg, code=0)
+    ns = "{http://www.w3.org/2000/svg}"
+    panels = ET.parse(svg).getroot().findall(f"{ns}g[@class='panel']")
+    expect(sorted(p.get("data-group") for p in panels) == ["block_size=128 expert_map=null num_experts=256 topk=8",
+                                                           "block_size=128 expert_map=null num_experts=64 topk=8"],
+           [p.get("data-group") for p in panels])
+    for panel in panels:
+        expect(len(panel.findall(f"{ns}circle[@class='point']")) == 3, "3 token counts per panel")

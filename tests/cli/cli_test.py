@@ -30,6 +30,8 @@ def load_families():
 
 
 FAMILIES = load_families()
+import tools_cases  # noqa: E402  (sweeps, records, trace, compare, plot: registers its cases)
+tools_cases.FAMILIES = FAMILIES
 
 
 @case()

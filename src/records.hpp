@@ -1,0 +1,51 @@
+// Benchmark records: the JSON lines `--results FILE` appends, read back by
+// `moekit compare` and `moekit plot`. Both record shapes are read: the kernel
+// commands' report (`--format json`) and the bench programs' records
+// (bench/common/record.hpp), so bench/results/*.jsonl compare and plot too.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moekit::records {
+
+// Appends `line` (one JSON object ending in '\n') to `path` with a single
+// write() on an O_APPEND descriptor, so concurrent runs never interleave
+// inside a line. Throws InputError "PATH: problem" (exit 2): a target that is
+// not a regular file, or a short write (the partial line is cut off again).
+void append_line(const std::string& path, const std::string& line);
+
+// The whole of a regular file (opened non-blocking: a FIFO is refused, never
+// waited on). Throws InputError "PATH: problem". `bytes_per_byte`: the host
+// memory the caller needs per file byte, checked before reading.
+std::string read_regular_file(const std::string& path, double bytes_per_byte = 1);
+
+struct Record {
+  std::string file;  // where it was read, and its 1-based line
+  int line = 0;
+  std::string op, variant, device;
+  // Parameter values as compact JSON text ("4096", "\"silu\"", "null"), by name.
+  std::map<std::string, std::string> params;
+  // Per-launch microseconds; nullopt for a record without a time (an error
+  // record, a run without --bench, a bench record whose status is not ok).
+  std::optional<double> median_us, min_us, max_us;
+  int samples = 0;
+  std::optional<double> gbps;
+  std::string timing_method;  // "graph", "events", "host" or "" when unknown
+
+  // (op, variant, params, device): what compare matches on.
+  std::string key() const;
+  // "E=64 tokens=16" (strings unquoted), in name order, without `skip`.
+  std::string params_text(const std::vector<std::string>& skip = {}) const;
+  // A parameter as a number; nullopt when absent or not a number.
+  std::optional<double> number(const std::string& name) const;
+};
+
+// Every record of a JSON-lines file, in order; blank lines are skipped. Throws
+// InputError "FILE:LINE: problem" on a line that is not a JSON object with an
+// op (or family) and a variant, and "FILE: ..." when the file cannot be read.
+std::vector<Record> read_file(const std::string& path);
+
+}  // namespace moekit::records

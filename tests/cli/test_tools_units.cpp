@@ -1,0 +1,141 @@
+// Unit tests of the commands around the kernels: sweep expansion, the
+// compare rule, trace statistics, the plot's grouping. (End-to-end cases are
+// in tools_cases.py.)
+#include <doctest/doctest.h>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "errors.hpp"
+#include "records.hpp"
+#include "sweep.hpp"
+#include "temp_dir.hpp"
+#include "tools.hpp"
+
+using namespace moekit;
+using moekit::testing::TempDir;
+
+namespace {
+
+struct Cmd {
+  CLI::App app;
+  CLI::App* sub;
+  std::int64_t tokens = 0;
+  int experts = 0;
+  double overlap = 0;
+  std::string dist, out, variant;
+  bool flag = false;
+  Cmd() {
+    sub = app.add_subcommand("k", "");
+    sub->add_option("--tokens", tokens);
+    sub->add_option("-E,--num-experts", experts);
+    sub->add_option("--overlap", overlap);
+    sub->add_option("--dist", dist);
+    sub->add_option("--out", out);
+    sub->add_option("--variant", variant);
+    sub->add_flag("--flag", flag);
+  }
+};
+
+records::Record rec(std::string variant, double median, double lo, double hi, std::string tokens = "16") {
+  records::Record r;
+  r.op = "demo";
+  r.variant = std::move(variant);
+  r.device = "H100";
+  r.params = {{"tokens", tokens}};
+  r.median_us = median;
+  r.min_us = lo;
+  r.max_us = hi;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("sweep: numeric options and --variant expand, text options never do") {
+  Cmd c;
+  const auto cells = expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,16,256", "-E", "64,256", "--dist",
+                                           "zipf:1,2", "--flag", "--variant=a,b"});
+  REQUIRE(cells.size() == 12);
+  CHECK(cells[0].label == "tokens=1 E=64 variant=a");
+  CHECK(cells[1].label == "tokens=1 E=64 variant=b");
+  CHECK(cells[11].label == "tokens=256 E=256 variant=b");
+  CHECK(cells[11].args[3] == "256");
+  CHECK(cells[11].args[5] == "256");
+  CHECK(cells[11].args[7] == "zipf:1,2");  // --dist is text: left alone
+  CHECK(cells[11].args[9] == "--variant=b");
+  CHECK(expand_sweep(*c.sub, {"moekit", "k", "--tokens", "4", "--overlap", "0.5"}).empty());
+  // floats sweep; --out gets a folder per cell
+  const auto f = expand_sweep(*c.sub, {"moekit", "k", "--overlap", "0.1,0.9", "--out", "res"});
+  REQUIRE(f.size() == 2);
+  CHECK(f[1].args[5] == (std::filesystem::path("res") / "overlap=0.9").string());
+  CHECK_THROWS_AS(expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,"}), InputError);
+  // --help: one cell (the help is shown once)
+  const auto h = expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,2", "--help"});
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].args[3] == "1");
+  CHECK_THROWS_AS(expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,2,3,4,5,6,7,8,9,10", "-E",
+                                        "1,2,3,4,5,6,7,8,9,10", "--overlap", "1,2,3,4,5,6,7,8,9,10", "--variant",
+                                        "1,2,3,4,5,6,7,8,9,10,11"}),
+                  InputError);
+}
+
+TEST_CASE("compare: slower beyond the threshold and outside both spreads") {
+  using tools::compare;
+  const std::vector<records::Record> base{rec("a", 10, 9.8, 10.2)};
+  CHECK(compare(base, base, 0.05).same == 1);
+  CHECK(compare(base, {rec("a", 20, 19.6, 20.4)}, 0.05).regressed == 1);                // 2x
+  CHECK(compare(base, {rec("a", 10.4, 10.3, 10.5)}, 0.05).same == 1);                   // under the threshold
+  CHECK(compare({rec("a", 10, 8, 12)}, {rec("a", 11, 10.5, 11.5)}, 0.05).same == 1);    // inside base's spread
+  CHECK(compare(base, {rec("a", 11, 9.9, 15)}, 0.05).same == 1);                        // base median in new's spread
+  CHECK(compare(base, {rec("a", 11, 10.5, 11.5)}, 0.05).regressed == 1);
+  CHECK(compare(base, {rec("a", 5, 4.9, 5.1)}, 0.05).faster == 1);
+  const auto c = compare({rec("a", 10, 9, 11), rec("gone", 1, 1, 1)}, {rec("a", 10, 9, 11), rec("new", 1, 1, 1)}, 0.05);
+  CHECK(c.only_base == 1);
+  CHECK(c.only_new == 1);
+  REQUIRE(c.cells.size() == 3);
+  CHECK(c.cells[2].verdict == "only-new");
+  // repeated keys: the last record counts
+  const auto d = compare(base, {rec("a", 20, 19, 21), rec("a", 10, 9.9, 10.1)}, 0.05);
+  CHECK(d.regressed == 0);
+  CHECK(d.duplicates == 1);
+  // different params or devices never match
+  CHECK(compare(base, {rec("a", 10, 9, 11, "32")}, 0.05).only_new == 1);
+}
+
+TEST_CASE("trace stats: counts, invalid ids, repeated experts") {
+  npy::Array a;
+  a.dtype = npy::DType::i4;
+  a.shape = {3, 2};
+  const std::int32_t v[] = {0, 0, 3, -2, 1, 7};
+  a.data.resize(sizeof v);
+  std::memcpy(a.data.data(), v, sizeof v);
+  const auto s = tools::trace_stats(a, 4, "x");
+  CHECK(s.counts == std::vector<std::int64_t>{2, 1, 0, 1});
+  CHECK(s.negative == 1);
+  CHECK(s.too_large == 1);
+  CHECK(s.repeated_rows == 1);
+  CHECK(s.max_load() == 2);
+  CHECK(s.mean_load() == doctest::Approx(1.0));
+  a.shape = {6};
+  CHECK_THROWS_AS(tools::trace_stats(a, 4, "x"), InputError);
+}
+
+TEST_CASE("records: append one line, read both record shapes") {
+  TempDir dir;
+  const std::string p = (dir.path / "r.jsonl").string();
+  records::append_line(p, "{\"op\":\"demo\",\"variant\":\"v\",\"params\":{\"tokens\":4},\"device\":\"G\","
+                          "\"time_us\":{\"median\":2,\"min\":1,\"max\":3,\"samples\":5},\"error\":null}\n");
+  records::append_line(p, "{\"family\":\"demo\",\"variant\":\"v\",\"params\":{\"tokens\":4},\"device\":{\"name\":"
+                          "\"G\"},\"status\":\"ok\",\"timing\":{\"median_us\":2,\"min_us\":1,\"max_us\":3}}\n");
+  const auto r = records::read_file(p);
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].key() == r[1].key());
+  CHECK(*r[1].median_us == 2);
+  CHECK(r[1].line == 2);
+  CHECK(r[0].number("tokens") == 4);
+  CHECK_THROWS_AS(records::append_line(dir.path.string(), "{}\n"), InputError);  // a folder
+}

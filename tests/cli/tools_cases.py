@@ -1,0 +1,401 @@
+"""CLI cases of the commands around the kernels: sweeps and --results records,
+timings.npy, trace stats, trace import, compare, plot (run by cli_test.py).
+
+Stdlib only: SVGs are parsed with xml.etree, .npy files with the harness's
+independent reader.
+"""
+import base64
+import json
+import os
+import struct
+import xml.etree.ElementTree as ET
+
+from cli_harness import case, expect, load_npy, run, save_npy, tmp
+
+
+def one_line_error(p, *words):
+    lines = p.stderr.strip().splitlines()
+    expect(len(lines) == 1 and lines[0].startswith("moekit: "), f"one error line wanted: {p.stderr!r}")
+    for w in words:
+        expect(w in lines[0], f"{w!r} not in {lines[0]!r}")
+
+
+# ---- sweeps, records, timings.npy (every family, through its SMALL_ARGS) ------
+
+FAMILIES = []  # set by cli_test.py: the families' cli_cases modules
+
+
+@case()
+def sweep_of_a_common_option_in_every_family():
+    # --iters is numeric, so a list of it sweeps in every family: 2 cells, 2 records each.
+    for fam in FAMILIES:
+        d = tmp()
+        res = os.path.join(d, "r.jsonl")
+        args = [fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--bench", "--iters", "2,3", "--format", "json",
+                "--results", res]
+        p = run(*args, code=0)
+        objs = [json.loads(l) for l in p.stdout.splitlines()]
+        expect(len(objs) == 2 and all(o["op"] == fam.COMMAND for o in objs), f"{fam.COMMAND}: {p.stdout}")
+        with open(res) as f:
+            lines = f.read().splitlines()
+        expect(len(lines) == 2, f"{fam.COMMAND}: {len(lines)} records")
+        for l in lines:
+            o = json.loads(l)
+            for k in ["device", "driver", "build", "pdl", "timing", "timing_mode", "time_us", "params"]:
+                expect(k in o, f"record lacks {k}: {o}")
+            expect(o["pdl"] == "n/a" and o["build"] and o["timing"] == {"method": "host", "cache": "warm"}, o)
+        run(*args, code=0)  # appends
+        with open(res) as f:
+            expect(len(f.read().splitlines()) == 4, "a second sweep appends its records")
+        # --iters is no parameter: the four records are one cell, the last of each side compared
+        p = run("compare", res, res, code=0)
+        expect("1 cells: 0 regressed, 0 faster, 1 same" in p.stdout and "6 repeated records" in p.stdout, p.stdout)
+        # text: one header line per cell
+        p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--variant", "auto,auto", code=0)
+        expect(p.stdout.count("== sweep cell") == 2, p.stdout)
+        # csv: one table, one header
+        p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--variant", "auto,auto", "--format", "csv", code=0)
+        rows = p.stdout.strip().splitlines()
+        expect(len(rows) == 3 and rows[0].startswith("op,") and rows[1].startswith(fam.COMMAND + ","), p.stdout)
+
+
+@case()
+def sweep_errors():
+    fam = FAMILIES[0]
+    p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--iters", "1,,2", code=2)
+    one_line_error(p, "--iters", "empty item")
+    # a cell that fails is reported, the others run, the exit code is the failure's
+    d = tmp()
+    res = os.path.join(d, "r.jsonl")
+    p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--variant", "no-such,auto", "--format", "json",
+            "--results", res, code=2)
+    objs = [json.loads(l) for l in p.stdout.splitlines()]
+    expect(len(objs) == 2 and objs[0]["error"]["exit_code"] == 2 and objs[1]["error"] is None, p.stdout)
+    expect("variant=no-such" in p.stderr, p.stderr)
+    with open(res) as f:
+        expect(len(f.read().splitlines()) == 1, "only the completed cell is recorded")
+    # --results must be a regular file
+    p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--results", d, code=2)
+    one_line_error(p, "regular file")
+
+
+@case()
+def timings_npy_holds_the_samples():
+    for fam in FAMILIES:
+        d = tmp()
+        p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--bench", "--iters", 5, "--out", d, "--format",
+                "json", code=0)
+        o = json.loads(p.stdout)
+        hdr, t = load_npy(os.path.join(d, "timings.npy"))
+        expect(hdr["descr"] == "<f8" and hdr["shape"] == (o["time_us"]["samples"],), f"{hdr} vs {o['time_us']}")
+        expect(abs(min(t) - o["time_us"]["min"]) <= 1e-5 * min(t) + 1e-3, f"{t} {o['time_us']}")
+        expect(o["timing_mode"] and o["timing"]["method"] == "host", o)
+        expect(os.path.join(d, "timings.npy") in o["outputs"], o["outputs"])
+        # the written outputs are still validated (timings.npy is not one of the job's files)
+        expect(o["check"]["result"] == "pass", f"{fam.COMMAND}: {o['check']}")
+        d2 = tmp()
+        run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--out", d2, code=0)
+        expect(not os.path.exists(os.path.join(d2, "timings.npy")), "timings.npy without --bench")
+
+
+# ---- trace stats ---------------------------------------------------------------
+
+@case()
+def trace_stats_counts():
+    d = tmp()
+    f = os.path.join(d, "t.npy")
+    ids = [0, 1, 1, 1, 2, 9, -1, 3, 1, 2]  # 5 tokens x top-2, E = 4: one negative, one >= E, one repeated row
+    save_npy(f, "<i4", (5, 2), ids)
+    o = json.loads(run("trace", "stats", f, "-E", 4, "--format", "json", code=0).stdout)
+    expect(o["tokens"] == 5 and o["topk"] == 2 and o["num_experts"] == 4, o)
+    expect(o["counts"] == [1, 4, 2, 1], o["counts"])
+    expect(o["invalid"] == {"total": 2, "negative": 1, "too_large": 1}, o["invalid"])
+    expect(o["repeated_rows"] == 1, o)
+    expect(o["load"]["max"] == 4 and abs(o["load"]["mean"] - 2.0) < 1e-9 and abs(o["load"]["max_over_mean"] - 2) < 1e-9,
+           o["load"])
+    expect(o["hottest"][:2] == [{"expert": 1, "count": 4}, {"expert": 2, "count": 2}], o["hottest"])
+    t = run("trace", "stats", f, "-E", 4, code=0).stdout
+    expect("5 tokens x top-2" in t and "invalid 2" in t and "max/mean 2.00" in t, t)
+    save_npy(f, "<i8", (5, 2), ids)
+    o = json.loads(run("trace", "stats", f, "-E", 4, "--format", "json", code=0).stdout)
+    expect(o["counts"] == [1, 4, 2, 1], "int64 input")
+
+
+@case()
+def trace_stats_bad_inputs():
+    d = tmp()
+    f = os.path.join(d, "t.npy")
+    save_npy(f, "<f4", (2, 2), [0.0, 1.0, 2.0, 3.0])
+    one_line_error(run("trace", "stats", f, "-E", 4, code=2), f, "int32")
+    save_npy(f, "<i4", (4,), [0, 1, 2, 3])
+    one_line_error(run("trace", "stats", f, "-E", 4, code=2), f, "2-D")
+    one_line_error(run("trace", "stats", os.path.join(d, "missing.npy"), "-E", 4, code=2), "missing.npy")
+    run("trace", "stats", f, code=2)  # -E is required
+
+
+# ---- trace import ----------------------------------------------------------------
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def layers_of(d):
+    out = {}
+    for n in sorted(os.listdir(d)):
+        hdr, v = load_npy(os.path.join(d, n))
+        expect(hdr["descr"] == "<i4" and len(hdr["shape"]) == 2, f"{n}: {hdr}")
+        k = hdr["shape"][1]
+        out[n] = [v[i:i + k] for i in range(0, len(v), k)]
+    return out
+
+
+@case()
+def trace_import_json():
+    d = tmp()
+    one = os.path.join(d, "one.json")  # one request: 3 tokens x 2 layers x top-2
+    write(one, json.dumps([[[1, 2], [3, 4]], [[5, 6], [7, 0]], [[1, 3], [2, 4]]]))
+    run("trace", "import", "json", one, "-o", os.path.join(d, "o1"), code=0)
+    expect(layers_of(os.path.join(d, "o1")) == {"layer0.npy": [[1, 2], [5, 6], [1, 3]],
+                                                "layer1.npy": [[3, 4], [7, 0], [2, 4]]}, "one request")
+    # a list of requests, a vLLM-style response (prompt first, then the completion) and JSON lines
+    many = os.path.join(d, "many.json")
+    write(many, json.dumps([[[[1, 2]]], [[[3, 4]], [[5, 6]]]]))
+    resp = os.path.join(d, "resp.json")
+    write(resp, json.dumps({"id": "x", "prompt_routed_experts": [[[7, 8]]],
+                            "choices": [{"text": "hi", "routed_experts": [[[9, 10]]]}]}))
+    lines = os.path.join(d, "lines.jsonl")
+    write(lines, json.dumps([[[11, 12]]]) + "\n\n" + json.dumps({"routed_experts": [[[13, 14]]]}) + "\n")
+    run("trace", "import", "json", many, resp, lines, "-o", os.path.join(d, "o2"), code=0)
+    expect(layers_of(os.path.join(d, "o2")) == {"layer0.npy": [[1, 2], [3, 4], [5, 6], [7, 8], [9, 10], [11, 12],
+                                                               [13, 14]]}, "requests concatenated in order")
+    # SGLang: base64 of int32 [tokens, layers, topk], shaped by --layers/--topk
+    sg = os.path.join(d, "sg.json")
+    vals = list(range(12))  # 2 tokens x 3 layers x top-2
+    write(sg, json.dumps({"meta_info": {"routed_experts": base64.b64encode(struct.pack("<12i", *vals)).decode()}}))
+    one_line_error(run("trace", "import", "json", sg, "-o", os.path.join(d, "o3"), code=2), "--layers")
+    run("trace", "import", "json", sg, "-o", os.path.join(d, "o3"), "--layers", 3, "--topk", 2, code=0)
+    expect(layers_of(os.path.join(d, "o3"))["layer1.npy"] == [[2, 3], [8, 9]], "base64 layout")
+
+
+@case()
+def trace_import_json_errors():
+    d = tmp()
+    out = os.path.join(d, "o")
+    rag = os.path.join(d, "rag.json")
+    write(rag, json.dumps([[[1, 2], [3, 4]], [[5, 6], [7]]]))
+    one_line_error(run("trace", "import", "json", rag, "-o", out, code=2), rag, "token 1, layer 1", "ragged")
+    rag2 = os.path.join(d, "rag2.jsonl")  # the second line has one layer too few
+    write(rag2, json.dumps([[[1, 2], [3, 4]]]) + "\n" + json.dumps([[[1, 2]]]) + "\n")
+    one_line_error(run("trace", "import", "json", rag2, "-o", out, code=2), rag2 + ":2", "ragged")
+    rng = os.path.join(d, "rng.json")
+    write(rng, json.dumps([[[1, 2]], [[3, 64]]]))
+    run("trace", "import", "json", rng, "-o", out, "-E", 65, code=0)
+    one_line_error(run("trace", "import", "json", rng, "-o", os.path.join(d, "o2"), "-E", 64, code=2), rng,
+                   "expert id 64", "[0, 64)")
+    syn = os.path.join(d, "syn.json")
+    write(syn, "[[[1, 2]],\n [[3, x]]]\n")
+    one_line_error(run("trace", "import", "json", syn, "-o", os.path.join(d, "o3"), code=2), syn + ":2")
+    none = os.path.join(d, "none.json")
+    write(none, json.dumps({"text": "no routing here"}))
+    one_line_error(run("trace", "import", "json", none, "-o", os.path.join(d, "o4"), code=2), "no routed experts")
+    for o in ["o2", "o3", "o4"]:
+        expect(not os.path.exists(os.path.join(d, o)) or not os.listdir(os.path.join(d, o)), f"{o} written on error")
+
+
+@case()
+def trace_import_jsonl_and_csv():
+    d = tmp()
+    jl = os.path.join(d, "r.jsonl")
+    write(jl, '{"layer": 0, "experts": [1, 2]}\n{"layer": 3, "experts": [[3, 4], [5, 6]]}\n'
+              '{"layer": 0, "experts": [7, 8]}\n')
+    run("trace", "import", "jsonl", jl, "-o", os.path.join(d, "o1"), code=0)
+    expect(layers_of(os.path.join(d, "o1")) == {"layer0.npy": [[1, 2], [7, 8]], "layer3.npy": [[3, 4], [5, 6]]},
+           "jsonl")
+    jl2 = os.path.join(d, "r2.jsonl")
+    write(jl2, '{"L": 1, "ids": [1, 2, 3]}\n')
+    run("trace", "import", "jsonl", jl2, "-o", os.path.join(d, "o2"), "--layer-field", "L", "--experts-field", "ids",
+        code=0)
+    expect(layers_of(os.path.join(d, "o2")) == {"layer1.npy": [[1, 2, 3]]}, "field names")
+    one_line_error(run("trace", "import", "jsonl", jl2, "-o", os.path.join(d, "o3"), code=2), jl2 + ":1", '"layer"')
+    bad = os.path.join(d, "bad.jsonl")
+    write(bad, '{"layer": 0, "experts": [1, 2]}\n{"layer": 0, "experts": [1, 2, 3]}\n')
+    one_line_error(run("trace", "import", "jsonl", bad, "-o", os.path.join(d, "o3"), code=2), bad + ":2", "ragged")
+
+    csv = os.path.join(d, "r.csv")
+    write(csv, 'token,layer,experts\n0,0,"[3, 17]"\n0,1,[4, 5]\n1,0,[1 2]\n')
+    run("trace", "import", "csv", csv, "-o", os.path.join(d, "o4"), code=0)
+    expect(layers_of(os.path.join(d, "o4")) == {"layer0.npy": [[3, 17], [1, 2]], "layer1.npy": [[4, 5]]}, "csv")
+    bad = os.path.join(d, "bad.csv")
+    write(bad, 'layer,experts\n0,"[1, 2]"\n0,"[1, 2, 3]"\n')
+    one_line_error(run("trace", "import", "csv", bad, "-o", os.path.join(d, "o5"), code=2), bad + ":3", "ragged")
+    write(bad, 'layer,experts\n0,"[1, 2]"\n1,"[1, 99]"\n')
+    one_line_error(run("trace", "import", "csv", bad, "-o", os.path.join(d, "o5"), "-E", 64, code=2), bad + ":3",
+                   "expert id 99")
+    write(bad, 'layer,experts\n0,"[1, x]"\n')
+    one_line_error(run("trace", "import", "csv", bad, "-o", os.path.join(d, "o5"), code=2), bad + ":2", "'x'")
+    write(bad, 'tok,experts\n0,"[1, 2]"\n')
+    one_line_error(run("trace", "import", "csv", bad, "-o", os.path.join(d, "o5"), code=2), bad + ":1", '"layer"')
+    expect(not os.path.exists(os.path.join(d, "o5")) or not os.listdir(os.path.join(d, "o5")), "o5 written on error")
+    run("trace", "import", "xml", csv, "-o", os.path.join(d, "o6"), code=2)
+
+
+# ---- compare ---------------------------------------------------------------------
+
+def record(variant, tokens, median, spread=0.02, op="demo", device="H100"):
+    return {"op": op, "variant": variant, "params": {"tokens": tokens, "E": 64}, "device": device,
+            "time_us": {"median": median, "min": median * (1 - spread), "max": median * (1 + spread), "samples": 10},
+            "gbps": 1000.0 / median, "error": None}
+
+
+def write_jsonl(path, recs):
+    write(path, "".join(json.dumps(r) + "\n" for r in recs))
+
+
+def compare(d, base, new, *extra, code):
+    b, n = os.path.join(d, "base.jsonl"), os.path.join(d, "new.jsonl")
+    write_jsonl(b, base)
+    write_jsonl(n, new)
+    return run("compare", b, n, *extra, code=code)
+
+
+@case()
+def compare_verdicts():
+    d = tmp()
+    base = [record("a", 16, 10.0), record("a", 256, 20.0), record("b", 16, 5.0)]
+    p = compare(d, base, base, code=0)  # identical files pass
+    expect("3 cells: 0 regressed" in p.stdout, p.stdout)
+    # a 2x slowdown of one cell fails
+    slow = [record("a", 16, 20.0)] + base[1:]
+    p = compare(d, base, slow, code=1)
+    expect("REGRESSED" in p.stdout and "1 regressed" in p.stdout, p.stdout)
+    o = json.loads(compare(d, base, slow, "--format", "json", code=1).stdout)
+    bad = [c for c in o["cells"] if c["verdict"] == "regressed"]
+    expect(len(bad) == 1 and bad[0]["variant"] == "a" and bad[0]["params"]["tokens"] == 16 and
+           abs(bad[0]["ratio"] - 2) < 1e-9, o)
+    # noise: 8% slower, but inside the base run's own min..max spread (10%)
+    noisy_base = [record("a", 16, 10.0, spread=0.10)]
+    compare(d, noisy_base, [record("a", 16, 10.8, spread=0.10)], code=0)
+    # 8% slower, spreads apart: a regression at the 5% threshold, not at 10%
+    compare(d, [record("a", 16, 10.0, spread=0.01)], [record("a", 16, 10.8, spread=0.01)], code=1)
+    compare(d, [record("a", 16, 10.0, spread=0.01)], [record("a", 16, 10.8, spread=0.01)], "--threshold", "0.1",
+            code=0)
+    # 2x faster passes, reported as faster
+    p = compare(d, base, [record("a", 16, 5.0)] + base[1:], code=0)
+    expect("faster" in p.stdout, p.stdout)
+
+
+@case()
+def compare_lists_one_sided_cells():
+    d = tmp()
+    base = [record("a", 16, 10.0), record("gone", 16, 10.0)]
+    new = [record("a", 16, 10.0), record("added", 16, 10.0), record("a", 16, 10.0, device="B200")]
+    p = compare(d, base, new, code=0)
+    expect("only-base" in p.stdout and "gone" in p.stdout and "only-new" in p.stdout and "added" in p.stdout, p.stdout)
+    expect("1 only in base, 2 only in new" in p.stdout, p.stdout)
+    o = json.loads(compare(d, base, new, "--format", "json", code=0).stdout)
+    expect(o["summary"]["only_base"] == 1 and o["summary"]["only_new"] == 2 and o["summary"]["same"] == 1, o)
+    expect(len(o["cells"]) == 4, o)
+    # untimed records (a failed run) are listed, never a regression
+    failed = dict(record("a", 16, 10.0), time_us=None, error={"exit_code": 2, "message": "x"})
+    o = json.loads(compare(d, base[:1], [failed], "--format", "json", code=0).stdout)
+    expect(o["cells"][0]["verdict"] == "untimed", o)
+
+
+@case()
+def compare_bad_files():
+    d = tmp()
+    b, n = os.path.join(d, "b.jsonl"), os.path.join(d, "n.jsonl")
+    write_jsonl(b, [record("a", 16, 10.0)])
+    write(n, json.dumps(record("a", 16, 10.0)) + "\n{not json\n")
+    one_line_error(run("compare", b, n, code=2), n + ":2")
+    write(n, json.dumps({"hello": 1}) + "\n")
+    one_line_error(run("compare", b, n, code=2), n + ":1", "op")
+    bad_time = record("a", 16, 10.0)
+    bad_time["time_us"]["min"] = 20.0
+    write_jsonl(n, [bad_time])
+    one_line_error(run("compare", b, n, code=2), n + ":1", "min")
+    one_line_error(run("compare", b, os.path.join(d, "missing.jsonl"), code=2), "missing.jsonl")
+    run("compare", b, b, "--threshold", "-1", code=2)
+
+
+# ---- plot --------------------------------------------------------------------------
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@case()
+def plot_draws_one_line_per_variant():
+    d = tmp()
+    res = os.path.join(d, "r.jsonl")
+    recs = []
+    for e in (64, 256):
+        for v, scale in (("fast", 1.0), ("slow", 3.0)):
+            for t in (1, 16, 256, 4096):
+                r = record(v, t, scale * (2 + t / 100))
+                r["params"]["E"] = e
+                r["params"]["max_num_tokens_padded"] = t * 8 + e * 127  # follows from tokens: no panel of its own
+                r["params"]["numel"] = t * 8  # so does this: two derived parameters must not shield each other
+                r["params"]["topk"] = 2 if e == 64 else 8  # one constant per panel: kept for the title
+                recs.append(r)
+    write_jsonl(res, recs)
+    svg = os.path.join(d, "c.svg")
+    p = run("plot", res, "-o", svg, code=0)
+    expect(svg in p.stdout, p.stdout)
+    root = ET.parse(svg).getroot()
+    expect(root.tag == SVG + "svg", root.tag)
+    panels = root.findall(f"{SVG}g[@class='panel']")
+    expect(len(panels) == 2, f"{len(panels)} panels")
+    expect(sorted(p.get("data-group") for p in panels) == ["E=256 topk=8", "E=64 topk=2"],
+           [p.get("data-group") for p in panels])
+    for panel in panels:
+        series = panel.findall(f"{SVG}polyline[@class='series']")
+        expect(sorted(s.get("data-variant") for s in series) == ["fast", "slow"], "variants")
+        for s in series:
+            expect(len(s.get("points").split()) == 4, s.get("points"))
+        pts = panel.findall(f"{SVG}circle[@class='point']")
+        xs = sorted({float(c.get("data-x")) for c in pts})
+        expect(xs == [1, 16, 256, 4096] and len(pts) == 8, xs)
+        slow = [float(c.get("data-y")) for c in pts if c.get("data-variant") == "slow"]
+        expect(abs(min(slow) - 3 * 2.01) < 1e-6, slow)
+        # lower time is drawn lower (larger y): log axis the right way up
+        ys = {c.get("data-variant"): float(c.get("cy")) for c in pts if c.get("data-x") == "1"}
+        expect(ys["fast"] > ys["slow"], ys)
+        for cls in ["xlabel", "ylabel", "legend", "panel-title"]:
+            expect(panel.find(f"{SVG}text[@class='{cls}']") is not None, f"no {cls}")
+        expect("tokens" in panel.find(f"{SVG}text[@class='xlabel']").text, "x label")
+    expect("demo" in root.find(f"{SVG}text[@class='title']").text, "title")
+    # GB/s
+    run("plot", res, "-o", svg, "--metric", "gbps", code=0)
+    root = ET.parse(svg).getroot()
+    expect("GB/s" in root.find(f"{SVG}g/{SVG}text[@class='ylabel']").text, "gbps label")
+    # errors: a bad file, no usable record; the previous chart stays
+    before = open(svg).read()
+    bad = os.path.join(d, "bad.jsonl")
+    write(bad, "{oops\n")
+    one_line_error(run("plot", bad, "-o", svg, code=2), bad + ":1")
+    write_jsonl(bad, [dict(record("a", 16, 1.0), time_us=None)])
+    one_line_error(run("plot", bad, "-o", svg, code=2), "time")
+    expect(open(svg).read() == before, "a failed plot changed the chart")
+
+
+# ---- hostile inputs --------------------------------------------------------------
+
+@case()
+def tools_refuse_special_files_and_deep_nesting():
+    # FIFOs are refused, not waited on; nesting that would make the parsed value's
+    # walks recurse without bound is refused at parse time.
+    d = tmp()
+    fifo = os.path.join(d, "f")
+    os.mkfifo(fifo)
+    fam = FAMILIES[0]
+    one_line_error(run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--results", fifo, code=2), "regular file")
+    one_line_error(run("trace", "import", "jsonl", fifo, "-o", os.path.join(d, "o"), code=2), "regular file")
+    one_line_error(run("compare", fifo, fifo, code=2), "regular file")
+    one_line_error(run("plot", fifo, "-o", os.path.join(d, "c.svg"), code=2), "regular file")
+    deep = os.path.join(d, "deep.json")
+    write(deep, "[" * 100000 + "]" * 100000)
+    one_line_error(run("trace", "import", "json", deep, "-o", os.path.join(d, "o"), code=2), deep, "nested deeper")
+    write(deep, json.dumps(record("a", 1, 1.0))[:-1] + ', "x": ' + "[" * 1000 + "]" * 1000 + "}\n")
+    one_line_error(run("compare", deep, deep, code=2), deep + ":1", "nested deeper")
+    expect(not os.path.exists(os.path.join(d, "o")) or not os.listdir(os.path.join(d, "o")), "o written")
