@@ -34,8 +34,8 @@ int run_family(Family& f, const CommonOpts& c) {
   r.op = std::string(f.command());
   r.variant_requested = c.variant;
   r.build = build_describe();
-  // The one place a run's PDL mode is decided: no kernel command has a --pdl
-  // option yet, so it is "n/a"; a future option sets it here.
+  // "n/a" unless the family launches with a PDL choice: route (--pdl) sets
+  // "on" or "off" when it resolves the variant for the device.
   r.pdl = "n/a";
 
   // An unknown name is an error on every machine, before any input is read:

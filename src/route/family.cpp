@@ -88,6 +88,7 @@ class RouteJob final : public Job {
 
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
     p_.pdl = pdl_wanted_ && caps.pdl;
+    if (caps.present()) report_->pdl = p_.pdl ? "on" : "off";
     for (auto& [k, v] : report_->params)
       if (k == "pdl" && caps.present()) v = p_.pdl ? "on" : "off";  // what the launch does
     auto rv = var_.resolve("route", requested, p_, caps, route::find, route::pick_auto);
