@@ -10,8 +10,8 @@
 namespace moekit::route {
 
 struct Policy {
-  // Tokens per SM up to which `block-rank` (a block per token, parallel
-  // ranks: the shortest chain) beats `warp-regs` (a warp per token, fewer
+  // Tokens per SM up to which a block per token (`block-rank`, or `block`
+  // where warp-regs does not apply) beats a warp per token (fewer
   // instructions per token): latency-bound up to there.
   int rank_tokens_per_sm = 0;
   // Tokens up to which block-rank-align (route and align in one launch)
@@ -21,7 +21,8 @@ struct Policy {
 
 // sm_90: from bench_route on the H100 (docs/bench/route.md; crossovers in
 // docs/bench/route-notes.md): block-rank beat warp-regs up to T = 256 and lost
-// from T = 1024 in every config with E >= 64 and K >= 2.
+// from T = 1024 in every config with 64 <= E <= 512 and K >= 2; at E = 1024
+// `block` beat warp-smem up to T = 256 and lost from T = 1024.
 inline constexpr Policy kPolicySm90 = {.rank_tokens_per_sm = 2, .fused_max_tokens = 0};
 // sm_80: not measured (no A100 run of bench_route): the sm_90 value, per SM.
 inline constexpr Policy kPolicySm80 = kPolicySm90;

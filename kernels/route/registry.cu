@@ -267,19 +267,22 @@ const std::array<Variant, 5> kVariants{{
 
 bool regs_fit(const Problem& p, const DeviceCaps& caps) { return warp_regs_na(p, caps) == nullptr; }
 // block-rank's parallel ranks pay where a token has many experts and several
-// picks; for E = 8 or K = 1 the one-warp chain is already short (bench_route,
-// docs/bench/route.md: Mixtral and Llama-4 rows).
+// picks; for E = 8 or K = 1 the one-warp chain is already short, and at
+// E = 1024 one thread per expert makes its rank steps 4x longer than `block`'s
+// (bench_route, docs/bench/route.md: Mixtral, Llama-4 and E 1024 rows).
 bool rank_pays(const Problem& p, const DeviceCaps& caps) {
-  return p.tokens <= rank_max_tokens(caps) && p.experts >= 64 && p.topk >= 2;
+  return p.tokens <= rank_max_tokens(caps) && p.experts >= 64 && p.experts <= 512 && p.topk >= 2;
 }
 bool fused_pays(const Problem& p, const DeviceCaps& caps) {
   return p.align_block > 0 && p.tokens <= policy_for(caps).fused_max_tokens && rank_pays(p, caps);
 }
+bool latency_bound(const Problem& p, const DeviceCaps& caps) { return p.tokens <= rank_max_tokens(caps); }
 
-const std::array<AutoRow<Problem>, 4> kAutoRows = {{
-    {"block-rank-align", "--then-align, T <= policy.fused_max_tokens, E >= 64 and K >= 2", fused_pays},
-    {"block-rank", "T <= policy.rank_tokens_per_sm x SMs (latency-bound), E >= 64 and K >= 2", rank_pays},
+const std::array<AutoRow<Problem>, 5> kAutoRows = {{
+    {"block-rank-align", "--then-align, T <= policy.fused_max_tokens, 64 <= E <= 512 and K >= 2", fused_pays},
+    {"block-rank", "T <= policy.rank_tokens_per_sm x SMs (latency-bound), 64 <= E <= 512 and K >= 2", rank_pays},
     {"warp-regs", "E <= 512 and K <= 32", regs_fit},
+    {"block", "T <= policy.rank_tokens_per_sm x SMs", latency_bound},
     {"warp-smem", "", nullptr},
 }};
 

@@ -7,7 +7,7 @@
 
 using namespace moekit;
 
-TEST_CASE("route auto: block-rank while latency-bound, then warp-regs up to E = 512 and K = 32, else warp-smem") {
+TEST_CASE("route auto: block-rank while latency-bound, warp-regs up to E = 512 and K = 32, block while latency-bound, warp-smem") {
   DeviceCaps sm90;
   sm90.ordinal = 0;
   sm90.cc_major = 9;
@@ -25,10 +25,12 @@ TEST_CASE("route auto: block-rank while latency-bound, then warp-regs up to E = 
           p.topk = K;
           p.groups = G;
           p.topk_groups = G;
-          // policy: 2 tokens per SM on sm_90, for E >= 64 and K >= 2
-          const bool rank = T <= 2 * 132 && E >= 64 && K >= 2 && E <= 1024 && K <= 32;
+          // policy: 2 tokens per SM on sm_90
+          const bool small = T <= 2 * 132;
+          const bool rank = small && E >= 64 && E <= 512 && K >= 2 && K <= 32;
           const bool regs = E <= 512 && K <= 32;
-          CHECK(route::pick_auto(p, sm90).info.name == (rank ? "block-rank" : regs ? "warp-regs" : "warp-smem"));
+          CHECK(route::pick_auto(p, sm90).info.name ==
+                (rank ? "block-rank" : regs ? "warp-regs" : small ? "block" : "warp-smem"));
         }
       }
   for (const auto& r : route::auto_rows()) CHECK(route::find(r.variant) != nullptr);
