@@ -4,6 +4,8 @@
 //   bench_align --json bench/results/align.jsonl   (make bench; stdout without --json)
 //   bench_align [--json FILE] VARIANTS [TOKENS]    e.g. `bench_align micro,tiny 1,4`:
 //                                                  only those variants / rows (exploration)
+// Run from the repository root: the "recorded traces" table reads data/
+// (MOEKIT_TRACES=DIR elsewhere).
 //
 // Median microseconds per launch (CUDA-graph replay, moekit::time_launches),
 // B = 128, int32 ids, every variant x tokens x (E, topk). Every token picks
@@ -13,6 +15,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -24,6 +28,7 @@
 #include "align/align.hpp"
 #include "bench_ids.hpp"
 #include "cuda_util.hpp"
+#include "npy.hpp"
 #include "align/reference.hpp"
 #include "record.hpp"
 #include "timing.hpp"
@@ -35,6 +40,7 @@ namespace {
 constexpr int kBlockSize = 128;
 std::vector<int> g_tokens = {1, 4, 16, 64, 256, 1024, 2048, 4096, 16384, 65536};
 std::vector<std::string> g_only;  // empty: every variant
+std::string g_traces = "data";    // folder of the recorded traces (run from the repository root)
 
 struct Config {
   int E, topk;
@@ -68,96 +74,136 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// The cells of one (E, topk, ids) table: every wanted variant x tokens.
-void run_config(const Config& c, std::mt19937_64& rng, bench::Writer& out) {
+// Every wanted variant on one id array: one record each.
+void run_cells(const std::string& table, const bench::Fields& params, const std::vector<std::int32_t>& ids, int E,
+               int block_size, bench::Writer& out) {
   const auto vars = align::variants();
   const DeviceCaps& caps = device_caps();
+  const std::int64_t numel = static_cast<std::int64_t>(ids.size());
+  const align::Problem p = align::make_problem(numel, E, block_size, false, 0, false);
+  const std::vector<std::int64_t> ids64(ids.begin(), ids.end());
+  const align::Outputs ref = align::reference(p, ids64, {});
+
+  const int copies = rotation_copies(ids.size() * 4, false);
+  std::vector<DeviceBuffer> d_ids;
+  for (int k = 0; k < copies; ++k) {
+    d_ids.emplace_back(std::max<std::size_t>(ids.size() * 4, 16));
+    if (!ids.empty()) d_ids.back().upload(ids.data(), ids.size() * 4);
+  }
+  DeviceBuffer sorted(std::max<std::int64_t>(p.max_num_tokens_padded, 1) * 4);
+  DeviceBuffer eids(std::max<std::int64_t>(p.max_num_blocks, 1) * 4);
+  DeviceBuffer total(4);
+
+  for (const auto& v : vars) {
+    if (!wanted(v.info.name)) continue;
+    bench::Record rec;
+    rec.table = table;
+    rec.variant = std::string(v.info.name);
+    rec.params = params;
+    if (v.info.name == "auto") {
+      rec.extra = {{"picks", std::string(align::pick_auto(p).info.name)},
+                   {"auto_rule", align::auto_rule()}};
+    }
+    if (const char* na = v.not_applicable(p, caps)) {
+      rec.m.status = "n/a";
+      rec.m.reason = na;
+      out.write(rec);
+      continue;
+    }
+    DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p, caps), 16));
+    if (needs_zeroed_workspace(v, p, caps)) ws.fill_bytes(0);
+    align::Buffers b;
+    b.sorted_token_ids = sorted.as<std::int32_t>();
+    b.expert_ids = eids.as<std::int32_t>();
+    b.num_tokens_post_pad = total.as<std::int32_t>();
+    b.workspace = ws.get();
+    // Verify once.
+    b.topk_ids = d_ids[0].get();
+    sorted.fill_bytes(0xAB);
+    eids.fill_bytes(0xAB);
+    bool ok = false;
+    try {
+      cuda_check(v.launch(p, b, nullptr), v.info.name.data());
+      cuda_sync(v.info.name.data());
+      align::Outputs got;
+      got.sorted_token_ids.resize(static_cast<std::size_t>(p.max_num_tokens_padded));
+      got.expert_ids.resize(static_cast<std::size_t>(p.max_num_blocks));
+      sorted.download(got.sorted_token_ids.data(), got.sorted_token_ids.size() * 4);
+      eids.download(got.expert_ids.data(), got.expert_ids.size() * 4);
+      total.download(&got.num_tokens_post_pad, 4);
+      ok = align::check(p, ref, got, exact_order(v, p)).ok;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), e.what());
+      rec.m.status = "error";
+      rec.m.reason = e.what();
+      out.write(rec);
+      continue;
+    }
+
+    TimingOptions opt;
+    opt.warmup = 5;
+    opt.samples = 25;
+    opt.launches_per_graph = 20;
+    rec.m = bench::measure(
+        [&](Stream s, int copy) {
+          align::Buffers bb = b;
+          bb.topk_ids = d_ids[static_cast<std::size_t>(copy)].get();
+          cuda_check(v.launch(p, bb, s), v.info.name.data());
+        },
+        copies, opt);
+    if (rec.m.status == "error") std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), rec.m.reason.c_str());
+    if (rec.m.status == "ok" && !ok) rec.m.status = "fail";
+    out.write(rec);
+  }
+}
+
+// The cells of one (E, topk, ids) table: every wanted variant x tokens.
+void run_config(const Config& c, std::mt19937_64& rng, bench::Writer& out) {
   const std::string table = fmt::format("E={} topk={} {}", c.E, c.topk, c.zipf ? "zipf" : "uniform");
   for (int tokens : g_tokens) {
     if (tokens > c.max_tokens) continue;
-    const std::int64_t numel = static_cast<std::int64_t>(tokens) * c.topk;
-    const align::Problem p = align::make_problem(numel, c.E, kBlockSize, false, 0, false);
-    const auto ids = make_ids(c, tokens, rng);
-    const std::vector<std::int64_t> ids64(ids.begin(), ids.end());
-    const align::Outputs ref = align::reference(p, ids64, {});
-
-    const int copies = rotation_copies(ids.size() * 4, false);
-    std::vector<DeviceBuffer> d_ids;
-    for (int k = 0; k < copies; ++k) {
-      d_ids.emplace_back(std::max<std::size_t>(ids.size() * 4, 16));
-      if (!ids.empty()) d_ids.back().upload(ids.data(), ids.size() * 4);
-    }
-    DeviceBuffer sorted(std::max<std::int64_t>(p.max_num_tokens_padded, 1) * 4);
-    DeviceBuffer eids(std::max<std::int64_t>(p.max_num_blocks, 1) * 4);
-    DeviceBuffer total(4);
-
-    for (const auto& v : vars) {
-      if (!wanted(v.info.name)) continue;
-      bench::Record rec;
-      rec.table = table;
-      rec.variant = std::string(v.info.name);
-      rec.params = {{"E", c.E},
-                    {"topk", c.topk},
-                    {"ids", c.zipf ? "zipf" : "uniform"},
-                    {"tokens", tokens},
-                    {"block_size", kBlockSize},
-                    {"dtype", "int32"}};
-      if (v.info.name == "auto") {
-        rec.extra = {{"picks", std::string(align::pick_auto(p).info.name)},
-                     {"auto_rule", align::auto_rule()}};
-      }
-      if (const char* na = v.not_applicable(p, caps)) {
-        rec.m.status = "n/a";
-        rec.m.reason = na;
-        out.write(rec);
-        continue;
-      }
-      DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p, caps), 16));
-      if (needs_zeroed_workspace(v, p, caps)) ws.fill_bytes(0);
-      align::Buffers b;
-      b.sorted_token_ids = sorted.as<std::int32_t>();
-      b.expert_ids = eids.as<std::int32_t>();
-      b.num_tokens_post_pad = total.as<std::int32_t>();
-      b.workspace = ws.get();
-      // Verify once.
-      b.topk_ids = d_ids[0].get();
-      sorted.fill_bytes(0xAB);
-      eids.fill_bytes(0xAB);
-      bool ok = false;
-      try {
-        cuda_check(v.launch(p, b, nullptr), v.info.name.data());
-        cuda_sync(v.info.name.data());
-        align::Outputs got;
-        got.sorted_token_ids.resize(static_cast<std::size_t>(p.max_num_tokens_padded));
-        got.expert_ids.resize(static_cast<std::size_t>(p.max_num_blocks));
-        sorted.download(got.sorted_token_ids.data(), got.sorted_token_ids.size() * 4);
-        eids.download(got.expert_ids.data(), got.expert_ids.size() * 4);
-        total.download(&got.num_tokens_post_pad, 4);
-        ok = align::check(p, ref, got, exact_order(v, p)).ok;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), e.what());
-        rec.m.status = "error";
-        rec.m.reason = e.what();
-        out.write(rec);
-        continue;
-      }
-
-      TimingOptions opt;
-      opt.warmup = 5;
-      opt.samples = 25;
-      opt.launches_per_graph = 20;
-      rec.m = bench::measure(
-          [&](Stream s, int copy) {
-            align::Buffers bb = b;
-            bb.topk_ids = d_ids[static_cast<std::size_t>(copy)].get();
-            cuda_check(v.launch(p, bb, s), v.info.name.data());
-          },
-          copies, opt);
-      if (rec.m.status == "error") std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), rec.m.reason.c_str());
-      if (rec.m.status == "ok" && !ok) rec.m.status = "fail";
-      out.write(rec);
-    }
+    run_cells(table,
+              {{"E", c.E},
+               {"topk", c.topk},
+               {"ids", c.zipf ? "zipf" : "uniform"},
+               {"tokens", tokens},
+               {"block_size", kBlockSize},
+               {"dtype", "int32"}},
+              make_ids(c, tokens, rng), c.E, kBlockSize, out);
     std::fprintf(stderr, "bench_align: %s, %d tokens\n", table.c_str(), tokens);
+  }
+}
+
+// The recorded router traces of data/ (data/README.md), whole and as prefixes:
+// decode batches and small prefills with the block sizes engines use for them.
+struct Trace {
+  const char* file;
+  const char* label;
+  int E, block_size;
+  std::vector<int> prefixes;  // token counts; 0 = the whole trace
+};
+
+void run_traces(const std::string& dir, bench::Writer& out) {
+  const Trace traces[] = {
+      {"llama4_maverick_l23_decode_step0.npy", "Llama-4-Maverick L23 decode batch", 128, 16, {1, 16, 64, 0}},
+      {"llama4_maverick_l23_prefill.npy", "Llama-4-Maverick L23 prefill", 128, 64, {256, 1024, 0}},
+      {"deepseek_v2_lite_l13_prefill1024.npy", "DeepSeek-V2-Lite L13 prefill", 64, 64, {1, 16, 64, 256, 1024}},
+  };
+  for (const Trace& t : traces) {
+    const npy::Array a = npy::read(dir + "/" + t.file);
+    if (a.dtype != npy::DType::i4 || a.shape.size() != 2)
+      throw std::runtime_error(std::string(t.file) + ": expected int32 [tokens, topk]");
+    const auto all = a.as<std::int32_t>();
+    const int topk = static_cast<int>(a.shape[1]), rows = static_cast<int>(a.shape[0]);
+    for (int n : t.prefixes) {
+      const int tokens = n == 0 ? rows : std::min(n, rows);
+      const std::vector<std::int32_t> ids(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(tokens) * topk);
+      run_cells("recorded traces",
+                {{"trace", t.label}, {"E", t.E}, {"topk", topk}, {"tokens", tokens}, {"block_size", t.block_size},
+                 {"dtype", "int32"}},
+                ids, t.E, t.block_size, out);
+      std::fprintf(stderr, "bench_align: %s, %d tokens\n", t.label, tokens);
+    }
   }
 }
 
@@ -165,6 +211,7 @@ void run_config(const Config& c, std::mt19937_64& rng, bench::Writer& out) {
 
 int main(int argc, char** argv) {
   const std::string json = bench::take_json_arg(argc, argv);
+  if (const char* d = std::getenv("MOEKIT_TRACES")) g_traces = d;
   if (argc > 1) g_only = split(argv[1]);
   if (argc > 2) {
     g_tokens.clear();
@@ -180,6 +227,7 @@ int main(int argc, char** argv) {
                    Config{256, 8, false}, Config{512, 8, false}, Config{256, 8, true},
                    Config{4096, 8, false, 16384}, Config{16384, 8, false, 16384}})
     run_config(c, rng, out);
+  run_traces(g_traces, out);
   out.finish();
   return 0;
 }

@@ -42,6 +42,37 @@ def ids_label(p):
     return "zipf(1.2)" if p.get("ids") == "zipf" else p.get("ids", "uniform")
 
 
+TRACE_TABLE = "recorded traces"
+AUTO_SLACK = 1.05  # issue #13: auto within 5% of the fastest variant on every trace
+
+
+def trace_table(recs):
+    """The recorded-traces section: every variant per (trace, tokens), auto against the fastest."""
+    variants = [v for v in ordered(r.variant for r in recs) if v != "auto"]
+    keys = ordered((r.params.get("trace"), r.params.get("tokens")) for r in recs)
+    body, within, total = [], 0, 0
+    for trace, t in keys:
+        cells = {r.variant: r for r in recs if r.params.get("trace") == trace and r.params.get("tokens") == t}
+        p = next(iter(cells.values())).params
+        auto = cells.get("auto")
+        timed = {v: c.us for v, c in cells.items() if v != "auto" and c.status == "ok" and c.us is not None}
+        best = min(timed, key=timed.get) if timed else None
+        verdict = ""
+        if auto is not None and auto.measured and best is not None:
+            ratio = auto.us / timed[best]
+            total += 1
+            within += ratio <= AUTO_SLACK
+            verdict = f"{ratio:.2f} ({'yes' if ratio <= AUTO_SLACK else 'no'})"
+        body.append([trace, p.get("E"), p.get("topk"), p.get("block_size"), t] +
+                    [align_cell(cells.get(v)) for v in variants] +
+                    [auto.extra.get("picks", "") if auto else "", align_cell(auto), best or "", verdict])
+    head = ["trace", "E", "topk", "B", "tokens"] + variants + ["auto picks", "auto", "fastest", "auto / fastest (<= 1.05)"]
+    aligns = ["---", "---:", "---:", "---:", "---:"] + ["---:"] * len(variants) + ["---", "---:", "---", "---:"]
+    return ["", "## Recorded traces (data/, real router decisions)", "",
+            f"Every variant on the bundled traces (data/README.md), whole and as prefixes; `auto` within 5% "
+            f"of the fastest variant on {within} of {total} rows.", "", md_table(head, aligns, body)]
+
+
 def render(records):
     out = header("align", records, "bench/align/bench_align.cpp")
     out.append(
@@ -55,7 +86,11 @@ def render(records):
 
     summary = []
     sections = []
+    trace_lines = []
     for title, recs in tables(records):
+        if title == TRACE_TABLE:
+            trace_lines = trace_table(recs)
+            continue
         p0 = recs[0].params
         E, topk, ids = p0.get("E"), p0.get("topk"), p0.get("ids", "uniform")
         variants = ordered(r.variant for r in recs)
@@ -87,6 +122,8 @@ def render(records):
     out.append(md_table(["E, topk, ids", "tokens", "auto picks", "auto µs", "SGLang (issue)",
                          "auto / SGLang", "target", "met"],
                         ["---", "---:", "---", "---:", "---:", "---:", "---:", "---"], summary))
+    if trace_lines:
+        out += trace_lines
     rule = ordered(r.extra.get("auto_rule") for r in records if r.extra.get("auto_rule"))
     out += ["", "## Measured", ""]
     if rule:

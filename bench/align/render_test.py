@@ -34,6 +34,20 @@ class FamilyRenderTest(RenderTest):
         self.assertEqual(summary[2], ["256, 8", "16384", "onepass", "8.46", "42.30", "0.200", "≤ 0.50", "yes"])
 
 
+    def test_align_traces(self):
+        rs = []
+        for tokens, (tiny, micro, auto, pick) in {1: (2.0, 1.5, 1.52, "micro"), 135: (3.0, None, 3.3, "tiny")}.items():
+            p = {"trace": "Llama-4 decode", "E": 128, "topk": 1, "tokens": tokens, "block_size": 16}
+            rs.append(rec("align", "recorded traces", "tiny", p, tiny))
+            rs.append(rec("align", "recorded traces", "micro", p, micro, "ok" if micro else "n/a"))
+            rs.append(rec("align", "recorded traces", "auto", p, auto, extra={"picks": pick}))
+        md = self.render("align", rs)
+        self.assertIn("within 5% of the fastest variant on 1 of 2 rows", md)
+        t = tables_of(md)["Recorded traces (data/, real router decisions)"]
+        self.assertEqual(t[0][:5], ["trace", "E", "topk", "B", "tokens"])
+        self.assertEqual(t[1][-3:], ["1.52", "micro", "1.01 (yes)"])
+        self.assertEqual(t[2][-3:], ["3.30", "tiny", "1.10 (no)"])
+
 
 if __name__ == "__main__":
     unittest.main()
