@@ -7,7 +7,7 @@
 // Configs: the routers of DeepSeek-V3, Qwen3, Mixtral and Llama-4, plus one
 // large-E row. Median microseconds per launch (CUDA-graph replay), GB/s
 // counting logits (and bias) read once and ids + weights written once. Inputs
-// are standard-normal f32 logits (bf16 for one config), rotated through copies
+// are standard-normal f32 logits (bf16 for one config; `moekit gen route`'s generator), rotated through copies
 // so the rotation exceeds L2. Each cell's output is checked in full against
 // the CPU reference; a mismatch makes its status "fail". The route+align rows
 // time route followed by align (auto) in one graph. Not a test.
@@ -17,15 +17,14 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "align/align.hpp"
 #include "align/reference.hpp"
 #include "cuda_util.hpp"
-#include "half.hpp"
 #include "record.hpp"
+#include "route/gen.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
 #include "timing.hpp"
@@ -58,35 +57,16 @@ const std::int64_t kTokens[] = {1, 16, 64, 256, 1024, 4096, 16384, 65536};
 const char* name(route::DType d) { return d == route::DType::f32 ? "f32" : d == route::DType::bf16 ? "bf16" : "f16"; }
 
 void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool then_align, std::uint64_t seed) {
-  Problem p;
-  p.tokens = T;
-  p.experts = c.E;
-  p.topk = c.K;
-  p.groups = c.G;
-  p.topk_groups = c.KG;
-  p.scoring = c.scoring;
-  p.bias = c.bias;
-  p.renormalize = c.renorm;
-  p.scaling = c.scaling;
-  p.dtype = c.dtype;
-  p.pdl = pdl && device_caps().pdl;
-  const std::size_t n = std::size_t(T) * c.E, es = c.dtype == route::DType::f32 ? 4 : 2;
-  std::vector<unsigned char> raw(n * es);
-  std::vector<float> wide(n), bias(c.E);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (std::size_t i = 0; i < n; ++i) {
-    float x = nd(rng);
-    if (es == 4) {
-      std::memcpy(&raw[i * 4], &x, 4);
-    } else {
-      const std::uint16_t h = f32_to_bf16_bits(x);
-      std::memcpy(&raw[i * 2], &h, 2);
-      x = bf16_bits_to_f32(h);
-    }
-    wide[i] = x;
-  }
-  for (float& b : bias) b = 0.1f * nd(rng);
+  Problem p{.tokens = T, .experts = c.E, .topk = c.K, .groups = c.G, .topk_groups = c.KG, .scoring = c.scoring,
+            .bias = c.bias, .renormalize = c.renorm, .scaling = c.scaling, .dtype = c.dtype,
+            .pdl = pdl && device_caps().pdl};
+  // The CLI's generator: standard-normal logits, 0.1 x normal bias.
+  const npy::Array logits = gen::route_logits(T, c.E, c.dtype == route::DType::f32 ? npy::DType::f4 : npy::DType::bf16,
+                                              "uniform", seed);
+  const std::vector<float> wide = gen::logits_as_f32(logits, "bench logits");
+  const npy::Array bias_arr = gen::route_bias(c.E, seed);
+  const std::vector<float> bias(bias_arr.as<float>().begin(), bias_arr.as<float>().end());
+  const std::vector<std::byte>& raw = logits.data;
   const int copies = rotation_copies(raw.size(), false);
   std::vector<DeviceBuffer> din;
   for (int k = 0; k < copies; ++k) {

@@ -12,7 +12,6 @@
 #include "errors.hpp"
 #include "family.hpp"
 #include "gen_common.hpp"
-#include "half.hpp"
 #include "host_memory.hpp"
 #include "route/gen.hpp"
 #include "route/reference.hpp"
@@ -44,26 +43,6 @@ struct GenArgs {
   std::string dist = "uniform", dtype = "f32";
   bool bias = false;
 };
-
-// Logits widened to f32 on the host (the reference and the checker read
-// these); NaN or infinity is refused with its position.
-std::vector<float> widen(const npy::Array& a, const std::string& label) {
-  const std::size_t n = a.numel();
-  std::vector<float> out(n);
-  const std::int64_t E = a.shape.back();
-  for (std::size_t i = 0; i < n; ++i) {
-    float v;
-    switch (a.dtype) {
-      case npy::DType::f4: v = reinterpret_cast<const float*>(a.data.data())[i]; break;
-      case npy::DType::bf16: v = bf16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(a.data.data())[i]); break;
-      default: v = f16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(a.data.data())[i]); break;
-    }
-    if (!std::isfinite(v))
-      throw InputError(fmt::format("{}: logit [{}, {}] is {}: logits must be finite", label, i / E, i % E, v));
-    out[i] = v;
-  }
-  return out;
-}
 
 class RouteJob final : public Job {
  public:
@@ -388,7 +367,7 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
         throw InputError(fmt::format("{}: bias of expert {} is {}: the bias must be finite", bl, i, bias[i]));
     p.bias = true;
   }
-  std::vector<float> wide = widen(in, label);
+  std::vector<float> wide = gen::logits_as_f32(in, label);
 
   r.params = {{"tokens", std::to_string(p.tokens)},
               {"experts", std::to_string(p.experts)},

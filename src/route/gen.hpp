@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "npy.hpp"
 
@@ -17,5 +18,10 @@ npy::Array route_logits(std::int64_t tokens, std::int32_t experts, npy::DType dt
 
 // [E] f32 correction bias, 0.1 x standard normal.
 npy::Array route_bias(std::int32_t experts, std::uint64_t seed);
+
+// f32, bf16 or f16 logits widened to f32 (what the reference and checker
+// read). Throws InputError naming `label` and the position of the first NaN
+// or infinity.
+std::vector<float> logits_as_f32(const npy::Array& a, const std::string& label);
 
 }  // namespace moekit::gen

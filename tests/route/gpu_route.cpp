@@ -66,6 +66,15 @@ const Config kConfigs[] = {
 constexpr std::int64_t kTokens[] = {0, 1, 3, 77, 2000};
 const route::DType kDtypes[] = {route::DType::f32, route::DType::bf16, route::DType::f16};
 
+// The problem of one config at T tokens.
+Problem problem_of(const Config& c, std::int64_t T, route::DType dt, route::Scoring sc, bool pdl) {
+  const Problem p{.tokens = T, .experts = c.E, .topk = c.K, .groups = c.G, .topk_groups = c.KG, .scoring = sc,
+                  .bias = c.bias, .renormalize = c.renorm, .scaling = c.scaling, .dtype = dt,
+                  .pdl = pdl && device_caps().pdl};
+  route::validate(p);
+  return p;
+}
+
 const char* name(route::DType d) { return d == route::DType::f32 ? "f32" : d == route::DType::bf16 ? "bf16" : "f16"; }
 
 // Logits of one dtype as raw bytes, and the same values widened to f32.
@@ -143,19 +152,7 @@ TEST_CASE("route: every variant against the CPU reference") {
       for (route::DType dt : kDtypes) {
         for (route::Scoring sc : {route::Scoring::softmax, route::Scoring::sigmoid}) {
           ++seed;
-          Problem p;
-          p.tokens = T;
-          p.experts = c.E;
-          p.topk = c.K;
-          p.groups = c.G;
-          p.topk_groups = c.KG;
-          p.bias = c.bias;
-          p.renormalize = c.renorm;
-          p.scaling = c.scaling;
-          p.dtype = dt;
-          p.scoring = sc;
-          p.pdl = (seed & 1) && device_caps().pdl;
-          route::validate(p);
+          const Problem p = problem_of(c, T, dt, sc, seed & 1);
           const Logits lg = make_logits(T, c.E, dt, seed);
           const std::size_t misalign = (seed & 2) ? 4 : 0;
           for (const route::Variant& v : route::variants()) {
@@ -193,18 +190,8 @@ TEST_CASE("route: block-rank-align against the route and align references") {
       if (T * c.K > 8192) continue;
       for (int B : {1, 16, 64}) {
         ++seed;
-        Problem p;
-        p.tokens = T;
-        p.experts = c.E;
-        p.topk = c.K;
-        p.groups = c.G;
-        p.topk_groups = c.KG;
-        p.bias = c.bias;
-        p.renormalize = c.renorm;
-        p.scaling = c.scaling;
-        p.dtype = seed % 3 == 0 ? route::DType::bf16 : route::DType::f32;
-        p.scoring = seed % 2 ? route::Scoring::sigmoid : route::Scoring::softmax;
-        p.pdl = (seed & 4) && caps.pdl;
+        Problem p = problem_of(c, T, seed % 3 == 0 ? route::DType::bf16 : route::DType::f32,
+                               seed % 2 ? route::Scoring::sigmoid : route::Scoring::softmax, seed & 4);
         const align::Problem ap = align::make_problem(T * c.K, c.E, B, false, 0, false);
         p.align_block = B;
         p.align_rows = ap.max_num_tokens_padded;
