@@ -1,0 +1,53 @@
+// Variant `gather`: align (its `auto` pick) sorts the slots by expert, then
+// one block per output row copies hidden[slot / K] into it (16-byte vectors
+// where the row allows, else 4- or 2-byte words), writes zeros into padding
+// rows and records inverse[slot] = row. The compact layout runs align with
+// B = 1 and derives the per-expert offsets by a binary search per expert.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "primitives/pdl.cuh"
+
+namespace moekit::permute::detail {
+
+// Row r of permuted: its slot's token row, or zeros past the slots.
+template <class V>
+__global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__ permuted,
+                                   const std::int32_t* __restrict__ sorted, const std::int32_t* __restrict__ total,
+                                   std::int32_t* __restrict__ inverse, std::int64_t numel, int topk,
+                                   std::int64_t row_vecs, std::int64_t rows) {
+  const std::int64_t limit = *total;  // rows past num_tokens_post_pad are left alone
+  for (std::int64_t r = blockIdx.x; r < rows && r < limit; r += gridDim.x) {
+    const std::int32_t slot = sorted[r];
+    V* out = permuted + r * row_vecs;
+    if (slot < numel) {
+      const V* in = hidden + (slot / topk) * row_vecs;
+      for (std::int64_t i = threadIdx.x; i < row_vecs; i += blockDim.x) out[i] = in[i];
+      if (threadIdx.x == 0) inverse[slot] = static_cast<std::int32_t>(r);
+    } else {
+      for (std::int64_t i = threadIdx.x; i < row_vecs; i += blockDim.x) out[i] = V{};
+    }
+  }
+}
+
+// offsets[e] = the first row of expert e (rows are in expert order; experts
+// with no rows start where the next one does), offsets[E] = the row count.
+__global__ void compact_offsets_kernel(const std::int32_t* __restrict__ expert_ids,
+                                       const std::int32_t* __restrict__ total, std::int64_t* __restrict__ offsets,
+                                       int experts) {
+  const int n = *total;
+  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e <= experts; e += gridDim.x * blockDim.x) {
+    int lo = 0, hi = n;  // first row whose expert is >= e
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (expert_ids[mid] < e) lo = mid + 1;
+      else hi = mid;
+    }
+    offsets[e] = e == experts ? n : lo;
+  }
+}
+
+}  // namespace moekit::permute::detail

@@ -1,0 +1,53 @@
+// MoE dispatch: rows of hidden states scattered into expert order (the
+// permute family). Host-visible: no CUDA headers. Semantics: docs/permute.md.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "align/align.hpp"
+#include "common/auto_rule.hpp"
+#include "common/device.hpp"
+#include "common/variant.hpp"
+
+namespace moekit::permute {
+
+enum class Layout {
+  padded,   // align's layout: each expert's rows padded to a multiple of B (Triton-style fused MoE)
+  compact,  // real slots only, grouped by expert, with per-expert offsets (grouped GEMMs)
+};
+
+struct Problem {
+  std::int64_t tokens = 0;   // T rows of hidden
+  std::int32_t topk = 0;     // K ids per token
+  std::int64_t row_bytes = 0;  // H * element size
+  Layout layout = Layout::padded;
+  // The align step: block size B (padded) or 1 (compact), E experts, T*K slots.
+  align::Problem align;
+};
+
+// Device pointers.
+struct Buffers {
+  const void* hidden = nullptr;              // [T, H]
+  const std::int32_t* topk_ids = nullptr;    // [T, K], every id in [0, E)
+  void* permuted = nullptr;                  // [align.max_num_tokens_padded, H]
+  std::int32_t* inverse = nullptr;           // [T, K]
+  std::int32_t* sorted_token_ids = nullptr;  // align's outputs
+  std::int32_t* expert_ids = nullptr;
+  std::int32_t* num_tokens_post_pad = nullptr;
+  std::int64_t* expert_offsets = nullptr;    // [E + 1], compact layout only
+  void* workspace = nullptr;
+};
+
+using Variant = moekit::Variant<Problem, Buffers>;
+
+std::span<const Variant> variants();            // registered product variants
+const Variant* find(std::string_view name);     // nullptr if unknown (no fallback)
+const Variant& pick_auto(const Problem& p);
+const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
+std::span<const AutoRow<Problem>> auto_rows();  // the table itself (docs, tests)
+std::string auto_rule();                        // generated from auto_rows()
+
+}  // namespace moekit::permute

@@ -1,0 +1,290 @@
+// `moekit permute`: hidden rows scattered into expert order (docs/permute.md).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "act_and_mul/gen.hpp"
+#include "align/gen.hpp"
+#include "display.hpp"
+#include "driver.hpp"
+#include "errors.hpp"
+#include "family.hpp"
+#include "gen_common.hpp"
+#include "host_memory.hpp"
+#include "permute/permute.hpp"
+#include "permute/reference.hpp"
+
+namespace moekit {
+namespace {
+
+struct Args {
+  std::string hidden, dtype, topk_ids;
+  std::int32_t experts = 0, block_size = 64;
+  std::string layout = "padded";
+  std::int64_t tokens = -1, hidden_size = 4096;
+  std::int32_t topk = 8;
+  std::string dist = "uniform", gen_dtype = "bf16";
+};
+
+struct GenArgs {
+  std::int64_t tokens = -1, hidden_size = 0;
+  std::string dtype = "bf16";
+};
+
+// Normal [tokens, H] rows of a 2- or 4-byte float dtype (act-and-mul's
+// generator makes [tokens, 2d]: ask for d = H / 2 when H is even).
+npy::Array hidden_rows(std::int64_t tokens, std::int64_t h, npy::DType t, std::uint64_t seed) {
+  if (h < 1) throw InputError(fmt::format("--hidden-size must be >= 1, got {}", h));
+  gen::check_size(double(tokens) * double(h), "hidden rows");
+  npy::Array a = gen::act_input(tokens, (h + 1) / 2, t, seed);
+  if (h % 2) {  // odd H: keep the first h of each 2*ceil(h/2) row
+    const std::size_t es = npy::dtype_size(t), w = std::size_t(h + 1);
+    npy::Array o;
+    o.dtype = t;
+    o.shape = {tokens, h};
+    o.data.resize(std::size_t(tokens) * std::size_t(h) * es);
+    for (std::int64_t r = 0; r < tokens; ++r)
+      std::memcpy(o.data.data() + r * h * es, a.data.data() + r * w * es, std::size_t(h) * es);
+    return o;
+  }
+  a.shape = {tokens, h};
+  return a;
+}
+
+class PermuteJob final : public Job {
+ public:
+  PermuteJob(npy::Array hidden, npy::Array ids, std::vector<std::int64_t> wide, permute::Problem p)
+      : hidden_(std::move(hidden)), ids_(std::move(ids)), wide_(std::move(wide)), p_(p) {}
+
+  void reference() override { ref_ = permute::reference(p_, hidden_.data.data(), wide_); }
+  void adopt_reference() override { got_ = ref_; }
+  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
+    return var_.resolve("permute", requested, p_, caps, permute::find, permute::pick_auto);
+  }
+  std::size_t input_bytes() const override { return hidden_.data.size() + ids_.data.size(); }
+  void upload(int copies) override {
+    var_.allocate(p_);
+    d_hidden_ = upload_copies(hidden_, copies);
+    d_ids_ = upload_copies(ids_, copies);
+    const std::int64_t rows = p_.align.max_num_tokens_padded;
+    d_perm_ = DeviceBuffer(std::size_t(rows) * std::size_t(p_.row_bytes));
+    d_inv_ = DeviceBuffer(std::size_t(p_.align.numel) * 4);
+    d_sorted_ = DeviceBuffer(std::size_t(rows) * 4);
+    d_eids_ = DeviceBuffer(std::size_t(p_.align.max_num_blocks) * 4);
+    d_ntpp_ = DeviceBuffer(4);
+    d_off_ = DeviceBuffer((std::size_t(p_.align.num_experts) + 1) * 8);
+    for (auto* b : {&d_perm_, &d_inv_, &d_sorted_, &d_eids_, &d_ntpp_, &d_off_}) b->fill_bytes(0xAB);
+  }
+  LaunchStatus launch(Stream s, int copy) override {
+    permute::Buffers b;
+    b.hidden = d_hidden_[copy].get();
+    b.topk_ids = d_ids_[copy].as<std::int32_t>();
+    b.permuted = d_perm_.get();
+    b.inverse = d_inv_.as<std::int32_t>();
+    b.sorted_token_ids = d_sorted_.as<std::int32_t>();
+    b.expert_ids = d_eids_.as<std::int32_t>();
+    b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
+    b.expert_offsets = d_off_.as<std::int64_t>();
+    b.workspace = var_.workspace.get();
+    return var_.v->launch(p_, b, s);
+  }
+  void download() override {
+    auto& a = got_.aligned;
+    d_ntpp_.download(&a.num_tokens_post_pad, 4);
+    const std::int64_t rows = std::clamp<std::int64_t>(a.num_tokens_post_pad, 0, p_.align.max_num_tokens_padded);
+    a.sorted_token_ids.resize(std::size_t(p_.align.max_num_tokens_padded));
+    a.expert_ids.resize(std::size_t(p_.align.max_num_blocks));
+    d_sorted_.download(a.sorted_token_ids.data(), a.sorted_token_ids.size() * 4);
+    d_eids_.download(a.expert_ids.data(), a.expert_ids.size() * 4);
+    got_.permuted.resize(std::size_t(rows) * std::size_t(p_.row_bytes));
+    d_perm_.download(got_.permuted.data(), got_.permuted.size());
+    got_.inverse.resize(std::size_t(p_.align.numel));
+    d_inv_.download(got_.inverse.data(), got_.inverse.size() * 4);
+    if (p_.layout == permute::Layout::compact) {
+      got_.offsets.resize(std::size_t(p_.align.num_experts) + 1);
+      d_off_.download(got_.offsets.data(), got_.offsets.size() * 8);
+    }
+  }
+  double bytes_moved() const override {
+    // ids read, each real row read and written, inverse written.
+    return double(ids_.data.size()) + 2.0 * double(p_.align.numel) * double(p_.row_bytes) + 4.0 * double(p_.align.numel);
+  }
+  CheckResult check(bool) override { return permute::check(p_, hidden_.data.data(), wide_, ref_, got_); }
+  std::vector<NamedArray> outputs() override {
+    const std::int64_t rows = got_.aligned.num_tokens_post_pad;
+    npy::Array perm;
+    perm.dtype = hidden_.dtype;
+    perm.shape = {rows, hidden_.shape[1]};
+    perm.data = got_.permuted;
+    std::vector<NamedArray> o;
+    if (p_.layout == permute::Layout::padded) {
+      o.push_back({"sorted_token_ids.npy", make_array(npy::DType::i4, {p_.align.max_num_tokens_padded},
+                                                      got_.aligned.sorted_token_ids)});
+      o.push_back({"expert_ids.npy", make_array(npy::DType::i4, {p_.align.max_num_blocks}, got_.aligned.expert_ids)});
+      o.push_back({"num_tokens_post_pad.npy",
+                   make_array(npy::DType::i4, {1}, std::vector<std::int32_t>{got_.aligned.num_tokens_post_pad})});
+    } else {
+      o.push_back({"expert_offsets.npy",
+                   make_array(npy::DType::i8, {std::int64_t(p_.align.num_experts) + 1}, got_.offsets)});
+    }
+    o.push_back({"permuted.npy", std::move(perm)});
+    o.push_back({"inverse.npy", make_array(npy::DType::i4, {p_.tokens, p_.topk}, got_.inverse)});
+    return o;
+  }
+  std::vector<std::pair<std::string, std::string>> summary() const override {
+    return {{"rows", std::to_string(got_.aligned.num_tokens_post_pad)}, {"slots", std::to_string(p_.align.numel)}};
+  }
+  CheckResult check_files(const std::vector<std::string>& paths) override {
+    // The files hold the reference's outputs; read back the rows and the inverse map.
+    Outputs back = ref_;
+    const npy::Array perm = npy::read(paths[paths.size() - 2]);
+    const npy::Array inv = npy::read(paths.back());
+    back.permuted = perm.data;
+    const auto iv = inv.as<std::int32_t>();
+    back.inverse.assign(iv.begin(), iv.end());
+    return permute::check(p_, hidden_.data.data(), wide_, ref_, back);
+  }
+
+ private:
+  using Outputs = permute::Outputs;
+  npy::Array hidden_, ids_;
+  std::vector<std::int64_t> wide_;
+  permute::Problem p_;
+  Outputs ref_, got_;
+  ResolvedVariant<permute::Variant> var_;
+  std::vector<DeviceBuffer> d_hidden_, d_ids_;
+  DeviceBuffer d_perm_, d_inv_, d_sorted_, d_eids_, d_ntpp_, d_off_;
+};
+
+class PermuteFamily final : public Family {
+ public:
+  std::string_view command() const override { return "permute"; }
+  std::string_view summary() const override {
+    return "MoE dispatch: hidden rows scattered into expert order (padded or compact layout)";
+  }
+  std::string outputs_help() const override {
+    return "Outputs: permuted.npy [rows, H] and inverse.npy int32 [T, K]; padded: align's sorted_token_ids.npy, "
+           "expert_ids.npy, num_tokens_post_pad.npy; compact: expert_offsets.npy int64 [E + 1].";
+  }
+  std::vector<std::string> examples() const override {
+    return {"permute --tokens 4096 --topk 8 -E 256 --hidden-size 7168 --layout compact --bench"};
+  }
+
+  void add_options(CLI::App& s) override {
+    auto* in = s.add_option("--hidden", a_.hidden, "hidden states [T, H], f32, bf16 or f16 (.npy)");
+    s.add_option("--dtype", a_.dtype, "with --hidden: read 2-byte data as this dtype (bf16 saved as int16/uint16/void)")
+        ->check(CLI::IsMember({"bf16", "f16"}))
+        ->needs(in);
+    auto* ids = s.add_option("--topk-ids", a_.topk_ids, "expert ids [T, K], int32 or int64, each in [0, E) (.npy)");
+    in->needs(ids);
+    ids->needs(in);
+    s.add_option("-E,--num-experts", a_.experts, "experts E")->required();
+    s.add_option("-B,--block-size", a_.block_size, "padded layout: align's block size B")->capture_default_str();
+    s.add_option("--layout", a_.layout, "padded (align's rows, padded to B per expert) or compact (real rows only)")
+        ->check(CLI::IsMember({"padded", "compact"}))
+        ->capture_default_str();
+    s.add_option("--tokens", a_.tokens, "without files: generate this many tokens")->excludes(in);
+    s.add_option("--topk", a_.topk, "without files: experts per token")->capture_default_str()->excludes(in);
+    s.add_option("--hidden-size", a_.hidden_size, "without files: H")->capture_default_str()->excludes(in);
+    s.add_option("--dist", a_.dist, "without files: uniform, zipf:S, hot:F or load:FILE[:LAYER]")
+        ->capture_default_str()
+        ->excludes(in);
+    s.add_option("--gen-dtype", a_.gen_dtype, "without files: f32, bf16 or f16")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+        ->capture_default_str()
+        ->excludes(in);
+  }
+
+  std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
+    s.description("hidden states [tokens, H], standard normal (ids: `moekit gen align`)");
+    s.add_option("--tokens", g_.tokens, "tokens")->required();
+    s.add_option("--hidden-size", g_.hidden_size, "H")->required();
+    s.add_option("--dtype", g_.dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))
+        ->capture_default_str();
+    return [this](std::uint64_t seed) {
+      return hidden_rows(g_.tokens, g_.hidden_size, *npy::parse_dtype(g_.dtype), seed);
+    };
+  }
+
+  std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
+  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
+    return variant_rows(permute::variants(), caps);
+  }
+  std::string auto_rule() const override { return permute::auto_rule(); }
+
+ private:
+  Args a_;
+  GenArgs g_;
+};
+
+std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
+  const Args& a = a_;
+  if (a.experts < 1 || a.experts > align::kMaxExperts)
+    throw InputError(fmt::format("--num-experts must be in [1, {}]", align::kMaxExperts));
+  const permute::Layout layout = a.layout == "compact" ? permute::Layout::compact : permute::Layout::padded;
+  npy::Array hidden, ids;
+  std::string hl = display_path(a.hidden), il = display_path(a.topk_ids);
+  if (a.hidden.empty()) {
+    if (a.tokens < 0) throw InputError("permute: give --hidden FILE --topk-ids FILE, or --tokens N to generate both");
+    if (a.topk < 1 || a.topk > a.experts)
+      throw InputError(fmt::format("--topk {} must be in [1, --num-experts {}]", a.topk, a.experts));
+    const auto t = npy::parse_dtype(a.gen_dtype);
+    gen::check_size(double(a.tokens) * double(a.hidden_size), "hidden rows");
+    (void)permute::make_problem(a.tokens, a.topk, a.experts, a.block_size, 0, layout);  // int32 limits first
+    require_host_memory(3.0 * double(a.tokens) * double(a.hidden_size) * double(npy::dtype_size(*t)) * a.topk,
+                        "this permute run");
+    hidden = hidden_rows(a.tokens, a.hidden_size, *t, c.seed);
+    ids = gen::align_ids(a.tokens, a.topk, a.experts, gen::parse_dist(a.dist), c.seed, false);
+    r.notes.push_back(fmt::format("generated input ({} tokens x H {}, {}, top-{} of {} {}, seed {})", a.tokens,
+                                  a.hidden_size, a.gen_dtype, a.topk, a.experts, a.dist, c.seed));
+  } else {
+    npy::ReadOptions ro;
+    if (!a.dtype.empty()) ro.reinterpret = npy::parse_dtype(a.dtype);
+    hidden = npy::read(a.hidden, ro);
+    ids = npy::read(a.topk_ids);
+    if (hidden.dtype != npy::DType::f4 && hidden.dtype != npy::DType::bf16 && hidden.dtype != npy::DType::f2)
+      throw InputError(fmt::format("{}: hidden states must be float32, bfloat16 or float16, got {} (bf16 saved as "
+                                   "int16/uint16/void: add --dtype bf16)", hl, npy::dtype_name(hidden.dtype)));
+    if (hidden.shape.size() != 2)
+      throw InputError(fmt::format("{}: hidden states must be 2-D [T, H], got {} dimension(s)", hl, hidden.shape.size()));
+    if (ids.dtype != npy::DType::i4 && ids.dtype != npy::DType::i8)
+      throw InputError(fmt::format("{}: expert ids must be int32 or int64, got {}", il, npy::dtype_name(ids.dtype)));
+    if (ids.shape.size() != 2 || ids.shape[0] != hidden.shape[0])
+      throw InputError(fmt::format("{}: expert ids must be [T, K] with T = {} (the rows of {})", il, hidden.shape[0], hl));
+    if (ids.dtype == npy::DType::i8) {  // the kernels read int32
+      npy::Array n;
+      n.dtype = npy::DType::i4;
+      n.shape = ids.shape;
+      n.data.resize(ids.numel() * 4);
+      const auto v = ids.as<std::int64_t>();
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::int32_t x = v[i] < 0 || v[i] >= a.experts ? -1 : static_cast<std::int32_t>(v[i]);
+        std::memcpy(n.data.data() + i * 4, &x, 4);
+      }
+      ids = std::move(n);
+    }
+  }
+  const std::int64_t T = hidden.shape[0], H = hidden.shape[1];
+  const std::int32_t K = static_cast<std::int32_t>(ids.shape[1]);
+  std::vector<std::int64_t> wide(ids.numel());
+  const auto iv = ids.as<std::int32_t>();
+  for (std::size_t i = 0; i < wide.size(); ++i) {
+    wide[i] = iv[i];
+    if (iv[i] < 0 || iv[i] >= a.experts)
+      throw InputError(fmt::format("{}: expert id at [{}, {}] is outside [0, {})", il, i / K, i % K, a.experts));
+  }
+  const permute::Problem p = permute::make_problem(T, K, a.experts, a.block_size,
+                                                   H * std::int64_t(npy::dtype_size(hidden.dtype)), layout);
+  r.params = {{"tokens", std::to_string(T)}, {"topk", std::to_string(K)}, {"experts", std::to_string(a.experts)},
+              {"block_size", std::to_string(layout == permute::Layout::padded ? a.block_size : 1)},
+              {"hidden", std::to_string(H)}, {"layout", a.layout}};
+  r.dtype = std::string(npy::dtype_name(hidden.dtype));
+  return std::make_unique<PermuteJob>(std::move(hidden), std::move(ids), std::move(wide), p);
+}
+
+}  // namespace
+
+std::unique_ptr<Family> make_permute_family() { return std::make_unique<PermuteFamily>(); }
+
+}  // namespace moekit

@@ -1,0 +1,116 @@
+// GPU test: the permute variants against the reference and the layout's
+// rules, over T {0, 1, 3, 77, 1000, 5000} x (E, K) x H (odd, not a multiple of 8,
+// 16-byte rows) x element size {2, 4} x both layouts; hidden rows 2 bytes off
+// alignment in every other run (the narrow copy path). Outputs are poisoned
+// between guard zones. One assertion per run names it and its seed.
+//
+// MOEKIT_GPU_SUBSET=sanitizer runs T <= 77 and H <= 264 only.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/device.hpp"
+#include "cuda_util.hpp"
+#include "gpu_case.hpp"
+#include "permute/reference.hpp"
+
+using namespace moekit;
+using permute::Layout;
+
+namespace {
+
+struct Shape {
+  int E, K;
+};
+const Shape kShapes[] = {{1, 1}, {8, 2}, {64, 6}, {256, 8}, {4096, 8}};
+const std::int64_t kTokens[] = {0, 1, 3, 77, 1000, 5000};
+const std::int64_t kHidden[] = {1, 7, 132, 264, 1030, 7168};
+
+std::string run_case(const permute::Variant& v, const permute::Problem& p, const std::vector<std::byte>& hidden,
+                     const std::vector<std::int64_t>& ids, std::size_t misalign) {
+  const DeviceCaps& caps = device_caps();
+  if (v.not_applicable(p, caps) != nullptr) return {};
+  std::vector<std::int32_t> ids32(ids.begin(), ids.end());
+  test::Uploaded d_hidden(hidden.data(), hidden.size(), misalign);
+  test::Uploaded d_ids(ids32.data(), ids32.size() * 4);
+  const std::int64_t rows = p.align.max_num_tokens_padded, E = p.align.num_experts;
+  test::Guarded perm(std::size_t(rows) * p.row_bytes), inv(ids.size() * 4), sorted(std::size_t(rows) * 4),
+      eids(std::size_t(p.align.max_num_blocks) * 4), ntpp(4), off((std::size_t(E) + 1) * 8);
+  for (test::Guarded* g : {&perm, &inv, &sorted, &eids, &ntpp, &off}) g->poison();
+  test::Workspace ws(v.workspace_bytes(p, caps), v.zeroed_workspace && v.zeroed_workspace(p, caps));
+  permute::Buffers b;
+  b.hidden = d_hidden.data();
+  b.topk_ids = d_ids.as<std::int32_t>();
+  b.permuted = perm.data();
+  b.inverse = inv.as<std::int32_t>();
+  b.sorted_token_ids = sorted.as<std::int32_t>();
+  b.expert_ids = eids.as<std::int32_t>();
+  b.num_tokens_post_pad = ntpp.as<std::int32_t>();
+  b.expert_offsets = off.as<std::int64_t>();
+  b.workspace = ws.get();
+  if (std::string e = test::launch_and_sync([&] { return v.launch(p, b, nullptr); }); !e.empty()) return e;
+  const auto rp = perm.read(), ri = inv.read(), rs = sorted.read(), re = eids.read(), rn = ntpp.read(), ro = off.read();
+  for (const auto* r : {&rp, &ri, &rs, &re, &rn, &ro})
+    if (!r->guard_ok) return "wrote outside its outputs (guard zone changed)";
+  permute::Outputs got;
+  got.aligned.num_tokens_post_pad = rn.body_as<std::int32_t>()[0];
+  got.aligned.sorted_token_ids = rs.body_as<std::int32_t>();
+  got.aligned.expert_ids = re.body_as<std::int32_t>();
+  const std::int64_t used = got.aligned.num_tokens_post_pad;
+  if (used < 0 || used > rows) return "num_tokens_post_pad out of range";
+  got.permuted.resize(std::size_t(used * p.row_bytes));
+  std::memcpy(got.permuted.data(), rp.body(), got.permuted.size());
+  got.inverse = ri.body_as<std::int32_t>();
+  if (p.layout == Layout::compact) got.offsets = ro.body_as<std::int64_t>();
+  const permute::Outputs ref = permute::reference(p, hidden.data(), ids);
+  const CheckResult c = permute::check(p, hidden.data(), ids, ref, got);
+  return c.ok ? std::string() : c.first_difference;
+}
+
+}  // namespace
+
+TEST_CASE("permute: every variant against the reference and the layout rules") {
+  const bool subset = test::sanitizer_subset();
+  std::uint64_t seed = 11;
+  int runs = 0;
+  for (const Shape& s : kShapes)
+    for (std::int64_t T : kTokens)
+      for (std::int64_t H : kHidden) {
+        if (subset && (T > 77 || H > 264)) continue;
+        if (T * H > (std::int64_t(1) << 24)) continue;  // keep the test quick: 7168-wide rows up to 1000 tokens
+        ++seed;
+        std::mt19937_64 rng(seed);
+        std::vector<std::int64_t> ids(std::size_t(T) * s.K);
+        for (std::int64_t t = 0; t < T; ++t) {  // distinct experts per token
+          std::vector<std::int64_t> pick;
+          while (std::int64_t(pick.size()) < s.K) {
+            const std::int64_t e = std::int64_t(rng() % std::uint64_t(s.E));
+            if (std::find(pick.begin(), pick.end(), e) == pick.end()) pick.push_back(e);
+          }
+          std::copy(pick.begin(), pick.end(), ids.begin() + t * s.K);
+        }
+        const std::size_t es = (seed & 1) ? 2 : 4;
+        std::vector<std::byte> hidden(std::size_t(T * H) * es);
+        for (auto& x : hidden) x = static_cast<std::byte>(rng() | 1);  // never a zero row
+        for (Layout layout : {Layout::padded, Layout::compact}) {
+          const int B = (seed & 2) ? 16 : 128;
+          const auto p = permute::make_problem(T, s.K, s.E, B, H * std::int64_t(es), layout);
+          const std::size_t misalign = (seed & 4) ? 2 : 0;
+          for (const permute::Variant& v : permute::variants()) {
+            const std::string what = "variant " + std::string(v.info.name) + ", E=" + std::to_string(s.E) +
+                                     " K=" + std::to_string(s.K) + " T=" + std::to_string(T) + " H=" +
+                                     std::to_string(H) + " x " + std::to_string(es) + " bytes, " +
+                                     (layout == Layout::padded ? "padded B=" + std::to_string(B) : "compact") +
+                                     ", misalign " + std::to_string(misalign) + ", seed " + std::to_string(seed);
+            test::expect_ok(what, run_case(v, p, hidden, ids, misalign));
+            ++runs;
+          }
+        }
+      }
+  MESSAGE(runs << " runs");
+}
