@@ -34,8 +34,8 @@ int run_family(Family& f, const CommonOpts& c) {
   r.op = std::string(f.command());
   r.variant_requested = c.variant;
   r.build = build_describe();
-  // "n/a" unless the family launches with a PDL choice: route (--pdl) sets
-  // "on" or "off" when it resolves the variant for the device.
+  // "n/a" unless the family launches with a PDL choice: a family with a --pdl
+  // option sets "on" or "off" when it resolves the variant for the device.
   r.pdl = "n/a";
 
   // An unknown name is an error on every machine, before any input is read:

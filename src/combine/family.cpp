@@ -1,0 +1,251 @@
+// `moekit combine`: expert output rows gathered back to their tokens,
+// weighted (docs/combine.md).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "act_and_mul/gen.hpp"
+#include "combine/combine.hpp"
+#include "combine/reference.hpp"
+#include "display.hpp"
+#include "driver.hpp"
+#include "errors.hpp"
+#include "family.hpp"
+#include "gen_common.hpp"
+#include "half.hpp"
+#include "host_memory.hpp"
+
+namespace moekit {
+namespace {
+
+struct Args {
+  std::string expert_out, dtype, inverse, weights;
+  double scaling = 1.0;
+  std::int64_t tokens = -1, hidden_size = 4096;
+  std::int32_t topk = 8;
+  std::string gen_dtype = "bf16";
+};
+
+struct GenArgs {
+  std::int64_t rows = -1, hidden_size = 0;
+  std::string dtype = "bf16";
+};
+
+// [rows, H] standard-normal rows (act-and-mul's generator gives [rows, 2 ceil(H/2)]).
+npy::Array normal_rows(std::int64_t rows, std::int64_t h, npy::DType t, std::uint64_t seed) {
+  if (h < 1) throw InputError(fmt::format("--hidden-size must be >= 1, got {}", h));
+  gen::check_size(double(rows) * double(h), "expert rows");
+  npy::Array a = gen::act_input(rows, (h + 1) / 2, t, seed);
+  const std::size_t es = npy::dtype_size(t), w = std::size_t((h + 1) / 2 * 2);
+  npy::Array o;
+  o.dtype = t;
+  o.shape = {rows, h};
+  o.data.resize(std::size_t(rows) * std::size_t(h) * es);
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::memcpy(o.data.data() + r * h * es, a.data.data() + r * w * es, std::size_t(h) * es);
+  return o;
+}
+
+class CombineJob final : public Job {
+ public:
+  CombineJob(npy::Array x, std::vector<std::int32_t> inv, std::vector<float> w, combine::Problem p)
+      : x_(std::move(x)), inv_(std::move(inv)), w_(std::move(w)), p_(p) {
+    out_.dtype = x_.dtype;
+    out_.shape = {p_.tokens, p_.hidden};
+    out_.data.resize(std::size_t(p_.tokens * p_.hidden) * npy::dtype_size(x_.dtype));
+  }
+  void reference() override {
+    if (ref_.data.empty()) ref_ = out_;
+    combine::reference(p_, x_.data.data(), inv_.data(), w_.data(), ref_.data.data());
+  }
+  void adopt_reference() override { out_ = ref_; }
+  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
+    return var_.resolve("combine", requested, p_, caps, combine::find, combine::pick_auto);
+  }
+  std::size_t input_bytes() const override { return x_.data.size(); }
+  void upload(int copies) override {
+    var_.allocate(p_);
+    d_x_ = upload_copies(x_, copies);
+    d_inv_ = DeviceBuffer(inv_.size() * 4);
+    d_inv_.upload(inv_.data(), inv_.size() * 4);
+    d_w_ = DeviceBuffer(w_.size() * 4);
+    d_w_.upload(w_.data(), w_.size() * 4);
+    d_out_ = DeviceBuffer(out_.data.size());
+    d_out_.fill_bytes(0xAB);
+  }
+  LaunchStatus launch(Stream s, int copy) override {
+    combine::Buffers b;
+    b.expert_out = d_x_[copy].get();
+    b.inverse = d_inv_.as<std::int32_t>();
+    b.weights = d_w_.as<float>();
+    b.out = d_out_.get();
+    b.workspace = var_.workspace.get();
+    return var_.v->launch(p_, b, s);
+  }
+  void download() override { d_out_.download(out_.data.data(), out_.data.size()); }
+  double bytes_moved() const override {
+    std::int64_t used = 0;
+    for (auto r : inv_) used += r >= 0;
+    const double row = double(p_.hidden) * double(npy::dtype_size(x_.dtype));
+    return double(used) * row + double(p_.tokens) * row + 8.0 * double(inv_.size());
+  }
+  CheckResult check(bool) override { return combine::check(p_, ref_.data.data(), out_.data.data()); }
+  std::vector<NamedArray> outputs() override { return {{"out.npy", out_}}; }
+  std::vector<std::pair<std::string, std::string>> summary() const override {
+    return {{"out_elements", std::to_string(p_.tokens * p_.hidden)}};
+  }
+  CheckResult check_files(const std::vector<std::string>& paths) override {
+    const npy::Array back = npy::read(paths[0]);
+    return combine::check(p_, ref_.data.data(), back.data.data());
+  }
+
+ private:
+  npy::Array x_, out_, ref_;
+  std::vector<std::int32_t> inv_;
+  std::vector<float> w_;
+  combine::Problem p_;
+  ResolvedVariant<combine::Variant> var_;
+  std::vector<DeviceBuffer> d_x_;
+  DeviceBuffer d_inv_, d_w_, d_out_;
+};
+
+class CombineFamily final : public Family {
+ public:
+  std::string_view command() const override { return "combine"; }
+  std::string_view summary() const override {
+    return "MoE combine: out[t] = S * sum_j w[t, j] * expert_out[inverse[t, j]] (f32 accumulation)";
+  }
+  std::string outputs_help() const override { return "Output: out.npy [T, H], the dtype of expert-out."; }
+  std::vector<std::string> examples() const override {
+    return {"combine --tokens 4096 --topk 8 --hidden-size 7168 --routed-scaling-factor 2.5 --bench"};
+  }
+
+  void add_options(CLI::App& s) override {
+    auto* x = s.add_option("--expert-out", a_.expert_out, "expert output rows [P, H], f32, bf16 or f16 (.npy)");
+    s.add_option("--dtype", a_.dtype, "with --expert-out: read 2-byte data as this dtype")
+        ->check(CLI::IsMember({"bf16", "f16"}))
+        ->needs(x);
+    auto* inv = s.add_option("--inverse", a_.inverse, "int32 [T, K]: the row of each slot, -1 = dropped (.npy)");
+    auto* w = s.add_option("--topk-weights", a_.weights, "float32 [T, K] (.npy)");
+    x->needs(inv)->needs(w);
+    inv->needs(x);
+    w->needs(x);
+    s.add_option("--routed-scaling-factor", a_.scaling, "S")->capture_default_str();
+    s.add_option("--tokens", a_.tokens, "without files: generate this many tokens (P = T*K rows, shuffled)")
+        ->excludes(x);
+    s.add_option("--topk", a_.topk, "without files: K")->capture_default_str()->excludes(x);
+    s.add_option("--hidden-size", a_.hidden_size, "without files: H")->capture_default_str()->excludes(x);
+    s.add_option("--gen-dtype", a_.gen_dtype, "without files: f32, bf16 or f16")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+        ->capture_default_str()
+        ->excludes(x);
+  }
+
+  std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
+    s.description("expert output rows [rows, H], standard normal");
+    s.add_option("--rows", g_.rows, "rows P")->required();
+    s.add_option("--hidden-size", g_.hidden_size, "H")->required();
+    s.add_option("--dtype", g_.dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))
+        ->capture_default_str();
+    return [this](std::uint64_t seed) { return normal_rows(g_.rows, g_.hidden_size, *npy::parse_dtype(g_.dtype), seed); };
+  }
+
+  std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
+  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
+    return variant_rows(combine::variants(), caps);
+  }
+  std::string auto_rule() const override { return combine::auto_rule(); }
+
+ private:
+  Args a_;
+  GenArgs g_;
+};
+
+std::unique_ptr<Job> CombineFamily::prepare(const CommonOpts& c, Report& r) {
+  const Args& a = a_;
+  if (!std::isfinite(a.scaling) || !std::isfinite(static_cast<float>(a.scaling)))
+    throw InputError(fmt::format("--routed-scaling-factor: {} is not a finite f32 number", a.scaling));
+  npy::Array x;
+  std::vector<std::int32_t> inv;
+  std::vector<float> w;
+  std::int64_t T = 0;
+  std::int32_t K = 0;
+  if (a.expert_out.empty()) {
+    if (a.tokens < 0) throw InputError("combine: give --expert-out, --inverse and --topk-weights, or --tokens N");
+    if (a.topk < 1) throw InputError(fmt::format("--topk must be >= 1, got {}", a.topk));
+    const auto t = npy::parse_dtype(a.gen_dtype);
+    gen::check_size(double(a.tokens) * a.topk * double(a.hidden_size), "expert rows");
+    require_host_memory(double(a.tokens) * (a.topk + 2.0) * double(a.hidden_size) * double(npy::dtype_size(*t)),
+                        "this combine run");
+    T = a.tokens;
+    K = a.topk;
+    x = normal_rows(T * K, a.hidden_size, *t, c.seed);
+    inv.resize(std::size_t(T * K));
+    std::iota(inv.begin(), inv.end(), 0);
+    gen::Rng rng{gen::stream_key(c.seed, 0xc0b1)};
+    gen::shuffle(inv.data(), inv.size(), rng);
+    w.resize(inv.size());
+    for (float& v : w) v = static_cast<float>(rng.unit());
+    r.notes.push_back(fmt::format("generated input ({} tokens x top-{}, H {}, {}, rows shuffled, seed {})", T, K,
+                                  a.hidden_size, a.gen_dtype, c.seed));
+  } else {
+    const std::string xl = display_path(a.expert_out), il = display_path(a.inverse), wl = display_path(a.weights);
+    npy::ReadOptions ro;
+    if (!a.dtype.empty()) ro.reinterpret = npy::parse_dtype(a.dtype);
+    x = npy::read(a.expert_out, ro);
+    if (x.dtype != npy::DType::f4 && x.dtype != npy::DType::bf16 && x.dtype != npy::DType::f2)
+      throw InputError(fmt::format("{}: expert output must be float32, bfloat16 or float16, got {}", xl,
+                                   npy::dtype_name(x.dtype)));
+    if (x.shape.size() != 2) throw InputError(fmt::format("{}: expert output must be 2-D [P, H]", xl));
+    for (std::size_t i = 0; i < static_cast<std::size_t>(x.numel()); ++i) {  // NaN payloads are not reproducible bit for bit
+      const float v = x.dtype == npy::DType::f4 ? reinterpret_cast<const float*>(x.data.data())[i]
+                      : x.dtype == npy::DType::bf16
+                          ? bf16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(x.data.data())[i])
+                          : f16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(x.data.data())[i]);
+      if (!std::isfinite(v))
+        throw InputError(fmt::format("{}: expert_out[{}, {}] is {}: rows must be finite", xl, i / x.shape[1],
+                                     i % x.shape[1], v));
+    }
+    const npy::Array ia = npy::read(a.inverse), wa = npy::read(a.weights);
+    if (ia.dtype != npy::DType::i4 || ia.shape.size() != 2)
+      throw InputError(fmt::format("{}: the inverse map must be int32 [T, K]", il));
+    if (wa.dtype != npy::DType::f4 || wa.shape != ia.shape)
+      throw InputError(fmt::format("{}: the weights must be float32 [T, K] = [{}, {}]", wl, ia.shape[0], ia.shape[1]));
+    T = ia.shape[0];
+    K = static_cast<std::int32_t>(ia.shape[1]);
+    const auto iv = ia.as<std::int32_t>();
+    const auto wv = wa.as<float>();
+    inv.assign(iv.begin(), iv.end());
+    w.assign(wv.begin(), wv.end());
+    for (std::size_t i = 0; i < inv.size(); ++i)
+      if (inv[i] < -1 || inv[i] >= x.shape[0])
+        throw InputError(fmt::format("{}: inverse[{}, {}] = {} is neither -1 nor a row of {} ({} rows)", il, i / K,
+                                     i % K, inv[i], xl, x.shape[0]));
+    for (std::size_t i = 0; i < w.size(); ++i)
+      if (!std::isfinite(w[i]))
+        throw InputError(fmt::format("{}: weight [{}, {}] is {}: weights must be finite", wl, i / K, i % K, w[i]));
+    require_host_memory(double(x.data.size()) + 2.0 * double(T) * double(x.shape[1]) * double(npy::dtype_size(x.dtype)),
+                        "this combine run");
+  }
+  combine::Problem p;
+  p.tokens = T;
+  p.topk = K;
+  p.rows = x.shape[0];
+  p.hidden = x.shape[1];
+  p.dtype = x.dtype == npy::DType::f4 ? combine::DType::f32
+            : x.dtype == npy::DType::bf16 ? combine::DType::bf16 : combine::DType::f16;
+  p.scaling = static_cast<float>(a.scaling);
+  r.params = {{"tokens", std::to_string(T)}, {"topk", std::to_string(K)}, {"rows", std::to_string(p.rows)},
+              {"hidden", std::to_string(p.hidden)}, {"scaling", fmt::format("{:g}", p.scaling)}};
+  r.dtype = std::string(npy::dtype_name(x.dtype));
+  return std::make_unique<CombineJob>(std::move(x), std::move(inv), std::move(w), p);
+}
+
+}  // namespace
+
+std::unique_ptr<Family> make_combine_family() { return std::make_unique<CombineFamily>(); }
+
+}  // namespace moekit

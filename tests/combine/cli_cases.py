@@ -1,0 +1,74 @@
+"""CLI cases of the combine family (run by tests/cli/cli_test.py).
+
+The module-level names COMMAND, SMALL_ARGS, BUNDLED_ARGS and OVERSIZED feed the
+generic cases there; the @case functions are this family's own.
+"""
+import os
+
+from cli_harness import case, expect, load_npy, run, save_npy, tmp
+
+
+COMMAND = "combine"
+SMALL_ARGS = ["--tokens", 3, "--topk", 2, "--hidden-size", 16]
+BUNDLED_ARGS = ["--tokens", 64, "--topk", 8, "--hidden-size", 1030, "--routed-scaling-factor", 2.5]
+OVERSIZED = [
+    (["gen", "combine", "--rows", 1 << 40, "--hidden-size", 1 << 20, "-o", "{out}"], "too large"),
+    (["combine", "--tokens", 1 << 40, "--topk", 8, "--hidden-size", 1 << 20, "--device", "cpu"], "too large"),
+]
+
+
+def inputs(d, T=3, K=2, H=4, P=5):
+    x = os.path.join(d, "x.npy")
+    inv = os.path.join(d, "inv.npy")
+    w = os.path.join(d, "w.npy")
+    save_npy(x, "<f4", (P, H), [float(i) for i in range(P * H)])
+    save_npy(inv, "<i4", (T, K), [(t * K + j) % P if (t + j) % 3 else -1 for t in range(T) for j in range(K)])
+    save_npy(w, "<f4", (T, K), [0.5 + 0.25 * i for i in range(T * K)])
+    return x, inv, w
+
+
+@case()
+def combine_cpu_matches_model():
+    d = tmp()
+    T, K, H, P = 3, 2, 4, 5
+    x, inv, w = inputs(d, T, K, H, P)
+    xv, iv, wv = load_npy(x)[1], load_npy(inv)[1], load_npy(w)[1]
+    out = os.path.join(d, "o")
+    run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", w, "--routed-scaling-factor", 2,
+        "--device", "cpu", "--out", out, code=0)
+    h, got = load_npy(os.path.join(out, "out.npy"))
+    expect(h["shape"] == (T, H), f"{h}")
+    for t in range(T):
+        for c in range(H):
+            want = 2 * sum(wv[t * K + j] * xv[iv[t * K + j] * H + c] for j in range(K) if iv[t * K + j] >= 0)
+            expect(abs(got[t * H + c] - want) <= 1e-6 * abs(want), f"[{t},{c}] {got[t * H + c]} vs {want}")
+
+
+@case()
+def combine_bad_input_exits_2():
+    d = tmp()
+    x, inv, w = inputs(d)
+    bad = os.path.join(d, "bad.npy")
+    save_npy(bad, "<i4", (3, 2), [0, 1, 2, 5, 0, 0])  # 5 is not a row of 5 rows
+    p = run("combine", "--expert-out", x, "--inverse", bad, "--topk-weights", w, "--device", "cpu", code=2)
+    expect("neither -1 nor a row" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    save_npy(bad, "<f4", (3, 1), [1, 1, 1])
+    p = run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", bad, "--device", "cpu", code=2)
+    expect("[3, 2]" in p.stderr, p.stderr)
+    save_npy(bad, "<f4", (3, 2), [1, 1, float("nan"), 1, 1, 1])
+    run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", bad, "--device", "cpu", code=2)
+    run("combine", "--expert-out", x, "--device", "cpu", code=2)  # inverse and weights missing
+    save_npy(bad, "<f4", (5, 4), [0.0] * 19 + [float("inf")])
+    run("combine", "--expert-out", bad, "--inverse", inv, "--topk-weights", w, "--device", "cpu", code=2)
+
+
+@case()
+def combine_zero_tokens_and_gen():
+    d = tmp()
+    x, inv, w = inputs(d, T=0)
+    out = os.path.join(d, "o")
+    run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", w, "--device", "cpu", "--out", out, code=0)
+    expect(load_npy(os.path.join(out, "out.npy"))[0]["shape"] == (0, 4), "T = 0")
+    g = os.path.join(d, "g.npy")
+    run("gen", "combine", "--rows", 6, "--hidden-size", 5, "-o", g, code=0)
+    expect(load_npy(g)[0]["shape"] == (6, 5), "gen shape")

@@ -1,0 +1,92 @@
+// GPU test: the combine variants bit for bit against the reference over
+// T {0, 1, 3, 77, 1000} x K {1, 2, 8, 64} x H {1, 7, 1030, 4096, 7168} x dtype,
+// with dropped slots (-1) and rows used twice, rows 2 bytes off alignment in
+// every other run (the scalar path), outputs poisoned between guard zones.
+//
+// MOEKIT_GPU_SUBSET=sanitizer runs T <= 77 and H <= 1030 only.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "combine/reference.hpp"
+#include "common/device.hpp"
+#include "cuda_util.hpp"
+#include "gpu_case.hpp"
+#include "half.hpp"
+
+using namespace moekit;
+
+TEST_CASE("combine: every variant bit for bit against the reference") {
+  const bool subset = test::sanitizer_subset();
+  std::uint64_t seed = 3;
+  int runs = 0;
+  for (std::int64_t T : {0, 1, 3, 77, 1000})
+    for (int K : {1, 2, 8, 64})
+      for (std::int64_t H : {1, 7, 1030, 4096, 7168})
+        for (combine::DType dt : {combine::DType::bf16, combine::DType::f16, combine::DType::f32}) {
+          if (subset && (T > 77 || H > 1030)) continue;
+          if (T * K * H > (std::int64_t(1) << 25)) continue;
+          ++seed;
+          std::mt19937_64 rng(seed);
+          std::normal_distribution<float> nd(0.f, 1.f);
+          combine::Problem p;
+          p.tokens = T;
+          p.topk = K;
+          p.rows = std::max<std::int64_t>(T * K, 1);
+          p.hidden = H;
+          p.dtype = dt;
+          p.scaling = (seed & 1) ? 2.5f : 1.0f;
+          const std::size_t es = dt == combine::DType::f32 ? 4 : 2;
+          std::vector<unsigned char> x(std::size_t(p.rows * H) * es);
+          for (std::size_t i = 0; i < std::size_t(p.rows * H); ++i) {
+            const float v = nd(rng);
+            if (es == 4) std::memcpy(&x[i * 4], &v, 4);
+            else {
+              const std::uint16_t h = dt == combine::DType::bf16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
+              std::memcpy(&x[i * 2], &h, 2);
+            }
+          }
+          std::vector<std::int32_t> inv(std::size_t(T * K));
+          std::vector<float> w(inv.size());
+          for (std::size_t i = 0; i < inv.size(); ++i) {
+            const auto u = rng() % 10;
+            inv[i] = u == 0 ? -1 : static_cast<std::int32_t>(rng() % std::uint64_t(p.rows));  // drops, repeats
+            w[i] = static_cast<float>(rng() % 1000) / 999.0f;
+          }
+          std::vector<unsigned char> ref(std::size_t(T * H) * es);
+          combine::reference(p, x.data(), inv.data(), w.data(), ref.data());
+          const std::size_t misalign = (seed & 2) ? 2 : 0;
+          for (const combine::Variant& v : combine::variants()) {
+            if (v.not_applicable(p, device_caps()) != nullptr) continue;
+            test::Uploaded dx(x.data(), x.size(), misalign), dinv(inv.data(), inv.size() * 4), dw(w.data(), w.size() * 4);
+            test::Guarded out(ref.size());
+            out.poison();
+            combine::Buffers b;
+            b.expert_out = dx.data();
+            b.inverse = dinv.as<std::int32_t>();
+            b.weights = dw.as<float>();
+            b.out = out.data();
+            std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr); });
+            if (why.empty()) {
+              const auto rb = out.read();
+              if (!rb.guard_ok) why = "wrote outside its output (guard zone changed)";
+              else {
+                const CheckResult c = combine::check(p, ref.data(), rb.body());
+                if (!c.ok) why = c.first_difference;
+              }
+            }
+            test::expect_ok("variant " + std::string(v.info.name) + " T=" + std::to_string(T) + " K=" +
+                                std::to_string(K) + " H=" + std::to_string(H) + " dtype " +
+                                std::to_string(int(dt)) + " misalign " + std::to_string(misalign) + " seed " +
+                                std::to_string(seed),
+                            why);
+            ++runs;
+          }
+        }
+  MESSAGE(runs << " runs");
+}
