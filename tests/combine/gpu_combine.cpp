@@ -1,7 +1,8 @@
 // GPU test: the combine variants bit for bit against the reference over
 // T {0, 1, 3, 77, 1000} x K {1, 2, 8, 64} x H {1, 7, 1030, 4096, 7168} x dtype,
-// with dropped slots (-1) and rows used twice, rows 2 bytes off alignment in
-// every other run (the scalar path), outputs poisoned between guard zones.
+// with dropped slots (-1) and rows used twice, rows one element off 16-byte
+// alignment in every other run (the scalar path), outputs poisoned between
+// guard zones.
 //
 // MOEKIT_GPU_SUBSET=sanitizer runs T <= 77 and H <= 1030 only.
 #include <doctest/doctest.h>
@@ -60,7 +61,7 @@ TEST_CASE("combine: every variant bit for bit against the reference") {
           }
           std::vector<unsigned char> ref(std::size_t(T * H) * es);
           combine::reference(p, x.data(), inv.data(), w.data(), ref.data());
-          const std::size_t misalign = (seed & 2) ? 2 : 0;
+          const std::size_t misalign = (seed & 2) ? es : 0;  // element-aligned, off 16 bytes: the scalar path
           for (const combine::Variant& v : combine::variants()) {
             if (v.not_applicable(p, device_caps()) != nullptr) continue;
             test::Uploaded dx(x.data(), x.size(), misalign), dinv(inv.data(), inv.size() * 4), dw(w.data(), w.size() * 4);
