@@ -108,6 +108,12 @@ def save_i32(path, values, shape=None):
         f.write(npy_bytes("<i4", repr(tuple(shape)), struct.pack(f"<{len(values)}i", *values)))
 
 
+def save_f32(path, values, shape=None):
+    shape = shape or (len(values),)
+    with open(path, "wb") as f:
+        f.write(npy_bytes("<f4", repr(tuple(shape)), struct.pack(f"<{len(values)}f", *values)))
+
+
 ALIGN_OUT = ["sorted_token_ids.npy", "expert_ids.npy", "num_tokens_post_pad.npy"]
 
 
@@ -283,6 +289,27 @@ def in_dedup_indices_fifo(w):
 @case
 def in_act_input_fifo(w):
     input_refused(w, ["act-and-mul", "--input", fifo_input(w), "--device", "cpu"])
+
+
+@case
+def in_route_inputs_fifo(w):
+    input_refused(w, ["route", "--logits", fifo_input(w), "--topk", 2, "--device", "cpu"])
+    os.remove(os.path.join(w, "f.npy"))
+    logits = os.path.join(w, "l.npy")
+    save_f32(logits, [0.0] * 8, (2, 4))
+    input_refused(w, ["route", "--logits", logits, "--topk", 2, "--correction-bias", fifo_input(w), "--device", "cpu"])
+
+
+@case
+def in_permute_and_combine_inputs_fifo(w):
+    ids = os.path.join(w, "ids.npy")
+    save_i32(ids, [0, 1, 2, 3], (2, 2))
+    input_refused(w, ["permute", "--hidden", fifo_input(w), "--topk-ids", ids, "-E", 8, "--device", "cpu"])
+    os.remove(os.path.join(w, "f.npy"))
+    w8 = os.path.join(w, "w.npy")
+    save_f32(w8, [1.0] * 4, (2, 2))
+    input_refused(w, ["combine", "--expert-out", fifo_input(w), "--inverse", ids, "--topk-weights", w8,
+                      "--device", "cpu"])
 
 
 @case
