@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cctype>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -24,6 +25,7 @@
 
 #include "display.hpp"
 #include "errors.hpp"
+#include "half.hpp"
 #include "outputs.hpp"
 
 namespace moekit::npy {
@@ -580,6 +582,22 @@ std::string descr_for_write(DType t) {
 
 std::string_view dtype_name(DType t) { return row(t).name; }
 std::size_t dtype_size(DType t) { return row(t).size; }
+
+float float_at(const Array& a, std::size_t i) {
+  switch (a.dtype) {
+    case DType::f4: return reinterpret_cast<const float*>(a.data.data())[i];
+    case DType::bf16: return bf16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(a.data.data())[i]);
+    case DType::f2: return f16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(a.data.data())[i]);
+    default: throw InputError(fmt::format("float_at: {} is not a float32, bfloat16 or float16 dtype", dtype_name(a.dtype)));
+  }
+}
+
+std::optional<std::size_t> first_non_finite(const Array& a) {
+  const std::size_t n = static_cast<std::size_t>(a.numel());
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(float_at(a, i))) return i;
+  return std::nullopt;
+}
 
 std::optional<DType> parse_dtype(std::string_view name) {
   std::string n(name);

@@ -59,6 +59,12 @@ struct Info {
 };
 Info inspect(const std::string& path, const ReadOptions& opt = {});
 
+// Element i of a float32, bfloat16 or float16 array, as float (exact). Other
+// dtypes: InputError.
+float float_at(const Array& a, std::size_t i);
+// The first NaN or infinite element of a float32, bfloat16 or float16 array.
+std::optional<std::size_t> first_non_finite(const Array& a);
+
 // Python tuple notation, as NumPy prints a shape: "()", "(5,)", "(2, 3)".
 std::string format_shape(std::span<const std::int64_t> shape);
 // The header (magic to '\n') written before `a`'s data: format 1.0, data

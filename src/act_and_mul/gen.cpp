@@ -53,4 +53,22 @@ npy::Array act_input(std::int64_t tokens, std::int64_t d, npy::DType dtype, std:
   return a;
 }
 
+npy::Array normal_rows(std::int64_t rows, std::int64_t h, npy::DType dtype, std::uint64_t seed, std::string_view what) {
+  if (h < 1) throw InputError(fmt::format("--hidden-size must be >= 1, got {}", h));
+  check_size(double(rows) * double(h), what);
+  npy::Array a = act_input(rows, (h + 1) / 2, dtype, seed);
+  if (h % 2) {  // odd h: keep the first h of each h + 1
+    const std::size_t es = npy::dtype_size(dtype), w = std::size_t(h + 1);
+    npy::Array o;
+    o.dtype = dtype;
+    o.shape = {rows, h};
+    o.data.resize(std::size_t(rows) * std::size_t(h) * es);
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(o.data.data() + r * h * es, a.data.data() + r * w * es, std::size_t(h) * es);
+    return o;
+  }
+  a.shape = {rows, h};
+  return a;
+}
+
 }  // namespace moekit::gen

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "act_and_mul/gen.hpp"
@@ -15,7 +14,6 @@
 #include "errors.hpp"
 #include "family.hpp"
 #include "gen_common.hpp"
-#include "half.hpp"
 #include "host_memory.hpp"
 
 namespace moekit {
@@ -33,21 +31,6 @@ struct GenArgs {
   std::int64_t rows = -1, hidden_size = 0;
   std::string dtype = "bf16";
 };
-
-// [rows, H] standard-normal rows (act-and-mul's generator gives [rows, 2 ceil(H/2)]).
-npy::Array normal_rows(std::int64_t rows, std::int64_t h, npy::DType t, std::uint64_t seed) {
-  if (h < 1) throw InputError(fmt::format("--hidden-size must be >= 1, got {}", h));
-  gen::check_size(double(rows) * double(h), "expert rows");
-  npy::Array a = gen::act_input(rows, (h + 1) / 2, t, seed);
-  const std::size_t es = npy::dtype_size(t), w = std::size_t((h + 1) / 2 * 2);
-  npy::Array o;
-  o.dtype = t;
-  o.shape = {rows, h};
-  o.data.resize(std::size_t(rows) * std::size_t(h) * es);
-  for (std::int64_t r = 0; r < rows; ++r)
-    std::memcpy(o.data.data() + r * h * es, a.data.data() + r * w * es, std::size_t(h) * es);
-  return o;
-}
 
 class CombineJob final : public Job {
  public:
@@ -150,7 +133,7 @@ class CombineFamily final : public Family {
     s.add_option("--hidden-size", g_.hidden_size, "H")->required();
     s.add_option("--dtype", g_.dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))
         ->capture_default_str();
-    return [this](std::uint64_t seed) { return normal_rows(g_.rows, g_.hidden_size, *npy::parse_dtype(g_.dtype), seed); };
+    return [this](std::uint64_t seed) { return gen::normal_rows(g_.rows, g_.hidden_size, *npy::parse_dtype(g_.dtype), seed, "expert rows"); };
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
@@ -182,7 +165,7 @@ std::unique_ptr<Job> CombineFamily::prepare(const CommonOpts& c, Report& r) {
                         "this combine run");
     T = a.tokens;
     K = a.topk;
-    x = normal_rows(T * K, a.hidden_size, *t, c.seed);
+    x = gen::normal_rows(T * K, a.hidden_size, *t, c.seed, "expert rows");
     inv.resize(std::size_t(T * K));
     std::iota(inv.begin(), inv.end(), 0);
     gen::Rng rng{gen::stream_key(c.seed, 0xc0b1)};
@@ -200,15 +183,10 @@ std::unique_ptr<Job> CombineFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("{}: expert output must be float32, bfloat16 or float16, got {}", xl,
                                    npy::dtype_name(x.dtype)));
     if (x.shape.size() != 2) throw InputError(fmt::format("{}: expert output must be 2-D [P, H]", xl));
-    for (std::size_t i = 0; i < static_cast<std::size_t>(x.numel()); ++i) {  // NaN payloads are not reproducible bit for bit
-      const float v = x.dtype == npy::DType::f4 ? reinterpret_cast<const float*>(x.data.data())[i]
-                      : x.dtype == npy::DType::bf16
-                          ? bf16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(x.data.data())[i])
-                          : f16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(x.data.data())[i]);
-      if (!std::isfinite(v))
-        throw InputError(fmt::format("{}: expert_out[{}, {}] is {}: rows must be finite", xl, i / x.shape[1],
-                                     i % x.shape[1], v));
-    }
+    // NaN payloads are not reproducible bit for bit.
+    if (const auto i = npy::first_non_finite(x))
+      throw InputError(fmt::format("{}: expert_out[{}, {}] is {}: rows must be finite", xl, *i / x.shape[1],
+                                   *i % x.shape[1], npy::float_at(x, *i)));
     const npy::Array ia = npy::read(a.inverse), wa = npy::read(a.weights);
     if (ia.dtype != npy::DType::i4 || ia.shape.size() != 2)
       throw InputError(fmt::format("{}: the inverse map must be int32 [T, K]", il));

@@ -32,26 +32,6 @@ struct GenArgs {
   std::string dtype = "bf16";
 };
 
-// Normal [tokens, H] rows of a 2- or 4-byte float dtype (act-and-mul's
-// generator makes [tokens, 2d]: ask for d = H / 2 when H is even).
-npy::Array hidden_rows(std::int64_t tokens, std::int64_t h, npy::DType t, std::uint64_t seed) {
-  if (h < 1) throw InputError(fmt::format("--hidden-size must be >= 1, got {}", h));
-  gen::check_size(double(tokens) * double(h), "hidden rows");
-  npy::Array a = gen::act_input(tokens, (h + 1) / 2, t, seed);
-  if (h % 2) {  // odd H: keep the first h of each 2*ceil(h/2) row
-    const std::size_t es = npy::dtype_size(t), w = std::size_t(h + 1);
-    npy::Array o;
-    o.dtype = t;
-    o.shape = {tokens, h};
-    o.data.resize(std::size_t(tokens) * std::size_t(h) * es);
-    for (std::int64_t r = 0; r < tokens; ++r)
-      std::memcpy(o.data.data() + r * h * es, a.data.data() + r * w * es, std::size_t(h) * es);
-    return o;
-  }
-  a.shape = {tokens, h};
-  return a;
-}
-
 class PermuteJob final : public Job {
  public:
   PermuteJob(npy::Array hidden, npy::Array ids, std::vector<std::int64_t> wide, permute::Problem p)
@@ -203,7 +183,7 @@ class PermuteFamily final : public Family {
     s.add_option("--dtype", g_.dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))
         ->capture_default_str();
     return [this](std::uint64_t seed) {
-      return hidden_rows(g_.tokens, g_.hidden_size, *npy::parse_dtype(g_.dtype), seed);
+      return gen::normal_rows(g_.tokens, g_.hidden_size, *npy::parse_dtype(g_.dtype), seed, "hidden rows");
     };
   }
 
@@ -234,7 +214,7 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
     (void)permute::make_problem(a.tokens, a.topk, a.experts, a.block_size, 0, layout);  // int32 limits first
     require_host_memory(3.0 * double(a.tokens) * double(a.hidden_size) * double(npy::dtype_size(*t)) * a.topk,
                         "this permute run");
-    hidden = hidden_rows(a.tokens, a.hidden_size, *t, c.seed);
+    hidden = gen::normal_rows(a.tokens, a.hidden_size, *t, c.seed, "hidden rows");
     ids = gen::align_ids(a.tokens, a.topk, a.experts, gen::parse_dist(a.dist), c.seed, false);
     r.notes.push_back(fmt::format("generated input ({} tokens x H {}, {}, top-{} of {} {}, seed {})", a.tokens,
                                   a.hidden_size, a.gen_dtype, a.topk, a.experts, a.dist, c.seed));

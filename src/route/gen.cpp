@@ -9,7 +9,6 @@
 #include "align/gen.hpp"
 #include "errors.hpp"
 #include "gen_common.hpp"
-#include "half.hpp"
 #include "route/route.hpp"
 
 namespace moekit::gen {
@@ -72,17 +71,13 @@ npy::Array route_bias(std::int32_t experts, std::uint64_t seed) {
 }
 
 std::vector<float> logits_as_f32(const npy::Array& a, const std::string& label) {
+  if (a.dtype != npy::DType::f4 && a.dtype != npy::DType::bf16 && a.dtype != npy::DType::f2)
+    throw InputError(fmt::format("{}: logits must be float32, bfloat16 or float16", label));
   const std::size_t n = a.numel();
   std::vector<float> out(n);
   const std::int64_t E = a.shape.empty() ? 1 : std::max<std::int64_t>(a.shape.back(), 1);
   for (std::size_t i = 0; i < n; ++i) {
-    float v;
-    switch (a.dtype) {
-      case npy::DType::f4: v = reinterpret_cast<const float*>(a.data.data())[i]; break;
-      case npy::DType::bf16: v = bf16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(a.data.data())[i]); break;
-      case npy::DType::f2: v = f16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(a.data.data())[i]); break;
-      default: throw InputError(fmt::format("{}: logits must be float32, bfloat16 or float16", label));
-    }
+    const float v = npy::float_at(a, i);
     if (!std::isfinite(v))
       throw InputError(fmt::format("{}: logit [{}, {}] is {}: logits must be finite", label, i / E, i % E, v));
     out[i] = v;
