@@ -584,7 +584,7 @@ void launch_tiny_narrow(const Setup& su, int copy, cudaStream_t s, const ad::Tin
   const ad::Args a = ad::make_args(su.p, su.buffers(copy));
   const std::size_t smem = ad::tiny_smem(su.p.numel, su.p.num_experts);
   prim::opt_in_smem(ad::tiny_kernel<std::int32_t, kThreads, false, Probe>, smem);
-  ad::tiny_kernel<std::int32_t, kThreads, false, Probe><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
+  ad::tiny_kernel<std::int32_t, kThreads, false, Probe><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk, ad::TinyPlaceNone::Params{});
 }
 
 double median_of(std::vector<double> v) {

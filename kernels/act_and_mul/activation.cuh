@@ -8,9 +8,13 @@
 #include <cstdint>
 
 #include "act_and_mul/act_math.cuh"
-#include "act_and_mul/fast_div.hpp"
+#include "primitives/fast_div.hpp"
 #include "act_and_mul/vec_dtypes.cuh"
 #include "primitives/pdl.cuh"
+
+namespace moekit::act {
+using prim::FastDivU32;  // shared with the launchers
+}  // namespace moekit::act
 
 namespace moekit::act::detail {
 

@@ -20,6 +20,11 @@
 // slots of an expert: each expert is placed by exactly one block, with that
 // block's ranks, so every slot lands exactly once. The order of slots inside
 // an expert is not defined (not a stable variant). 4 barriers in all.
+//
+// The kernel is also the index half of permute's `fused` variant: a Place
+// type (below) sees the padding ranges of the chunk and, at the end, the
+// ranked slots, and moves the data rows there. align instantiates the no-op
+// TinyPlaceNone, which compiles to nothing.
 #pragma once
 
 #include "align/common.cuh"
@@ -72,20 +77,39 @@ struct TinyNoProbe {
   __device__ static void end() {}
 };
 
+// Placement hooks (the permute family's `fused` variant has the other one):
+//   Params          passed by value to the kernel;
+//   extra_smem      bytes of shared memory after tiny's own (16-byte aligned);
+//   begin           every thread at entry, before the first barrier;
+//   padding         one lane: rows [lo, hi) of the chunk are padding rows;
+//   finish          every thread at the end: slot[] (packed expert | rank
+//                   << kTinyExpertBits, -1 dropped) and cs[] (final expert
+//                   starts) are final and unchanged since the last barrier.
+struct TinyPlaceNone {
+  struct Params {};
+  static constexpr std::size_t extra_smem(std::int64_t, int) { return 0; }
+  __device__ static void begin(const Params&, char*) {}
+  __device__ static void padding(const Params&, char*, int, int, int) {}
+  template <int kThreads>
+  __device__ static void finish(const Args&, const Params&, char*, const int*, const int*, int, int, int) {}
+};
+
 // Code size matters as much as work here: a launch this short pays for every
 // instruction-cache line it runs through, so loops are kept rolled
 // (`#pragma unroll 1`) except where registers must hold loads in flight.
 // kWide: numel > kTinyNarrow * kThreads (16-byte loads, kTinyUnroll in flight).
-template <class IdT, int kThreads, bool kWide, class Probe = TinyNoProbe>
-__global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
+template <class IdT, int kThreads, bool kWide, class Probe = TinyNoProbe, class Place = TinyPlaceNone>
+__global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typename Place::Params pp) {
   extern __shared__ int4 sm4[];
   __shared__ int warp_sums[kWarp + 1];
   const int E = a.num_experts, n = a.numel;
   int* slot = reinterpret_cast<int*>(sm4);  // (n + 3) / 4 * 4
   int* cnt = slot + (n + 3) / 4 * 4;        // E
   int* cs = cnt + E;                        // E + 1
+  char* extra = reinterpret_cast<char*>(sm4) + ((sizeof(int) * ((n + 3) / 4 * 4 + 2 * E + 1) + 15) & ~std::size_t{15});
   const int t = threadIdx.x;
   Probe::mark(0);
+  Place::begin(pp, extra);
 
   // 1. Rank every slot inside its expert. The first loads go out before the
   // counters are zeroed, so their latency overlaps the zeroing barrier.
@@ -222,6 +246,7 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
       const int ee = __shfl_sync(kFullMask, s + v, src);
       const int ex = __shfl_sync(kFullMask, e, src);
       const int pe = min(ee, r1);
+      if (lane == 0 && max(es + ec, r0) < pe) Place::padding(pp, extra, n, max(es + ec, r0), pe);
 #pragma unroll 1
       for (int r = max(es + ec, r0) + lane; r < pe; r += kWarp) a.sorted[r] = pad;
       const int je = min(db.div(ee), j1);
@@ -264,6 +289,7 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk) {
     const int row = st + (v >> kTinyExpertBits);
     if (row < a.max_padded) a.sorted[row] = i;
   }
+  Place::template finish<kThreads>(a, pp, extra, slot, cs, r0, r1, total);
   Probe::end();
 }
 
@@ -318,7 +344,7 @@ inline cudaError_t launch_tiny_as(const Args& a, const TinyPlan& pl, std::size_t
                                   cudaStream_t s) {
   if (const cudaError_t e = prim::opt_in_smem(tiny_kernel<IdT, kThreads, kWide>, smem); e != cudaSuccess)
     return e;
-  tiny_kernel<IdT, kThreads, kWide><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk);
+  tiny_kernel<IdT, kThreads, kWide><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk, TinyPlaceNone::Params{});
   return cudaGetLastError();
 }
 

@@ -10,7 +10,12 @@
 
 #include "combine/combine.hpp"
 #include "combine/gather.cuh"
+#include "combine/policy.hpp"
+#include "combine/scatter.cuh"
+#include "combine/slices.cuh"
+#include "combine/tma.cuh"
 #include "common/cuda_check.cuh"
+#include "primitives/smem.cuh"
 
 namespace moekit::combine {
 namespace {
@@ -36,30 +41,163 @@ cudaError_t launch_typed(const Problem& p, const Buffers& b, Stream s) {
   return cudaGetLastError();
 }
 
-LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s) {
+// The element type behind p.dtype, for one launcher template.
+template <template <class> class L>
+LaunchStatus by_dtype(const Problem& p, const Buffers& b, Stream s) {
   if (p.tokens <= 0 || p.hidden <= 0) return cudaSuccess;
   switch (p.dtype) {
-    case DType::f32: return launch_typed<float>(p, b, s);
-    case DType::bf16: return launch_typed<__nv_bfloat16>(p, b, s);
-    case DType::f16: return launch_typed<__half>(p, b, s);
+    case DType::f32: return L<float>::run(p, b, s);
+    case DType::bf16: return L<__nv_bfloat16>::run(p, b, s);
+    case DType::f16: return L<__half>::run(p, b, s);
   }
   return cudaErrorInvalidValue;
 }
 
-const char* gather_na(const Problem& p, const DeviceCaps&) {
+std::size_t esize(DType d) { return d == DType::f32 ? 4 : 2; }
+std::size_t no_workspace(const Problem&, const DeviceCaps&) { return 0; }
+const char* topk_na(const Problem& p, const DeviceCaps&) {
   return p.topk > detail::kMaxTopk ? "K > 64 (a token's rows and weights are staged in shared memory)" : nullptr;
 }
-std::size_t no_workspace(const Problem&, const DeviceCaps&) { return 0; }
-std::string gather_limits(const DeviceCaps&) { return "K <= " + std::to_string(detail::kMaxTopk); }
+std::string topk_limits(const DeviceCaps&) { return "K <= " + std::to_string(detail::kMaxTopk); }
 
-const std::array<Variant, 1> kVariants{{
+template <class T>
+struct Gather {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) { return launch_typed<T>(p, b, s); }
+};
+
+// slices: (token, slice) items, 16-byte loads of kSliceRows rows ahead.
+template <class T>
+struct Slices {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+    constexpr int V = static_cast<int>(16 / sizeof(T));
+    auto x = static_cast<const T*>(b.expert_out);
+    auto out = static_cast<T*>(b.out);
+    const bool vec = p.hidden % V == 0 && aligned16(x) && aligned16(out);
+    const std::int64_t per = std::int64_t{detail::kSliceThreads} * (vec ? V : 1);
+    const std::int64_t slices = ceil_div<std::int64_t>(p.hidden, per);
+    const Policy& pol = policy_for(device_caps());
+    const unsigned grid = clamp_grid(
+        std::min<std::int64_t>(p.tokens * slices, std::int64_t{pol.slices_blocks_per_sm} * device_caps().sm_count));
+    if (vec)
+      detail::slices_combine_kernel<T, V><<<grid, detail::kSliceThreads, 0, s>>>(x, b.inverse, b.weights, out,
+                                                                                 p.tokens, p.topk, p.hidden, slices,
+                                                                                 p.scaling);
+    else
+      detail::slices_combine_kernel<T, 1><<<grid, detail::kSliceThreads, 0, s>>>(x, b.inverse, b.weights, out,
+                                                                                 p.tokens, p.topk, p.hidden, slices,
+                                                                                 p.scaling);
+    return cudaGetLastError();
+  }
+};
+
+// tma: segment bytes so that K segments fit kTmaStageBytes, and small
+// batches still make about one item per SM.
+std::int64_t tma_segment_elems(const Problem& p, const DeviceCaps& caps) {
+  const std::int64_t es = static_cast<std::int64_t>(esize(p.dtype));
+  const std::int64_t row = p.hidden * es;
+  std::int64_t seg = std::max<std::int64_t>(16, detail::kTmaStageBytes / std::max(p.topk, 1) / 16 * 16);
+  const std::int64_t want_segs = ceil_div<std::int64_t>(std::max(caps.sm_count, 1), std::max<std::int64_t>(p.tokens, 1));
+  seg = std::min(seg, std::max<std::int64_t>(512, ceil_div<std::int64_t>(ceil_div(row, want_segs), 16) * 16));
+  return std::min(seg, row) / es;
+}
+
+template <class T>
+struct Tma {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+    // Bulk copies need 16-byte aligned rows: a misaligned tensor takes slices' path.
+    if (!aligned16(b.expert_out)) return Slices<T>::run(p, b, s);
+    const DeviceCaps& caps = device_caps();
+    const std::int64_t seg = tma_segment_elems(p, caps);
+    const std::int64_t segs = ceil_div<std::int64_t>(p.hidden, seg);
+    const std::size_t smem = static_cast<std::size_t>(p.topk) * static_cast<std::size_t>(seg) * sizeof(T);
+    const Policy& pol = policy_for(caps);
+    const unsigned grid =
+        clamp_grid(std::min<std::int64_t>(p.tokens * segs, std::int64_t{pol.tma_blocks_per_sm} * caps.sm_count));
+    if (const cudaError_t e = prim::opt_in_smem(detail::tma_combine_kernel<T>, smem); e != cudaSuccess) return e;
+    detail::tma_combine_kernel<T><<<grid, detail::kTmaThreads, smem, s>>>(
+        static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out), p.tokens, p.topk,
+        p.hidden, seg, segs, p.scaling);
+    return cudaGetLastError();
+  }
+};
+
+const char* tma_na(const Problem& p, const DeviceCaps& caps) {
+  if (caps.present() && caps.cc_major < 9) return "needs sm_90 (bulk copies)";
+  if (const char* w = topk_na(p, caps)) return w;
+  if (p.hidden * static_cast<std::int64_t>(esize(p.dtype)) % 16 != 0) return "needs H * element size a multiple of 16 bytes";
+  return nullptr;
+}
+std::string tma_limits(const DeviceCaps&) {
+  return "sm_90+, K <= " + std::to_string(detail::kMaxTopk) + ", H * element size a multiple of 16 bytes";
+}
+
+// scatter: workspace = row -> slot map (P int32) + f32 accumulators (T x H).
+std::size_t scatter_map_bytes(const Problem& p) {
+  return static_cast<std::size_t>(ceil_div<std::int64_t>(std::max<std::int64_t>(p.rows, 0) * 4, 256) * 256);
+}
+std::size_t scatter_workspace(const Problem& p, const DeviceCaps&) {
+  return scatter_map_bytes(p) + static_cast<std::size_t>(std::max<std::int64_t>(p.tokens * p.hidden, 0)) * 4;
+}
+
+template <class T>
+struct Scatter {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+    auto* row_slot = static_cast<std::int32_t*>(b.workspace);
+    auto* acc = reinterpret_cast<float*>(static_cast<char*>(b.workspace) + scatter_map_bytes(p));
+    const std::int64_t n = p.tokens * p.hidden;
+    if (p.rows > 0) {
+      if (cudaError_t e = cudaMemsetAsync(row_slot, 0xff, std::size_t(p.rows) * 4, s); e != cudaSuccess) return e;
+    }
+    if (cudaError_t e = cudaMemsetAsync(acc, 0, std::size_t(n) * 4, s); e != cudaSuccess) return e;
+    const int sms = std::max(device_caps().sm_count, 1);
+    const std::int64_t slots = p.tokens * p.topk;
+    detail::row_slots_kernel<<<clamp_grid(std::min<std::int64_t>(ceil_div<std::int64_t>(slots, 256), 4 * sms)), 256,
+                               0, s>>>(b.inverse, slots, row_slot);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (p.rows > 0) {
+      auto x = static_cast<const T*>(b.expert_out);
+      const unsigned threads = static_cast<unsigned>(std::clamp<std::int64_t>((p.hidden / 4 + 31) / 32 * 32, 32, 256));
+      const unsigned grid = clamp_grid(std::min<std::int64_t>(p.rows, 8 * std::int64_t{sms}));
+      if (p.hidden % 4 == 0)
+        detail::scatter_rows_kernel<T, 4><<<grid, threads, 0, s>>>(x, row_slot, b.weights, acc, p.rows, p.topk, p.hidden);
+      else
+        detail::scatter_rows_kernel<T, 1><<<grid, threads, 0, s>>>(x, row_slot, b.weights, acc, p.rows, p.topk, p.hidden);
+      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    }
+    detail::finish_kernel<T><<<clamp_grid(std::min<std::int64_t>(ceil_div<std::int64_t>(n, 256), 8 * sms)), 256, 0, s>>>(
+        acc, static_cast<T*>(b.out), n, p.scaling);
+    return cudaGetLastError();
+  }
+};
+std::string any_limits(const DeviceCaps&) { return "any (inverse one-to-one, as permute writes it)"; }
+const char* never_na(const Problem&, const DeviceCaps&) { return nullptr; }
+
+const std::array<Variant, 4> kVariants{{
     {{"gather",
       "one block per token; each thread sums w * row over the token's K rows (j ascending, f32 fused "
       "multiply-adds, 16-byte row loads) and rounds once: bit for bit with the reference"},
-     true, gather_limits, gather_na, no_workspace, launch_gather},
+     true, topk_limits, topk_na, no_workspace, by_dtype<Gather>},
+    {{"slices",
+      "(token, column slice) work items spread small batches over the GPU; each thread loads 16-byte vectors "
+      "of 8 rows before using any, then gather's arithmetic: bit for bit"},
+     true, topk_limits, topk_na, no_workspace, by_dtype<Slices>},
+    {{"tma",
+      "sm_90: one thread hands each row segment of a token to the copy engine (bulk loads into shared memory, "
+      "one byte-counting barrier), the block sums them with gather's arithmetic: bit for bit (rows not 16-byte "
+      "aligned: slices)"},
+     true, tma_limits, tma_na, no_workspace, by_dtype<Tma>},
+    {{"scatter",
+      "from the experts' side: each expert row is read once and added, weighted, into its token's f32 "
+      "accumulator with atomics, then scaled and rounded; order of additions varies (checked to a tolerance)"},
+     false, any_limits, never_na, scatter_workspace, by_dtype<Scatter>},
 }};
 
-const std::array<AutoRow<Problem>, 1> kAutoRows = {{
+bool small_batch(const Problem& p, const DeviceCaps& caps) {
+  return p.tokens <= std::int64_t{policy_for(caps).slices_tokens_per_sm} * caps.sm_count;
+}
+
+const std::array<AutoRow<Problem>, 2> kAutoRows = {{
+    {"slices", "T <= policy.slices_tokens_per_sm * SMs", small_batch},
     {"gather", "", nullptr},
 }};
 

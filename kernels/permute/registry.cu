@@ -7,78 +7,289 @@
 #include <string>
 
 #include "common/cuda_check.cuh"
+#include "permute/fused.cuh"
 #include "permute/gather.cuh"
 #include "permute/permute.hpp"
+#include "permute/policy.hpp"
+#include "permute/scatter.cuh"
+#include "permute/tma.cuh"
+#include "primitives/smem.cuh"
 
 namespace moekit::permute {
 namespace {
 
 bool aligned_to(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
-const align::Variant& align_step(const Problem& p, const DeviceCaps& caps) { return align::pick_auto(p.align, caps); }
-
-template <class V>
-cudaError_t launch_gather_typed(const Problem& p, const Buffers& b, Stream s) {
-  const std::int64_t row_vecs = p.row_bytes / static_cast<std::int64_t>(sizeof(V));
-  const std::int64_t rows = p.align.max_num_tokens_padded;
-  const unsigned threads = static_cast<unsigned>(std::clamp<std::int64_t>((row_vecs + 31) / 32 * 32, 32, 256));
-  // Grid-stride over the rows: most of the padded buffer is unused at small T.
-  const unsigned grid = clamp_grid(std::min<std::int64_t>(rows, std::int64_t{8} * std::max(device_caps().sm_count, 1)));
-  detail::gather_rows_kernel<V><<<grid, threads, 0, s>>>(static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
-                                                         b.sorted_token_ids, b.num_tokens_post_pad, b.inverse,
-                                                         p.align.numel, p.topk, row_vecs, rows);
-  return cudaGetLastError();
+// The widest word (16, 4 or 2 bytes) that row_bytes and both pointers allow.
+int word_bytes(const Problem& p, const Buffers& b) {
+  for (int w : {16, 4}) {
+    if (p.row_bytes % w == 0 && aligned_to(b.hidden, w) && aligned_to(b.permuted, w)) return w;
+  }
+  return 2;
 }
 
-LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s) {
-  const DeviceCaps& caps = device_caps();
+template <template <class> class L>
+cudaError_t by_word(const Problem& p, const Buffers& b, Stream s) {
+  switch (word_bytes(p, b)) {
+    case 16: return L<uint4>::run(p, b, s);
+    case 4: return L<unsigned>::run(p, b, s);
+    default: return L<unsigned short>::run(p, b, s);
+  }
+}
+
+unsigned copy_grid(std::int64_t items) {
+  return clamp_grid(std::min<std::int64_t>(
+      std::max<std::int64_t>(items, 1),
+      std::int64_t{policy_for(device_caps()).copy_blocks_per_sm} * std::max(device_caps().sm_count, 1)));
+}
+
+// ---- the steps the multi-launch variants share ----
+
+const align::Variant& align_step(const Problem& p, const DeviceCaps& caps) { return align::pick_auto(p.align, caps); }
+
+LaunchStatus run_align(const Problem& p, const Buffers& b, Stream s) {
   align::Buffers ab;
   ab.topk_ids = b.topk_ids;
   ab.sorted_token_ids = b.sorted_token_ids;
   ab.expert_ids = b.expert_ids;
   ab.num_tokens_post_pad = b.num_tokens_post_pad;
   ab.workspace = b.workspace;
-  if (const LaunchStatus e = align_step(p, caps).launch(p.align, ab, s); e != 0) return e;
+  if (const LaunchStatus e = align_step(p, device_caps()).launch(p.align, ab, s); e != 0) return e;
   const std::size_t slots = static_cast<std::size_t>(p.align.numel);
-  if (slots > 0) {
-    if (const cudaError_t e = cudaMemsetAsync(b.inverse, 0xff, slots * 4, s); e != cudaSuccess) return e;
-  }
-  cudaError_t e = cudaSuccess;
-  if (p.row_bytes > 0 && p.align.max_num_tokens_padded > 0) {
-    if (p.row_bytes % 16 == 0 && aligned_to(b.hidden, 16) && aligned_to(b.permuted, 16))
-      e = launch_gather_typed<uint4>(p, b, s);
-    else if (p.row_bytes % 4 == 0 && aligned_to(b.hidden, 4) && aligned_to(b.permuted, 4))
-      e = launch_gather_typed<unsigned>(p, b, s);
-    else
-      e = launch_gather_typed<unsigned short>(p, b, s);
-    if (e != cudaSuccess) return e;
-  }
-  if (p.layout == Layout::compact) {
-    const int E = p.align.num_experts;
-    detail::compact_offsets_kernel<<<clamp_grid(ceil_div(E + 1, 256)), 256, 0, s>>>(
-        b.expert_ids, b.num_tokens_post_pad, b.expert_offsets, E);
-    e = cudaGetLastError();
-  }
-  return e;
+  if (slots > 0) return cudaMemsetAsync(b.inverse, 0xff, slots * 4, s);  // dropped slots stay -1
+  return cudaSuccess;
 }
 
-const char* gather_na(const Problem& p, const DeviceCaps& caps) { return align_step(p, caps).not_applicable(p.align, caps); }
-std::size_t gather_workspace(const Problem& p, const DeviceCaps& caps) {
+cudaError_t run_offsets(const Problem& p, const Buffers& b, Stream s) {
+  if (p.layout != Layout::compact) return cudaSuccess;
+  const int E = p.align.num_experts;
+  detail::compact_offsets_kernel<<<clamp_grid(ceil_div(E + 1, 256)), 256, 0, s>>>(b.expert_ids, b.num_tokens_post_pad,
+                                                                                 b.expert_offsets, E);
+  return cudaGetLastError();
+}
+
+bool has_rows(const Problem& p) { return p.row_bytes > 0 && p.align.max_num_tokens_padded > 0; }
+
+// inverse from align's rows, padding rows zeroed (scatter and tma).
+template <class V>
+struct RowsPass {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+    const std::int64_t rows = p.align.max_num_tokens_padded;
+    detail::rows_pass_kernel<V><<<copy_grid(ceil_div<std::int64_t>(rows, 8)), 256, 0, s>>>(
+        static_cast<V*>(b.permuted), b.sorted_token_ids, b.num_tokens_post_pad, b.inverse, p.align.numel,
+        p.row_bytes / std::int64_t(sizeof(V)), rows);
+    return cudaGetLastError();
+  }
+};
+
+// ---- gather ----
+
+template <class V>
+struct GatherRows {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+    const std::int64_t row_vecs = p.row_bytes / static_cast<std::int64_t>(sizeof(V));
+    const std::int64_t rows = p.align.max_num_tokens_padded;
+    const unsigned threads = static_cast<unsigned>(std::clamp<std::int64_t>((row_vecs + 31) / 32 * 32, 32, 256));
+    // Grid-stride over the rows: most of the padded buffer is unused at small T.
+    detail::gather_rows_kernel<V><<<copy_grid(rows), threads, 0, s>>>(
+        static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted), b.sorted_token_ids, b.num_tokens_post_pad,
+        b.inverse, p.align.numel, p.topk, row_vecs, rows);
+    return cudaGetLastError();
+  }
+};
+
+LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s) {
+  if (const LaunchStatus e = run_align(p, b, s); e != 0) return e;
+  if (has_rows(p)) {
+    if (const cudaError_t e = by_word<GatherRows>(p, b, s); e != cudaSuccess) return e;
+  }
+  return run_offsets(p, b, s);
+}
+
+// ---- scatter ----
+
+template <class V>
+struct ScatterTokens {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+    const std::int64_t row_vecs = p.row_bytes / static_cast<std::int64_t>(sizeof(V));
+    const std::int64_t slices =
+        ceil_div<std::int64_t>(row_vecs, std::int64_t{detail::kScatterThreads} * detail::kScatterUnroll);
+    if (const cudaError_t e = RowsPass<V>::run(p, b, s); e != cudaSuccess) return e;
+    if (p.tokens == 0) return cudaSuccess;
+    detail::scatter_tokens_kernel<V><<<copy_grid(p.tokens * slices), detail::kScatterThreads, 0, s>>>(
+        static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted), b.inverse, p.tokens, p.topk, row_vecs, slices);
+    return cudaGetLastError();
+  }
+};
+
+LaunchStatus launch_scatter(const Problem& p, const Buffers& b, Stream s) {
+  if (const LaunchStatus e = run_align(p, b, s); e != 0) return e;
+  if (has_rows(p)) {
+    if (const cudaError_t e = by_word<ScatterTokens>(p, b, s); e != cudaSuccess) return e;
+  }
+  return run_offsets(p, b, s);
+}
+
+// ---- tma ----
+
+LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s) {
+  if (const LaunchStatus e = run_align(p, b, s); e != 0) return e;
+  if (has_rows(p)) {
+    // Bulk copies need 16-byte aligned rows: otherwise scatter's copy.
+    if (word_bytes(p, b) != 16) {
+      if (const cudaError_t e = by_word<ScatterTokens>(p, b, s); e != cudaSuccess) return e;
+    } else {
+      if (const cudaError_t e = RowsPass<uint4>::run(p, b, s); e != cudaSuccess) return e;
+      if (p.tokens > 0) {
+        const DeviceCaps& caps = device_caps();
+        const std::int64_t seg = std::min<std::int64_t>(p.row_bytes, detail::kTmaSegment);
+        const std::int64_t segs = ceil_div<std::int64_t>(p.row_bytes, seg);
+        const std::size_t smem = detail::tma_smem(p.row_bytes);
+        const unsigned grid = clamp_grid(std::min<std::int64_t>(
+            p.tokens * segs, std::int64_t{policy_for(caps).tma_blocks_per_sm} * std::max(caps.sm_count, 1)));
+        if (const cudaError_t e = prim::opt_in_smem(detail::tma_tokens_kernel, smem); e != cudaSuccess) return e;
+        detail::tma_tokens_kernel<<<grid, 32, smem, s>>>(static_cast<const char*>(b.hidden),
+                                                         static_cast<char*>(b.permuted), b.inverse, p.tokens, p.topk,
+                                                         p.row_bytes, segs);
+        if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+      }
+    }
+  }
+  return run_offsets(p, b, s);
+}
+
+// ---- fused ----
+
+struct FusedPlan {
+  align::detail::TinyPlan tiny;
+  std::size_t smem = 0;
+};
+
+template <class V>
+std::size_t fused_smem(const Problem& p) {
+  const std::size_t base = (align::detail::tiny_smem(p.align.numel, p.align.num_experts) + 15) / 16 * 16;
+  return base + detail::PermutePlace<V>::extra_smem(p.align.numel, p.align.num_experts);
+}
+
+FusedPlan fused_plan(const Problem& p, const DeviceCaps& caps) {
+  const Policy& pol = policy_for(caps);
+  FusedPlan f;
+  const int threads = p.align.numel <= pol.fused_256_threads_max_slots ? 256 : 512;
+  const std::int64_t most = std::int64_t{pol.fused_blocks_per_sm} * std::max(caps.sm_count, 1);
+  f.tiny = align::detail::tiny_plan_with(p.align, static_cast<int>(most), threads);
+  f.smem = fused_smem<uint4>(p);  // the same for every word type
+  return f;
+}
+
+template <class V, int kThreads, bool kWide>
+cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, const FusedPlan& f) {
+  using Place = detail::PermutePlace<V>;
+  auto kernel = align::detail::tiny_kernel<std::int32_t, kThreads, kWide, align::detail::TinyNoProbe, Place>;
+  if (const cudaError_t e = prim::opt_in_smem(kernel, f.smem); e != cudaSuccess) return e;
+  align::Buffers ab;
+  ab.topk_ids = b.topk_ids;
+  ab.sorted_token_ids = b.sorted_token_ids;
+  ab.expert_ids = b.expert_ids;
+  ab.num_tokens_post_pad = b.num_tokens_post_pad;
+  typename Place::Params pp;
+  pp.hidden = static_cast<const V*>(b.hidden);
+  pp.permuted = static_cast<V*>(b.permuted);
+  pp.inverse = b.inverse;
+  pp.offsets = p.layout == Layout::compact ? b.expert_offsets : nullptr;
+  pp.topk = p.topk;
+  pp.row_vecs = static_cast<std::uint32_t>(p.row_bytes / std::int64_t(sizeof(V)));
+  pp.div_row_vecs = prim::FastDivU32(std::max<std::uint32_t>(pp.row_vecs, 1));
+  kernel<<<f.tiny.grid, kThreads, f.smem, s>>>(align::detail::make_args(p.align, ab), f.tiny.chunk, pp);
+  return cudaGetLastError();
+}
+
+template <class V>
+struct Fused {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+    const FusedPlan f = fused_plan(p, device_caps());
+    const bool wide = p.align.numel > align::detail::kTinyNarrow * f.tiny.threads;
+    if (f.tiny.threads == 256)
+      return wide ? launch_fused_as<V, 256, true>(p, b, s, f) : launch_fused_as<V, 256, false>(p, b, s, f);
+    return wide ? launch_fused_as<V, 512, true>(p, b, s, f) : launch_fused_as<V, 512, false>(p, b, s, f);
+  }
+};
+
+LaunchStatus launch_fused(const Problem& p, const Buffers& b, Stream s) {
+  // No early exit at zero rows: num_tokens_post_pad (0) and the offsets are still written.
+  if (p.row_bytes == 0) {  // no data: the index half alone, with a 2-byte word
+    return Fused<unsigned short>::run(p, b, s);
+  }
+  return by_word<Fused>(p, b, s);
+}
+
+// ---- variant facts ----
+
+const char* align_na(const Problem& p, const DeviceCaps& caps) {
+  return align_step(p, caps).not_applicable(p.align, caps);
+}
+std::size_t align_workspace(const Problem& p, const DeviceCaps& caps) {
   return align_step(p, caps).workspace_bytes(p.align, caps);
 }
-bool gather_zeroed(const Problem& p, const DeviceCaps& caps) {
+bool align_zeroed(const Problem& p, const DeviceCaps& caps) {
   return needs_zeroed_workspace(align_step(p, caps), p.align, caps);
 }
 std::string any_limits(const DeviceCaps&) { return "any (align's auto pick applies)"; }
 
-const std::array<Variant, 1> kVariants{{
+const char* scatter_na(const Problem& p, const DeviceCaps& caps) {
+  if (p.topk > detail::kScatterMaxTopk) return "K > 64 (a token's rows are staged in shared memory)";
+  return align_na(p, caps);
+}
+std::string scatter_limits(const DeviceCaps&) { return "K <= " + std::to_string(detail::kScatterMaxTopk); }
+
+const char* tma_na(const Problem& p, const DeviceCaps& caps) {
+  if (caps.present() && caps.cc_major < 9) return "needs sm_90 (bulk copies)";
+  if (p.topk > detail::kTmaMaxTopk) return "K > 32 (one lane per row of a token)";
+  return align_na(p, caps);
+}
+std::string tma_limits(const DeviceCaps&) {
+  return "sm_90+, K <= " + std::to_string(detail::kTmaMaxTopk) + " (rows not 16-byte aligned: scatter's copy)";
+}
+
+const char* fused_na(const Problem& p, const DeviceCaps& caps) {
+  if (p.align.numel > align::detail::kTinyMaxNumel) return "needs T * K <= 32768 (every block ranks all slots)";
+  if (p.align.num_experts > align::detail::kTinyMaxExperts) return "needs E <= 16384";
+  const std::int64_t vecs = p.row_bytes / 2;  // the most words a row can take
+  if (p.align.numel * vecs >= (std::int64_t{1} << 32)) return "needs T * K * H words < 2^32";
+  if (!align::detail::fits_smem(caps, fused_smem<uint4>(p) + 256)) return "needs 12 bytes per slot and 16 per expert of shared memory";
+  return nullptr;
+}
+std::string fused_limits(const DeviceCaps& caps) {
+  return "T * K <= " + std::to_string(align::detail::kTinyMaxNumel) + ", E <= " +
+         std::to_string(align::detail::kTinyMaxExperts) + ", 12 B/slot + 16 B/expert of shared memory" +
+         (caps.present() ? " <= " + std::to_string(caps.smem_optin / 1024) + " KiB" : std::string());
+}
+
+const std::array<Variant, 4> kVariants{{
     {{"gather",
       "align (auto) sorts the slots by expert, then one block per output row copies the token's row in "
       "16-byte vectors (4/2-byte words for unaligned rows), zeroes padding rows and records the inverse map"},
-     false, any_limits, gather_na, gather_workspace, launch_gather, gather_zeroed},
+     false, any_limits, align_na, align_workspace, launch_gather, align_zeroed},
+    {{"scatter",
+      "align (auto), a rows pass (inverse map, zero padding rows), then token by token: each 16-byte vector of "
+      "hidden is loaded once and stored to the token's K rows, 4 vectors in flight per thread"},
+     false, scatter_limits, scatter_na, align_workspace, launch_scatter, align_zeroed},
+    {{"tma",
+      "sm_90: align (auto) and scatter's rows pass, then the copy engine moves the rows: one bulk load per "
+      "token segment into shared memory, one bulk store per row of the token, double-buffered"},
+     false, tma_limits, tma_na, align_workspace, launch_tma, align_zeroed},
+    {{"fused",
+      "one launch: align's tiny kernel ranks the slots in every block, and the block that places an expert "
+      "also copies its rows, zeroes its chunk's padding rows and writes inverse and offsets (decode)"},
+     false, fused_limits, fused_na, [](const Problem&, const DeviceCaps&) -> std::size_t { return 0; },
+     launch_fused},
 }};
 
-const std::array<AutoRow<Problem>, 1> kAutoRows = {{
+bool fused_fits(const Problem& p, const DeviceCaps& caps) {
+  return p.align.numel <= policy_for(caps).fused_max_slots;
+}
+
+const std::array<AutoRow<Problem>, 2> kAutoRows = {{
+    {"fused", "T * K <= policy.fused_max_slots", fused_fits},
     {"gather", "", nullptr},
 }};
 

@@ -75,7 +75,10 @@ class CombineJob final : public Job {
     const double row = double(p_.hidden) * double(npy::dtype_size(x_.dtype));
     return double(used) * row + double(p_.tokens) * row + 8.0 * double(inv_.size());
   }
-  CheckResult check(bool) override { return combine::check(p_, ref_.data.data(), out_.data.data()); }
+  CheckResult check(bool exact) override {
+    if (!exact) return combine::check_tolerant(p_, x_.data.data(), inv_.data(), w_.data(), out_.data.data());
+    return combine::check(p_, ref_.data.data(), out_.data.data());
+  }
   std::vector<NamedArray> outputs() override { return {{"out.npy", out_}}; }
   std::vector<std::pair<std::string, std::string>> summary() const override {
     return {{"out_elements", std::to_string(p_.tokens * p_.hidden)}};
@@ -198,10 +201,20 @@ std::unique_ptr<Job> CombineFamily::prepare(const CommonOpts& c, Report& r) {
     const auto wv = wa.as<float>();
     inv.assign(iv.begin(), iv.end());
     w.assign(wv.begin(), wv.end());
-    for (std::size_t i = 0; i < inv.size(); ++i)
+    // permute writes a one-to-one map; `scatter` reads each row once, for one slot.
+    std::vector<std::int64_t> first_use(std::size_t(x.shape[0]), -1);
+    for (std::size_t i = 0; i < inv.size(); ++i) {
       if (inv[i] < -1 || inv[i] >= x.shape[0])
         throw InputError(fmt::format("{}: inverse[{}, {}] = {} is neither -1 nor a row of {} ({} rows)", il, i / K,
                                      i % K, inv[i], xl, x.shape[0]));
+      if (inv[i] < 0) continue;
+      std::int64_t& f = first_use[std::size_t(inv[i])];
+      if (f >= 0)
+        throw InputError(fmt::format("{}: inverse[{}, {}] and inverse[{}, {}] both name row {}: an inverse map (as "
+                                     "permute writes it) names each row at most once",
+                                     il, f / K, f % K, i / K, i % K, inv[i]));
+      f = static_cast<std::int64_t>(i);
+    }
     for (std::size_t i = 0; i < w.size(); ++i)
       if (!std::isfinite(w[i]))
         throw InputError(fmt::format("{}: weight [{}, {}] is {}: weights must be finite", wl, i / K, i % K, w[i]));

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <cstring>
 
 #include "half.hpp"
@@ -28,6 +30,30 @@ void store(DType d, void* base, std::int64_t i, float v) {
     case DType::bf16: static_cast<std::uint16_t*>(base)[i] = f32_to_bf16_bits(v); break;
     case DType::f16: static_cast<std::uint16_t*>(base)[i] = f32_to_f16_bits(v); break;
   }
+}
+
+// The f32 result of element (t, c) before rounding, and its terms' magnitude.
+std::pair<float, double> f32_result(const Problem& p, const void* x, const std::int32_t* inverse,
+                                    const float* weights, std::int64_t t, std::int64_t c) {
+  float acc = 0.f;
+  double mag = 0;
+  for (std::int32_t j = 0; j < p.topk; ++j) {
+    const std::int32_t r = inverse[t * p.topk + j];
+    if (r < 0) continue;
+    const float v = load(p.dtype, x, std::int64_t(r) * p.hidden + c);
+    acc = std::fmaf(weights[t * p.topk + j], v, acc);
+    mag += std::fabs(double(weights[t * p.topk + j]) * double(v));
+  }
+  return {acc * p.scaling, mag * std::fabs(double(p.scaling))};
+}
+
+// Spacing of the output dtype's values at |v| (bf16: 8 significant bits, f16: 11).
+double ulp_at(DType d, double v) {
+  if (d == DType::f32) return 0;
+  const int bits = d == DType::bf16 ? 8 : 11;
+  const double min_normal = d == DType::bf16 ? std::ldexp(1.0, -126) : std::ldexp(1.0, -14);
+  const double a = std::max(std::fabs(v), min_normal);
+  return std::ldexp(1.0, std::ilogb(a) - (bits - 1));
 }
 
 }  // namespace
@@ -55,6 +81,25 @@ CheckResult check(const Problem& p, const void* ref, const void* got) {
                                      i % p.hidden, load(p.dtype, got, i), load(p.dtype, ref, i));
     break;
   }
+  return r;
+}
+
+CheckResult check_tolerant(const Problem& p, const void* x, const std::int32_t* inverse, const float* weights,
+                           const void* got) {
+  CheckResult r;
+  for (std::int64_t t = 0; t < p.tokens; ++t)
+    for (std::int64_t c = 0; c < p.hidden; ++c) {
+      const auto [want, mag] = f32_result(p, x, inverse, weights, t, c);
+      const double g = load(p.dtype, got, t * p.hidden + c);
+      const double err = std::fabs(g - double(want));
+      const double tol = std::max(ulp_at(p.dtype, want), 1e-5 * mag);
+      r.max_error = std::max(r.max_error, tol > 0 ? err / tol : err);
+      if (err <= tol) continue;
+      r.ok = false;
+      r.first_difference = fmt::format("out[{}, {}] = {:.9g}, expected {:.9g} within {:.3g} (order-free tolerance)", t,
+                                       c, g, want, tol);
+      return r;
+    }
   return r;
 }
 

@@ -15,7 +15,14 @@ namespace moekit::combine {
 // multiply by S, one rounding to the output dtype.
 void reference(const Problem& p, const void* x, const std::int32_t* inverse, const float* weights, void* out);
 
-// Bit for bit (the `gather` variant's promise); the first differing element.
+// Bit for bit (the promise of every stable variant); the first differing element.
 CheckResult check(const Problem& p, const void* ref, const void* got);
+
+// For a variant that adds in another order (not stable): each element within
+// max(1 ULP of the output dtype at the f32 result, 1e-5 * S * sum_j |w x|) of
+// the f32 result (f32 output: the second term alone, 1e-5 relative to the
+// terms' magnitude, which is what reordering can change).
+CheckResult check_tolerant(const Problem& p, const void* x, const std::int32_t* inverse, const float* weights,
+                           const void* got);
 
 }  // namespace moekit::combine

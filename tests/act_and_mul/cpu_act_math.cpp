@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "act_and_mul/fast_div.hpp"
+#include "primitives/fast_div.hpp"
 #include "half.hpp"
 #include "act_and_mul/reference.hpp"
 
@@ -80,13 +80,13 @@ std::vector<float> edge_values() {
 
 TEST_SUITE("cpu") {
 
-TEST_CASE("FastDivU32 matches division") {
+TEST_CASE("prim::FastDivU32 matches division") {
   std::mt19937 rng(7);
   std::vector<std::uint32_t> divisors{1, 2, 3, 7, 8, 127, 512, 1792, 2304, 4095, 4096, 11008, 14336, 18432,
                                       65535, 65536, 1000003, 0x7fffffffu, 0x80000000u, 0xffffffffu};
   for (int i = 0; i < 200; ++i) divisors.push_back(rng() % 100000 + 1);
   for (std::uint32_t d : divisors) {
-    const act::FastDivU32 f(d);
+    const prim::FastDivU32 f(d);
     for (std::uint32_t n : {0u, 1u, d - 1, d, d + 1, 2 * d - 1, 0xffffffffu, 0xfffffffeu, 0x80000000u}) {
       REQUIRE(f.div(n) == n / d);
     }

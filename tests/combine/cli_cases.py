@@ -52,6 +52,9 @@ def combine_bad_input_exits_2():
     save_npy(bad, "<i4", (3, 2), [0, 1, 2, 5, 0, 0])  # 5 is not a row of 5 rows
     p = run("combine", "--expert-out", x, "--inverse", bad, "--topk-weights", w, "--device", "cpu", code=2)
     expect("neither -1 nor a row" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    save_npy(bad, "<i4", (3, 2), [0, 1, 2, 3, 4, 1])  # row 1 named twice: not an inverse map
+    p = run("combine", "--expert-out", x, "--inverse", bad, "--topk-weights", w, "--device", "cpu", code=2)
+    expect("both name row 1" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
     save_npy(bad, "<f4", (3, 1), [1, 1, 1])
     p = run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", bad, "--device", "cpu", code=2)
     expect("[3, 2]" in p.stderr, p.stderr)

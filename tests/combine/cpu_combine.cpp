@@ -47,3 +47,25 @@ TEST_CASE("combine reference: bf16 rounds once from the f32 sum") {
   combine::reference(p, x.data(), inv.data(), w.data(), &out);
   CHECK(bf16_bits_to_f32(out) == 1.0f + 0x1p-7f);
 }
+
+TEST_CASE("combine check_tolerant: one output ULP or 1e-5 of the terms passes, more fails") {
+  combine::Problem p;
+  p.tokens = 1;
+  p.topk = 2;
+  p.rows = 2;
+  p.hidden = 2;
+  p.dtype = combine::DType::bf16;
+  // f32 results: column 0 = 1.5 + 0.25 = 1.75 (bf16 ULP there 2^-7), column 1 = 3 - 3 = 0 (terms of size 3).
+  const std::vector<std::uint16_t> x = {f32_to_bf16_bits(1.5f), f32_to_bf16_bits(3.0f), f32_to_bf16_bits(0.25f),
+                                        f32_to_bf16_bits(-3.0f)};
+  const std::vector<std::int32_t> inv = {0, 1};
+  const std::vector<float> w = {1, 1};
+  auto out = [](float a, float b) { return std::vector<std::uint16_t>{f32_to_bf16_bits(a), f32_to_bf16_bits(b)}; };
+  CHECK(combine::check_tolerant(p, x.data(), inv.data(), w.data(), out(1.75f, 0.f).data()).ok);
+  CHECK(combine::check_tolerant(p, x.data(), inv.data(), w.data(), out(1.75f + 0x1p-7f, 0.f).data()).ok);
+  CHECK(combine::check_tolerant(p, x.data(), inv.data(), w.data(), out(1.75f, 5e-5f).data()).ok);  // 1e-5 * 6
+  const auto far = combine::check_tolerant(p, x.data(), inv.data(), w.data(), out(1.75f + 0x1p-5f, 0.f).data());
+  CHECK_FALSE(far.ok);
+  CHECK(far.first_difference.find("out[0, 0]") != std::string::npos);
+  CHECK_FALSE(combine::check_tolerant(p, x.data(), inv.data(), w.data(), out(1.75f, 1e-3f).data()).ok);
+}

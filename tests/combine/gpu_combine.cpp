@@ -1,6 +1,7 @@
-// GPU test: the combine variants bit for bit against the reference over
-// T {0, 1, 3, 77, 1000} x K {1, 2, 8, 64} x H {1, 7, 1030, 4096, 7168} x dtype,
-// with dropped slots (-1) and rows used twice, rows one element off 16-byte
+// GPU test: the combine variants against the reference (bit for bit when
+// stable, else to the order-free tolerance) over T {0, 1, 3, 77, 1000} x K
+// {1, 2, 8, 64} x H {1, 7, 1030, 4096, 7168} x dtype, with dropped slots
+// (-1) on a one-to-one shuffled inverse map, rows one element off 16-byte
 // alignment in every other run (the scalar path), outputs poisoned between
 // guard zones.
 //
@@ -22,7 +23,7 @@
 
 using namespace moekit;
 
-TEST_CASE("combine: every variant bit for bit against the reference") {
+TEST_CASE("combine: every variant against the reference") {
   const bool subset = test::sanitizer_subset();
   std::uint64_t seed = 3;
   int runs = 0;
@@ -52,11 +53,14 @@ TEST_CASE("combine: every variant bit for bit against the reference") {
               std::memcpy(&x[i * 2], &h, 2);
             }
           }
+          // A one-to-one map (as permute writes it) onto shuffled rows, with drops.
           std::vector<std::int32_t> inv(std::size_t(T * K));
+          std::vector<std::int32_t> order(std::size_t(p.rows));
+          for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+          std::shuffle(order.begin(), order.end(), rng);
           std::vector<float> w(inv.size());
           for (std::size_t i = 0; i < inv.size(); ++i) {
-            const auto u = rng() % 10;
-            inv[i] = u == 0 ? -1 : static_cast<std::int32_t>(rng() % std::uint64_t(p.rows));  // drops, repeats
+            inv[i] = rng() % 10 == 0 ? -1 : order[i];
             w[i] = static_cast<float>(rng() % 1000) / 999.0f;
           }
           std::vector<unsigned char> ref(std::size_t(T * H) * es);
@@ -67,17 +71,20 @@ TEST_CASE("combine: every variant bit for bit against the reference") {
             test::Uploaded dx(x.data(), x.size(), misalign), dinv(inv.data(), inv.size() * 4), dw(w.data(), w.size() * 4);
             test::Guarded out(ref.size());
             out.poison();
+            test::Workspace ws(v.workspace_bytes(p, device_caps()), v.zeroed_workspace && v.zeroed_workspace(p, device_caps()));
             combine::Buffers b;
             b.expert_out = dx.data();
             b.inverse = dinv.as<std::int32_t>();
             b.weights = dw.as<float>();
             b.out = out.data();
+            b.workspace = ws.get();
             std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr); });
             if (why.empty()) {
               const auto rb = out.read();
               if (!rb.guard_ok) why = "wrote outside its output (guard zone changed)";
               else {
-                const CheckResult c = combine::check(p, ref.data(), rb.body());
+                const CheckResult c = v.stable_order ? combine::check(p, ref.data(), rb.body())
+                                                     : combine::check_tolerant(p, x.data(), inv.data(), w.data(), rb.body());
                 if (!c.ok) why = c.first_difference;
               }
             }

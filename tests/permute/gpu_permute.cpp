@@ -1,7 +1,8 @@
 // GPU test: the permute variants against the reference and the layout's
 // rules, over T {0, 1, 3, 77, 1000, 5000} x (E, K) x H (odd, not a multiple of 8,
 // 16-byte rows) x element size {2, 4} x both layouts; hidden rows 2 bytes off
-// alignment in every other run (the narrow copy path). Outputs are poisoned
+// alignment in every other run (the narrow copy path); every third run has a
+// hot expert (each token's first pick). Outputs are poisoned
 // between guard zones. One assertion per run names it and its seed.
 //
 // MOEKIT_GPU_SUBSET=sanitizer runs T <= 77 and H <= 264 only.
@@ -86,8 +87,10 @@ TEST_CASE("permute: every variant against the reference and the layout rules") {
         ++seed;
         std::mt19937_64 rng(seed);
         std::vector<std::int64_t> ids(std::size_t(T) * s.K);
+        const bool hot = seed % 3 == 0;  // every token's first expert is expert 0 (one block places them all)
         for (std::int64_t t = 0; t < T; ++t) {  // distinct experts per token
           std::vector<std::int64_t> pick;
+          if (hot) pick.push_back(0);
           while (std::int64_t(pick.size()) < s.K) {
             const std::int64_t e = std::int64_t(rng() % std::uint64_t(s.E));
             if (std::find(pick.begin(), pick.end(), e) == pick.end()) pick.push_back(e);

@@ -12,7 +12,7 @@
 #define MOEKIT_HD inline
 #endif
 
-namespace moekit::act {
+namespace moekit::prim {
 
 // Exact n / divisor and n % divisor for every n < 2^32, divisor >= 1.
 struct FastDivU32 {
@@ -38,4 +38,4 @@ struct FastDivU32 {
   }
 };
 
-}  // namespace moekit::act
+}  // namespace moekit::prim
