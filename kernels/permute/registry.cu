@@ -15,7 +15,11 @@ namespace {
 
 bool aligned_to(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
-const align::Variant& align_step(const Problem& p, const DeviceCaps& caps) { return align::pick_auto(p.align, caps); }
+// align's auto pick for the problem its variant runs (align::variant_problem:
+// the bucket and vllm's map are passes around it, align::launch_ep).
+const align::Variant& align_step(const Problem& p, const DeviceCaps& caps) {
+  return align::pick_auto(align::variant_problem(p.align), caps);
+}
 
 template <class V>
 cudaError_t launch_gather_typed(const Problem& p, const Buffers& b, Stream s) {
@@ -34,11 +38,12 @@ LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s) {
   const DeviceCaps& caps = device_caps();
   align::Buffers ab;
   ab.topk_ids = b.topk_ids;
+  ab.expert_map = p.align.map_size > 0 ? b.expert_map : nullptr;
   ab.sorted_token_ids = b.sorted_token_ids;
   ab.expert_ids = b.expert_ids;
   ab.num_tokens_post_pad = b.num_tokens_post_pad;
   ab.workspace = b.workspace;
-  if (const LaunchStatus e = align_step(p, caps).launch(p.align, ab, s); e != 0) return e;
+  if (const LaunchStatus e = align::launch_ep(align_step(p, caps), p.align, ab, s); e != 0) return e;
   const std::size_t slots = static_cast<std::size_t>(p.align.numel);
   if (slots > 0) {
     if (const cudaError_t e = cudaMemsetAsync(b.inverse, 0xff, slots * 4, s); e != cudaSuccess) return e;
@@ -62,12 +67,15 @@ LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s) {
   return e;
 }
 
-const char* gather_na(const Problem& p, const DeviceCaps& caps) { return align_step(p, caps).not_applicable(p.align, caps); }
-std::size_t gather_workspace(const Problem& p, const DeviceCaps& caps) {
-  return align_step(p, caps).workspace_bytes(p.align, caps);
+const char* gather_na(const Problem& p, const DeviceCaps& caps) {
+  return align::ep_not_applicable(align_step(p, caps), p.align, caps);
 }
+std::size_t gather_workspace(const Problem& p, const DeviceCaps& caps) {
+  return align::ep_workspace_bytes(align_step(p, caps), p.align, caps);
+}
+// Zeroed once, then align's own part stays zero (the bucket's groups after it are scratch).
 bool gather_zeroed(const Problem& p, const DeviceCaps& caps) {
-  return needs_zeroed_workspace(align_step(p, caps), p.align, caps);
+  return align::ep_zeroed_workspace(align_step(p, caps), p.align, caps);
 }
 std::string any_limits(const DeviceCaps&) { return "any (align's auto pick applies)"; }
 
