@@ -85,9 +85,13 @@ Ep read_ep(const EpArgs& a, std::int32_t num_experts) {
   return ep;
 }
 
+std::int64_t id_bound(const Ep& ep, std::int32_t num_experts) {
+  return ep.map.empty() ? num_experts : static_cast<std::int64_t>(ep.map.size());
+}
+
 std::string check_ids(const Ep& ep, std::int32_t num_experts, std::span<const std::int64_t> ids,
                       const std::string& label, const std::function<std::string(std::size_t)>& where) {
-  const std::int64_t bound = ep.map.empty() ? num_experts : static_cast<std::int64_t>(ep.map.size());
+  const std::int64_t bound = id_bound(ep, num_experts);
   const bool local_map = !ep.map.empty() && ep.map_semantics == MapSemantics::local;
   std::int64_t invalid = 0, not_local = 0;
   for (std::size_t i = 0; i < ids.size(); ++i) {

@@ -47,8 +47,11 @@ struct Ep {
 // file.
 Ep read_ep(const EpArgs& a, std::int32_t num_experts);
 
-// Ids outside [0, E) without a map, or outside the map with one (vllm: the
-// same, the map has E entries). `reject`: throws InputError naming `label`
+// Ids are valid in [0, id_bound): the map's length with a map (vllm: E, its
+// length), else E.
+std::int64_t id_bound(const Ep& ep, std::int32_t num_experts);
+
+// Ids outside [0, id_bound). `reject`: throws InputError naming `label`
 // and the first such id at `where(i)`; otherwise returns the report's note
 // on what became of the invalid slots (empty when there were none).
 std::string check_ids(const Ep& ep, std::int32_t num_experts, std::span<const std::int64_t> ids,

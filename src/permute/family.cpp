@@ -262,7 +262,7 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
       !note.empty())
     r.notes.push_back(note);
   if (ids.dtype == npy::DType::i8) {  // the kernels read int32: an id outside the map or [0, E) becomes -1, as invalid
-    const std::int64_t bound = ep.map.empty() ? a.experts : std::int64_t(ep.map.size());
+    const std::int64_t bound = align::id_bound(ep, a.experts);
     npy::Array n;
     n.dtype = npy::DType::i4;
     n.shape = ids.shape;
