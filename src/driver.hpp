@@ -71,6 +71,12 @@ struct ResolvedVariant {
     workspace = DeviceBuffer(v->workspace_bytes(p, *caps_));
     if (v->zeroed_workspace && v->zeroed_workspace(p, *caps_)) workspace.fill_bytes(0);
   }
+  // Allocates a workspace the family sized itself (a variant run inside
+  // passes of its own); zeroed once when `zeroed`.
+  void allocate_bytes(std::size_t bytes, bool zeroed) {
+    workspace = DeviceBuffer(bytes);
+    if (zeroed) workspace.fill_bytes(0);
+  }
 
  private:
   const DeviceCaps* caps_ = nullptr;  // device_caps() entries live for the process

@@ -111,9 +111,11 @@ class Workspace {
     buf_.fill_bytes(zeroed ? 0 : 0xCD);
   }
   void* get() const { return buf_.get(); }
-  bool all_zero() const {
-    std::vector<unsigned char> h(bytes_);
-    if (bytes_ > 0) buf_.download(h.data(), bytes_);
+  // Whether the first `upto` bytes (all of them by default) are zero.
+  bool all_zero(std::size_t upto = static_cast<std::size_t>(-1)) const {
+    const std::size_t n = std::min(upto, bytes_);
+    std::vector<unsigned char> h(n);
+    if (n > 0) buf_.download(h.data(), n);
     return std::all_of(h.begin(), h.end(), [](unsigned char c) { return c == 0; });
   }
 

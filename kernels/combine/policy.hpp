@@ -11,16 +11,13 @@
 namespace moekit::combine {
 
 struct Policy {
-  // `auto` picks `slices` while T <= slices_tokens_per_sm * SMs (small
-  // batches: one block per token leaves most SMs idle), else `gather`.
-  int slices_tokens_per_sm = 0;
   int slices_blocks_per_sm = 0;  // grid cap of slices (grid-stride beyond)
   int tma_blocks_per_sm = 0;     // grid cap of tma
 };
 
-// sm_90: PROVISIONAL until the first H100 run of the combine sweep
-// (docs/bench/combine.md replaces this line with the run it comes from).
-inline constexpr Policy kPolicySm90 = {.slices_tokens_per_sm = 1, .slices_blocks_per_sm = 16, .tma_blocks_per_sm = 6};
+// sm_90: from the H100 run of 2026-11-23 (docs/bench/combine.md): grid caps
+// as first set; slices was the fastest variant in all 13 cells of the sweep.
+inline constexpr Policy kPolicySm90 = {.slices_blocks_per_sm = 16, .tma_blocks_per_sm = 6};
 // sm_80: not measured: the sm_90 values, per SM.
 inline constexpr Policy kPolicySm80 = kPolicySm90;
 

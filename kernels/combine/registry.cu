@@ -192,13 +192,10 @@ const std::array<Variant, 4> kVariants{{
      false, any_limits, never_na, scatter_workspace, by_dtype<Scatter>},
 }};
 
-bool small_batch(const Problem& p, const DeviceCaps& caps) {
-  return p.tokens <= std::int64_t{policy_for(caps).slices_tokens_per_sm} * caps.sm_count;
-}
-
-const std::array<AutoRow<Problem>, 2> kAutoRows = {{
-    {"slices", "T <= policy.slices_tokens_per_sm * SMs", small_batch},
-    {"gather", "", nullptr},
+// slices was the fastest variant in every cell of the first H100 sweep
+// (T 1-8192, K 2 and 8, H 4096 and 7168; docs/bench/combine.md).
+const std::array<AutoRow<Problem>, 1> kAutoRows = {{
+    {"slices", "", nullptr},
 }};
 
 }  // namespace

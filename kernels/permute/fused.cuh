@@ -20,7 +20,7 @@
 
 namespace moekit::permute::detail {
 
-constexpr int kFusedUnroll = 4;  // vectors in flight per thread in the copy
+constexpr int kFusedUnroll = 8;  // vectors in flight per thread in the copy
 
 // Shared memory after tiny's: two counters (placed slots, padding ranges),
 // then (token, row) per placed slot and (first, end) per padding range.

@@ -34,7 +34,9 @@ __global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__
 }
 
 // offsets[e] = the first row of expert e (rows are in expert order; experts
-// with no rows start where the next one does), offsets[E] = the row count.
+// with no rows start where the next one does), offsets[E] = the first row
+// after the E experts: the row count, or where the bucket starts (its rows
+// read -1, which the unsigned compare puts after every expert).
 __global__ void compact_offsets_kernel(const std::int32_t* __restrict__ expert_ids,
                                        const std::int32_t* __restrict__ total, std::int64_t* __restrict__ offsets,
                                        int experts) {
@@ -43,10 +45,10 @@ __global__ void compact_offsets_kernel(const std::int32_t* __restrict__ expert_i
     int lo = 0, hi = n;  // first row whose expert is >= e
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
-      if (expert_ids[mid] < e) lo = mid + 1;
+      if (static_cast<unsigned>(expert_ids[mid]) < static_cast<unsigned>(e)) lo = mid + 1;
       else hi = mid;
     }
-    offsets[e] = e == experts ? n : lo;
+    offsets[e] = lo;
   }
 }
 

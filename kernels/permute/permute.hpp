@@ -24,20 +24,24 @@ struct Problem {
   std::int32_t topk = 0;     // K ids per token
   std::int64_t row_bytes = 0;  // H * element size
   Layout layout = Layout::padded;
-  // The align step: block size B (padded) or 1 (compact), E experts, T*K slots.
+  // The align step: block size B (padded) or 1 (compact), E experts, T*K
+  // slots, the expert map's length and align's expert-parallel modes
+  // (align.invalid, align.map_semantics; docs/permute.md). A slot align drops
+  // gets no row and inverse -1; the bucket's slots are rows like any other.
   align::Problem align;
 };
 
 // Device pointers.
 struct Buffers {
   const void* hidden = nullptr;              // [T, H]
-  const std::int32_t* topk_ids = nullptr;    // [T, K], every id in [0, E)
+  const std::int32_t* topk_ids = nullptr;    // [T, K] (invalid ids: align.invalid says what they become)
+  const std::int32_t* expert_map = nullptr;  // align.map_size entries, or nullptr
   void* permuted = nullptr;                  // [align.max_num_tokens_padded, H]
   std::int32_t* inverse = nullptr;           // [T, K]
   std::int32_t* sorted_token_ids = nullptr;  // align's outputs
   std::int32_t* expert_ids = nullptr;
   std::int32_t* num_tokens_post_pad = nullptr;
-  std::int64_t* expert_offsets = nullptr;    // [E + 1], compact layout only
+  std::int64_t* expert_offsets = nullptr;    // [E + 1], compact layout only (the bucket: rows from offsets[E])
   void* workspace = nullptr;
 };
 

@@ -45,16 +45,21 @@ unsigned copy_grid(std::int64_t items) {
 
 // ---- the steps the multi-launch variants share ----
 
-const align::Variant& align_step(const Problem& p, const DeviceCaps& caps) { return align::pick_auto(p.align, caps); }
+// align's auto pick for the problem its variant runs (align::variant_problem:
+// the bucket and vllm's map are passes around it, align::launch_ep).
+const align::Variant& align_step(const Problem& p, const DeviceCaps& caps) {
+  return align::pick_auto(align::variant_problem(p.align), caps);
+}
 
 LaunchStatus run_align(const Problem& p, const Buffers& b, Stream s) {
   align::Buffers ab;
   ab.topk_ids = b.topk_ids;
+  ab.expert_map = p.align.map_size > 0 ? b.expert_map : nullptr;
   ab.sorted_token_ids = b.sorted_token_ids;
   ab.expert_ids = b.expert_ids;
   ab.num_tokens_post_pad = b.num_tokens_post_pad;
   ab.workspace = b.workspace;
-  if (const LaunchStatus e = align_step(p, device_caps()).launch(p.align, ab, s); e != 0) return e;
+  if (const LaunchStatus e = align::launch_ep(align_step(p, device_caps()), p.align, ab, s); e != 0) return e;
   const std::size_t slots = static_cast<std::size_t>(p.align.numel);
   if (slots > 0) return cudaMemsetAsync(b.inverse, 0xff, slots * 4, s);  // dropped slots stay -1
   return cudaSuccess;
@@ -188,6 +193,7 @@ cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, const 
   if (const cudaError_t e = prim::opt_in_smem(kernel, f.smem); e != cudaSuccess) return e;
   align::Buffers ab;
   ab.topk_ids = b.topk_ids;
+  ab.expert_map = p.align.map_size > 0 ? b.expert_map : nullptr;
   ab.sorted_token_ids = b.sorted_token_ids;
   ab.expert_ids = b.expert_ids;
   ab.num_tokens_post_pad = b.num_tokens_post_pad;
@@ -225,13 +231,14 @@ LaunchStatus launch_fused(const Problem& p, const Buffers& b, Stream s) {
 // ---- variant facts ----
 
 const char* align_na(const Problem& p, const DeviceCaps& caps) {
-  return align_step(p, caps).not_applicable(p.align, caps);
+  return align::ep_not_applicable(align_step(p, caps), p.align, caps);
 }
 std::size_t align_workspace(const Problem& p, const DeviceCaps& caps) {
-  return align_step(p, caps).workspace_bytes(p.align, caps);
+  return align::ep_workspace_bytes(align_step(p, caps), p.align, caps);
 }
+// Zeroed once, then align's own part stays zero (the bucket's groups after it are scratch).
 bool align_zeroed(const Problem& p, const DeviceCaps& caps) {
-  return needs_zeroed_workspace(align_step(p, caps), p.align, caps);
+  return align::ep_zeroed_workspace(align_step(p, caps), p.align, caps);
 }
 std::string any_limits(const DeviceCaps&) { return "any (align's auto pick applies)"; }
 
@@ -251,6 +258,7 @@ std::string tma_limits(const DeviceCaps&) {
 }
 
 const char* fused_na(const Problem& p, const DeviceCaps& caps) {
+  if (align::has_ep_passes(p.align)) return "--invalid bucket and --map-semantics vllm need align's passes (gather)";
   if (p.align.numel > align::detail::kTinyMaxNumel) return "needs T * K <= 32768 (every block ranks all slots)";
   if (p.align.num_experts > align::detail::kTinyMaxExperts) return "needs E <= 16384";
   const std::int64_t vecs = p.row_bytes / 2;  // the most words a row can take
@@ -261,7 +269,8 @@ const char* fused_na(const Problem& p, const DeviceCaps& caps) {
 std::string fused_limits(const DeviceCaps& caps) {
   return "T * K <= " + std::to_string(align::detail::kTinyMaxNumel) + ", E <= " +
          std::to_string(align::detail::kTinyMaxExperts) + ", 12 B/slot + 16 B/expert of shared memory" +
-         (caps.present() ? " <= " + std::to_string(caps.smem_optin / 1024) + " KiB" : std::string());
+         (caps.present() ? " <= " + std::to_string(caps.smem_optin / 1024) + " KiB" : std::string()) +
+         ", not with --invalid bucket or --map-semantics vllm";
 }
 
 const std::array<Variant, 4> kVariants{{
@@ -284,12 +293,21 @@ const std::array<Variant, 4> kVariants{{
      launch_fused},
 }};
 
+// fused: compact layout only (in the padded one its few blocks per expert
+// zero the padding rows slowly), and few rows per expert (one block copies an
+// expert's rows).
 bool fused_fits(const Problem& p, const DeviceCaps& caps) {
-  return p.align.numel <= policy_for(caps).fused_max_slots;
+  const Policy& pol = policy_for(caps);
+  return p.layout == Layout::compact && p.align.numel <= pol.fused_max_slots &&
+         p.align.numel <= std::int64_t{pol.fused_max_slots_per_expert} * p.align.num_experts;
 }
+bool many_slots(const Problem& p, const DeviceCaps& caps) { return p.align.numel >= policy_for(caps).tma_min_slots; }
 
-const std::array<AutoRow<Problem>, 2> kAutoRows = {{
-    {"fused", "T * K <= policy.fused_max_slots", fused_fits},
+const std::array<AutoRow<Problem>, 3> kAutoRows = {{
+    {"fused",
+     "compact layout, T * K <= policy.fused_max_slots and T * K <= policy.fused_max_slots_per_expert * E",
+     fused_fits},
+    {"tma", "T * K >= policy.tma_min_slots", many_slots},
     {"gather", "", nullptr},
 }};
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "align/align.hpp"
+#include "align/ep_cli.hpp"
 #include "align/reference.hpp"
 #include "display.hpp"
 #include "driver.hpp"
@@ -22,11 +23,10 @@ using align::Problem;
 
 struct Args {
   std::string topk_ids;    // input file; empty = generate from the shape options
-  std::string expert_map;  // optional
+  align::EpArgs ep;        // --expert-map, --invalid, --map-semantics, --ignore-invalid
   std::int32_t num_experts = 0;
   std::int32_t block_size = 128;
   bool pad_sorted_ids = false;
-  bool ignore_invalid = false;
   // synthetic input (no --topk-ids)
   std::int64_t tokens = -1;
   std::int32_t topk = 8;
@@ -57,12 +57,15 @@ class AlignJob final : public Job {
   void reference() override { ref_ = align::reference(p_, ids_w_, map_); }
   void adopt_reference() override { got_ = ref_; }
 
+  // The variant is picked and checked on the problem it runs (align::variant_problem:
+  // E + 1 groups with the bucket, the global experts and no map with vllm semantics).
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
-    return var_.resolve("align", requested, p_, caps, align::find, align::pick_auto);
+    caps_ = &caps;
+    return var_.resolve("align", requested, align::variant_problem(p_), caps, align::find, align::pick_auto);
   }
   std::size_t input_bytes() const override { return ids_.data.size(); }
   void upload(int copies) override {
-    var_.allocate(p_);
+    var_.allocate_bytes(align::ep_workspace_bytes(*var_.v, p_, *caps_), align::ep_zeroed_workspace(*var_.v, p_, *caps_));
     d_ids_ = upload_copies(ids_, copies);
     d_map_ = DeviceBuffer(map_.size() * 4);
     d_map_.upload(map_.data(), map_.size() * 4);
@@ -79,7 +82,7 @@ class AlignJob final : public Job {
     b.expert_ids = d_eids_.as<std::int32_t>();
     b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
     b.workspace = var_.workspace.get();
-    return var_.v->launch(p_, b, s);
+    return align::launch_ep(*var_.v, p_, b, s);
   }
   void download() override {
     got_.sorted_token_ids.resize(p_.max_num_tokens_padded);
@@ -101,9 +104,9 @@ class AlignJob final : public Job {
   }
   std::vector<std::pair<std::string, std::string>> summary() const override {
     const std::int64_t blocks = got_.num_tokens_post_pad / p_.block_size;
-    std::int64_t experts = 0;
+    std::int64_t experts = 0;  // runs of one expert; blocks of -1 (the bucket, non-local experts) are none
     for (std::int64_t b = 0; b < blocks && b < std::int64_t(got_.expert_ids.size()); ++b)
-      experts += b == 0 || got_.expert_ids[b] != got_.expert_ids[b - 1];
+      experts += got_.expert_ids[b] >= 0 && (b == 0 || got_.expert_ids[b] != got_.expert_ids[b - 1]);
     return {{"num_tokens_post_pad", std::to_string(got_.num_tokens_post_pad)},
             {"blocks", std::to_string(blocks)},
             {"experts_used", std::to_string(experts)}};
@@ -120,6 +123,7 @@ class AlignJob final : public Job {
   Problem p_;
   Outputs ref_, got_;
   ResolvedVariant<align::Variant> var_;
+  const DeviceCaps* caps_ = nullptr;
   std::vector<DeviceBuffer> d_ids_;
   DeviceBuffer d_map_, d_sorted_, d_eids_, d_ntpp_;
 };
@@ -141,12 +145,14 @@ class AlignFamily final : public Family {
 
   void add_options(CLI::App& s) override {
     auto* in = s.add_option("--topk-ids", a_.topk_ids, "router expert ids, int32 or int64, any shape (.npy)");
-    s.add_option("--num-experts,-E", a_.num_experts, "number of (local) experts E, 1..65536")->required();
+    s.add_option("--num-experts,-E", a_.num_experts,
+                 fmt::format("number of experts E, 1..{} (local count, or global with --map-semantics vllm; "
+                             "{} with --invalid bucket)",
+                             align::kMaxExperts, align::kMaxExperts - 1))
+        ->required();
     s.add_option("--block-size,-B", a_.block_size, "block size B (1..1024)")->capture_default_str();
-    s.add_option("--expert-map", a_.expert_map, "int32 [global experts] map to local ids, -1 = not local");
+    align::add_ep_options(s, a_.ep, true);
     s.add_flag("--pad-sorted-ids", a_.pad_sorted_ids, "round the sorted_token_ids length up to a multiple of B");
-    s.add_flag("--ignore-invalid", a_.ignore_invalid,
-               "drop ids outside [0, E) (or the map) instead of rejecting the input");
     // Generator options make no sense with an input file: refused, not ignored.
     s.add_option("--tokens", a_.tokens, "without --topk-ids: generate this many tokens")->excludes(in);
     s.add_option("--topk", a_.topk, "without --topk-ids: experts per token")->capture_default_str()->excludes(in);
@@ -199,7 +205,8 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
                                    a.topk, a.num_experts));
     // Shapes whose outputs cannot fit int32 fail here, before gigabytes are generated.
     if (a.topk >= 1 && double(a.tokens) * a.topk <= double(std::numeric_limits<std::int32_t>::max()))
-      (void)align::make_problem(a.tokens * a.topk, a.num_experts, a.block_size, false, 0, a.pad_sorted_ids);
+      (void)align::make_problem(a.tokens * a.topk, a.num_experts, a.block_size, false, 0, a.pad_sorted_ids,
+                                *align::parse_invalid(a.ep.ignore_invalid ? "drop" : a.ep.invalid));
     ids = gen::align_ids(a.tokens, a.topk, a.num_experts, gen::parse_dist(a.dist), c.seed, false);
     label = fmt::format("generated input ({} tokens x top-{}, {}, seed {})", a.tokens, a.topk, a.dist, c.seed);
     r.notes.push_back(label);
@@ -219,43 +226,14 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
     std::copy(s.begin(), s.end(), ids_w.begin());
   }
 
-  std::vector<std::int32_t> map_v;
-  if (!a.expert_map.empty()) {
-    if (const auto info = npy::inspect(a.expert_map); info.shape.size() == 1 && info.shape[0] > align::kMaxMapSize)
-      throw InputError(fmt::format("{}: the expert map has {} entries, more than {}", display_path(a.expert_map),
-                                   info.shape[0], align::kMaxMapSize));
-    npy::Array map = npy::read(a.expert_map);
-    if (map.dtype != npy::DType::i4 || map.shape.size() != 1)
-      throw InputError(fmt::format("{}: the expert map must be a 1-D int32 array, got {} with {} dimension(s)",
-                                   display_path(a.expert_map), npy::dtype_name(map.dtype), map.shape.size()));
-    if (map.numel() < 1) throw InputError(fmt::format("{}: the expert map is empty", display_path(a.expert_map)));
-    auto m = map.as<std::int32_t>();
-    for (std::size_t i = 0; i < m.size(); ++i)
-      if (m[i] < -1 || m[i] >= a.num_experts)
-        throw InputError(fmt::format("{}: entry {} maps to {}, outside [-1, {}) (--num-experts is the local count)",
-                                     display_path(a.expert_map), i, m[i], a.num_experts));
-    map_v.assign(m.begin(), m.end());
-  }
+  const align::Ep ep = align::read_ep(a.ep, a.num_experts);
+  if (const std::string note = align::check_ids(ep, a.num_experts, ids_w, label,
+                                                [](std::size_t i) { return fmt::format("index {}", i); });
+      !note.empty())
+    r.notes.push_back(note);
 
-  const std::int64_t bound = map_v.empty() ? a.num_experts : std::int64_t(map_v.size());
-  std::int64_t invalid = 0;
-  for (std::size_t i = 0; i < ids_w.size(); ++i) {
-    if (ids_w[i] >= 0 && ids_w[i] < bound) continue;
-    if (!a.ignore_invalid) {
-      if (!map_v.empty())  // the map is what is too short (or the id is bad): name both
-        throw InputError(fmt::format("{}: expert id {} at index {} is outside the expert map {} (length {}); pass "
-                                     "--ignore-invalid to drop such ids",
-                                     label, ids_w[i], i, display_path(a.expert_map), map_v.size()));
-      throw InputError(fmt::format("{}: expert id {} at index {} is outside [0, {}); pass --ignore-invalid to drop "
-                                   "such ids",
-                                   label, ids_w[i], i, bound));
-    }
-    ++invalid;
-  }
-  if (invalid) r.notes.push_back(fmt::format("{} invalid id(s) dropped (--ignore-invalid)", invalid));
-
-  const Problem p = align::make_problem(numel, a.num_experts, a.block_size, ids64,
-                                        static_cast<std::int32_t>(map_v.size()), a.pad_sorted_ids);
+  const Problem p = align::make_problem(numel, a.num_experts, a.block_size, ids64, static_cast<std::int32_t>(ep.map.size()),
+                                        a.pad_sorted_ids, ep.invalid, ep.map_semantics);
   // The reference and the downloaded outputs (sorted ids, expert ids) both
   // live on the host, next to the widened ids.
   require_host_memory(double(ids.data.size()) + 8.0 * double(numel) +
@@ -268,11 +246,11 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
               {"topk", two_d ? std::optional(std::to_string(ids.shape[1])) : std::nullopt},
               {"numel", std::to_string(numel)},
               {"num_experts", std::to_string(a.num_experts)},
-              {"block_size", std::to_string(a.block_size)},
-              {"expert_map", map_v.empty() ? std::nullopt : std::optional(std::to_string(map_v.size()))},
-              {"max_num_tokens_padded", std::to_string(p.max_num_tokens_padded)}};
+              {"block_size", std::to_string(a.block_size)}};
+  for (auto& kv : align::ep_params(ep)) r.params.push_back(std::move(kv));
+  r.params.push_back({"max_num_tokens_padded", std::to_string(p.max_num_tokens_padded)});
   r.dtype = npy::dtype_name(ids.dtype);
-  return std::make_unique<AlignJob>(std::move(ids), std::move(ids_w), std::move(map_v), p);
+  return std::make_unique<AlignJob>(std::move(ids), std::move(ids_w), ep.map, p);
 }
 
 }  // namespace

@@ -20,33 +20,53 @@ namespace {
 
 constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
 
-// Local expert of one slot, or -1 when the slot is dropped (id outside the map
-// or outside [0, E) after it, or mapped to -1).
-std::int32_t local_expert(std::int64_t id, std::int32_t num_experts,
-                          std::span<const std::int32_t> expert_map) {
-  if (!expert_map.empty()) {
-    if (id < 0 || id >= static_cast<std::int64_t>(expert_map.size())) return -1;
-    id = expert_map[static_cast<std::size_t>(id)];
-  }
-  if (id < 0 || id >= num_experts) return -1;
-  return static_cast<std::int32_t>(id);
-}
-
 }  // namespace
 
+std::int32_t slot_group(const Problem& p, std::int64_t id, std::span<const std::int32_t> expert_map) {
+  const std::int32_t E = p.num_experts;
+  std::int32_t e = -1;
+  if (!expert_map.empty() && p.map_semantics == MapSemantics::local) {
+    // Outside the map, or mapped outside [0, E) (-1: not a local expert).
+    if (id >= 0 && id < static_cast<std::int64_t>(expert_map.size())) {
+      const std::int32_t m = expert_map[static_cast<std::size_t>(id)];
+      if (m >= 0 && m < E) e = m;
+    }
+  } else if (id >= 0 && id < E) {
+    e = static_cast<std::int32_t>(id);
+  }
+  if (e < 0 && p.invalid == Invalid::bucket) return E;
+  return e;
+}
+
+std::int32_t group_label(const Problem& p, std::int32_t g, std::span<const std::int32_t> expert_map) {
+  if (p.invalid == Invalid::bucket && g == p.num_experts) return -1;
+  if (vllm_map(p)) return g >= 0 && g < static_cast<std::int32_t>(expert_map.size()) ? expert_map[g] : -1;
+  return g;
+}
+
 Problem make_problem(std::int64_t numel, std::int32_t num_experts, std::int32_t block_size,
-                     bool ids_int64, std::int32_t map_size, bool pad_sorted_ids) {
+                     bool ids_int64, std::int32_t map_size, bool pad_sorted_ids, Invalid invalid,
+                     MapSemantics map_semantics) {
   if (numel < 0) throw InputError(fmt::format("align: numel must be >= 0 (got {})", numel));
-  if (num_experts < 1 || num_experts > kMaxExperts)
-    throw InputError(fmt::format("align: --num-experts must be in [1, {}] (got {}): no variant takes more",
-                                 kMaxExperts, num_experts));
+  const bool bucket = invalid == Invalid::bucket;
+  const std::int32_t max_e = kMaxExperts - (bucket ? 1 : 0);
+  if (num_experts < 1 || num_experts > max_e)
+    throw InputError(fmt::format("align: --num-experts must be in [1, {}]{} (got {}): no variant takes more than {} "
+                                 "experts",
+                                 max_e, bucket ? " with --invalid bucket, whose bucket is one more" : "",
+                                 num_experts, kMaxExperts));
   if (block_size < 1 || block_size > 1024)
     throw InputError(fmt::format("align: --block-size must be in [1, 1024] (got {})", block_size));
   if (map_size < 0)
     throw InputError(fmt::format("align: expert map length must be >= 0 (got {})", map_size));
+  if (map_semantics == MapSemantics::vllm && map_size > 0 && map_size != num_experts)
+    throw InputError(fmt::format("align: --map-semantics vllm needs one map entry per expert: the map has {}, "
+                                 "--num-experts is {}",
+                                 map_size, num_experts));
 
   // All arithmetic in int64: numel <= 2^63 and E*(B-1) < 2^41, no overflow here.
-  std::int64_t padded = numel + static_cast<std::int64_t>(num_experts) * (block_size - 1);
+  const std::int64_t groups = static_cast<std::int64_t>(num_experts) + (bucket ? 1 : 0);
+  std::int64_t padded = numel + groups * (block_size - 1);
   if (pad_sorted_ids) padded = (padded + block_size - 1) / block_size * block_size;
   const std::int64_t blocks = (padded + block_size - 1) / block_size;
   // Kernels form block_index * B and cumsum + B in int32: require the whole
@@ -54,9 +74,9 @@ Problem make_problem(std::int64_t numel, std::int32_t num_experts, std::int32_t 
   // padding value numel.
   if (blocks * block_size > kInt32Max)
     throw InputError(fmt::format(
-        "align: outputs do not fit int32: numel {} + E {} * (B {} - 1) needs {} entries in "
+        "align: outputs do not fit int32: numel {} + {} {} * (B {} - 1) needs {} entries in "
         "sorted_token_ids (max {})",
-        numel, num_experts, block_size, blocks * block_size, kInt32Max));
+        numel, bucket ? "(E + the bucket)" : "E", groups, block_size, blocks * block_size, kInt32Max));
 
   Problem p;
   p.numel = numel;
@@ -66,6 +86,8 @@ Problem make_problem(std::int64_t numel, std::int32_t num_experts, std::int32_t 
   p.map_size = map_size;
   p.max_num_tokens_padded = padded;
   p.max_num_blocks = blocks;
+  p.invalid = invalid;
+  p.map_semantics = map_semantics;
   return p;
 }
 
@@ -77,20 +99,22 @@ Outputs reference(const Problem& p, std::span<const std::int64_t> ids,
   if (static_cast<std::int64_t>(expert_map.size()) != p.map_size)
     throw InputError(fmt::format("align reference: expert map has {} entries, problem says {}",
                                  expert_map.size(), p.map_size));
-  const std::int32_t E = p.num_experts;
+  // Groups: the E experts, then the bucket (SGLang's expert parallelism) when
+  // there is one.
+  const std::int32_t G = row_groups(p);
   const std::int64_t B = p.block_size;
   const auto pad_value = static_cast<std::int32_t>(p.numel);
 
-  std::vector<std::int64_t> count(static_cast<std::size_t>(E), 0);
+  std::vector<std::int64_t> count(static_cast<std::size_t>(G), 0);
   for (std::int64_t id : ids) {
-    const std::int32_t e = local_expert(id, E, expert_map);
-    if (e >= 0) ++count[static_cast<std::size_t>(e)];
+    const std::int32_t g = slot_group(p, id, expert_map);
+    if (g >= 0) ++count[static_cast<std::size_t>(g)];
   }
-  // start[e]: first row of expert e (exclusive scan of the padded counts).
-  std::vector<std::int64_t> start(static_cast<std::size_t>(E) + 1, 0);
-  for (std::int32_t e = 0; e < E; ++e)
-    start[e + 1] = start[e] + (count[e] + B - 1) / B * B;
-  const std::int64_t total = start[E];
+  // start[g]: first row of group g (exclusive scan of the padded counts).
+  std::vector<std::int64_t> start(static_cast<std::size_t>(G) + 1, 0);
+  for (std::int32_t g = 0; g < G; ++g)
+    start[g + 1] = start[g] + (count[g] + B - 1) / B * B;
+  const std::int64_t total = start[G];
 
   Outputs out;
   out.num_tokens_post_pad = static_cast<std::int32_t>(total);
@@ -101,15 +125,18 @@ Outputs reference(const Problem& p, std::span<const std::int64_t> ids,
   // fill-overlap variant's tight bound allows; never index past it.
   std::vector<std::int64_t> next(start.begin(), start.end() - 1);
   for (std::int64_t i = 0; i < p.numel; ++i) {
-    const std::int32_t e = local_expert(ids[static_cast<std::size_t>(i)], E, expert_map);
-    if (e < 0) continue;
-    const std::int64_t row = next[e]++;
+    const std::int32_t g = slot_group(p, ids[static_cast<std::size_t>(i)], expert_map);
+    if (g < 0) continue;
+    const std::int64_t row = next[g]++;
     if (row < p.max_num_tokens_padded)
       out.sorted_token_ids[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(i);
   }
-  for (std::int32_t e = 0; e < E; ++e)
-    for (std::int64_t b = start[e] / B; b < start[e + 1] / B && b < p.max_num_blocks; ++b)
-      out.expert_ids[static_cast<std::size_t>(b)] = e;
+  out.block_groups.assign(static_cast<std::size_t>(total / B), -1);
+  for (std::int32_t g = 0; g < G; ++g)
+    for (std::int64_t b = start[g] / B; b < start[g + 1] / B; ++b) {
+      out.block_groups[static_cast<std::size_t>(b)] = g;
+      if (b < p.max_num_blocks) out.expert_ids[static_cast<std::size_t>(b)] = group_label(p, g, expert_map);
+    }
   return out;
 }
 
@@ -146,17 +173,22 @@ CheckResult check(const Problem& p, const Outputs& ref, const Outputs& got, bool
     return r;
   }
 
-  // Set comparison per expert, in O(n): every reference row that holds a slot
-  // must, in `got`, hold some slot of the same expert, each slot exactly once;
+  // Set comparison per group, in O(n): every reference row that holds a slot
+  // must, in `got`, hold some slot of the same group, each slot exactly once;
   // every padding row must hold the padding value. Equal row counts then make
-  // the per-expert sets equal.
+  // the per-group sets equal. A group is an expert, or the bucket; with vllm
+  // semantics several experts' blocks read -1, so the reference's
+  // block_groups tell them apart.
   const std::int64_t pad_value = p.numel;
   const std::int64_t B = p.block_size;
-  std::vector<std::int32_t> owner(static_cast<std::size_t>(p.numel), -1);  // slot -> expert
+  const auto group_at = [&](std::size_t row) {
+    const std::size_t b = row / static_cast<std::size_t>(B);
+    return b < ref.block_groups.size() ? ref.block_groups[b] : ref.expert_ids[b];
+  };
+  std::vector<std::int32_t> owner(static_cast<std::size_t>(p.numel), -1);  // slot -> group
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t v = want[i];
-    if (v != pad_value && v >= 0 && v < p.numel)
-      owner[static_cast<std::size_t>(v)] = ref.expert_ids[i / static_cast<std::size_t>(B)];
+    if (v != pad_value && v >= 0 && v < p.numel) owner[static_cast<std::size_t>(v)] = group_at(i);
   }
   std::vector<std::int64_t> placed_at(static_cast<std::size_t>(p.numel), -1);
   for (std::size_t i = 0; i < n; ++i) {
@@ -167,11 +199,11 @@ CheckResult check(const Problem& p, const Outputs& ref, const Outputs& got, bool
                                 pad_value));
       continue;
     }
-    const std::int32_t e = ref.expert_ids[i / static_cast<std::size_t>(B)];
+    const std::int32_t e = group_at(i);
     if (v < 0 || v >= p.numel || owner[static_cast<std::size_t>(v)] != e)
       return fail(fmt::format(
-          "sorted_token_ids[{}]: got {}, expected a slot of expert {} (reference has {} here)", i,
-          v, e, want[i]));
+          "sorted_token_ids[{}]: got {}, expected a slot of {} {} (reference has {} here)", i, v,
+          p.invalid == Invalid::bucket && e == p.num_experts ? "the bucket, group" : "expert", e, want[i]));
     if (placed_at[static_cast<std::size_t>(v)] >= 0)
       return fail(fmt::format("sorted_token_ids[{}]: got {}, which is already at index {}", i, v,
                               placed_at[static_cast<std::size_t>(v)]));

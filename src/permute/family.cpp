@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "act_and_mul/gen.hpp"
+#include "align/ep_cli.hpp"
 #include "align/gen.hpp"
 #include "display.hpp"
 #include "driver.hpp"
@@ -20,6 +21,7 @@ namespace {
 
 struct Args {
   std::string hidden, dtype, topk_ids;
+  align::EpArgs ep;  // --expert-map, --invalid, --map-semantics
   std::int32_t experts = 0, block_size = 64;
   std::string layout = "padded";
   std::int64_t tokens = -1, hidden_size = 4096;
@@ -34,10 +36,11 @@ struct GenArgs {
 
 class PermuteJob final : public Job {
  public:
-  PermuteJob(npy::Array hidden, npy::Array ids, std::vector<std::int64_t> wide, permute::Problem p)
-      : hidden_(std::move(hidden)), ids_(std::move(ids)), wide_(std::move(wide)), p_(p) {}
+  PermuteJob(npy::Array hidden, npy::Array ids, std::vector<std::int64_t> wide, std::vector<std::int32_t> map,
+             permute::Problem p)
+      : hidden_(std::move(hidden)), ids_(std::move(ids)), wide_(std::move(wide)), map_(std::move(map)), p_(p) {}
 
-  void reference() override { ref_ = permute::reference(p_, hidden_.data.data(), wide_); }
+  void reference() override { ref_ = permute::reference(p_, hidden_.data.data(), wide_, map_); }
   void adopt_reference() override { got_ = ref_; }
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
     return var_.resolve("permute", requested, p_, caps, permute::find, permute::pick_auto);
@@ -54,12 +57,15 @@ class PermuteJob final : public Job {
     d_eids_ = DeviceBuffer(std::size_t(p_.align.max_num_blocks) * 4);
     d_ntpp_ = DeviceBuffer(4);
     d_off_ = DeviceBuffer((std::size_t(p_.align.num_experts) + 1) * 8);
+    d_map_ = DeviceBuffer(map_.size() * 4);
+    d_map_.upload(map_.data(), map_.size() * 4);
     for (auto* b : {&d_perm_, &d_inv_, &d_sorted_, &d_eids_, &d_ntpp_, &d_off_}) b->fill_bytes(0xAB);
   }
   LaunchStatus launch(Stream s, int copy) override {
     permute::Buffers b;
     b.hidden = d_hidden_[copy].get();
     b.topk_ids = d_ids_[copy].as<std::int32_t>();
+    b.expert_map = map_.empty() ? nullptr : d_map_.as<std::int32_t>();
     b.permuted = d_perm_.get();
     b.inverse = d_inv_.as<std::int32_t>();
     b.sorted_token_ids = d_sorted_.as<std::int32_t>();
@@ -90,7 +96,7 @@ class PermuteJob final : public Job {
     // ids read, each real row read and written, inverse written.
     return double(ids_.data.size()) + 2.0 * double(p_.align.numel) * double(p_.row_bytes) + 4.0 * double(p_.align.numel);
   }
-  CheckResult check(bool) override { return permute::check(p_, hidden_.data.data(), wide_, ref_, got_); }
+  CheckResult check(bool) override { return permute::check(p_, hidden_.data.data(), wide_, ref_, got_, map_); }
   std::vector<NamedArray> outputs() override {
     const std::int64_t rows = got_.aligned.num_tokens_post_pad;
     npy::Array perm;
@@ -123,18 +129,19 @@ class PermuteJob final : public Job {
     back.permuted = perm.data;
     const auto iv = inv.as<std::int32_t>();
     back.inverse.assign(iv.begin(), iv.end());
-    return permute::check(p_, hidden_.data.data(), wide_, ref_, back);
+    return permute::check(p_, hidden_.data.data(), wide_, ref_, back, map_);
   }
 
  private:
   using Outputs = permute::Outputs;
   npy::Array hidden_, ids_;
   std::vector<std::int64_t> wide_;
+  std::vector<std::int32_t> map_;
   permute::Problem p_;
   Outputs ref_, got_;
   ResolvedVariant<permute::Variant> var_;
   std::vector<DeviceBuffer> d_hidden_, d_ids_;
-  DeviceBuffer d_perm_, d_inv_, d_sorted_, d_eids_, d_ntpp_, d_off_;
+  DeviceBuffer d_perm_, d_inv_, d_sorted_, d_eids_, d_ntpp_, d_off_, d_map_;
 };
 
 class PermuteFamily final : public Family {
@@ -156,10 +163,14 @@ class PermuteFamily final : public Family {
     s.add_option("--dtype", a_.dtype, "with --hidden: read 2-byte data as this dtype (bf16 saved as int16/uint16/void)")
         ->check(CLI::IsMember({"bf16", "f16"}))
         ->needs(in);
-    auto* ids = s.add_option("--topk-ids", a_.topk_ids, "expert ids [T, K], int32 or int64, each in [0, E) (.npy)");
+    auto* ids = s.add_option("--topk-ids", a_.topk_ids,
+                             "expert ids [T, K], int32 or int64, each in [0, E) or the map (others: --invalid) (.npy)");
     in->needs(ids);
     ids->needs(in);
-    s.add_option("-E,--num-experts", a_.experts, "experts E")->required();
+    s.add_option("-E,--num-experts", a_.experts,
+                 "experts E (local count, or global with --map-semantics vllm; as align's --num-experts)")
+        ->required();
+    align::add_ep_options(s, a_.ep, false);
     s.add_option("-B,--block-size", a_.block_size, "padded layout: align's block size B")->capture_default_str();
     s.add_option("--layout", a_.layout, "padded (align's rows, padded to B per expert) or compact (real rows only)")
         ->check(CLI::IsMember({"padded", "compact"}))
@@ -211,11 +222,13 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("--topk {} must be in [1, --num-experts {}]", a.topk, a.experts));
     const auto t = npy::parse_dtype(a.gen_dtype);
     gen::check_size(double(a.tokens) * double(a.hidden_size), "hidden rows");
-    (void)permute::make_problem(a.tokens, a.topk, a.experts, a.block_size, 0, layout);  // int32 limits first
+    (void)permute::make_problem(a.tokens, a.topk, a.experts, a.block_size, 0, layout, 0,
+                                *align::parse_invalid(a.ep.invalid));  // int32 limits first
     require_host_memory(3.0 * double(a.tokens) * double(a.hidden_size) * double(npy::dtype_size(*t)) * a.topk,
                         "this permute run");
     hidden = gen::normal_rows(a.tokens, a.hidden_size, *t, c.seed, "hidden rows");
     ids = gen::align_ids(a.tokens, a.topk, a.experts, gen::parse_dist(a.dist), c.seed, false);
+    il = "generated expert ids";
     r.notes.push_back(fmt::format("generated input ({} tokens x H {}, {}, top-{} of {} {}, seed {})", a.tokens,
                                   a.hidden_size, a.gen_dtype, a.topk, a.experts, a.dist, c.seed));
   } else {
@@ -232,35 +245,43 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("{}: expert ids must be int32 or int64, got {}", il, npy::dtype_name(ids.dtype)));
     if (ids.shape.size() != 2 || ids.shape[0] != hidden.shape[0])
       throw InputError(fmt::format("{}: expert ids must be [T, K] with T = {} (the rows of {})", il, hidden.shape[0], hl));
-    if (ids.dtype == npy::DType::i8) {  // the kernels read int32
-      npy::Array n;
-      n.dtype = npy::DType::i4;
-      n.shape = ids.shape;
-      n.data.resize(ids.numel() * 4);
-      const auto v = ids.as<std::int64_t>();
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        const std::int32_t x = v[i] < 0 || v[i] >= a.experts ? -1 : static_cast<std::int32_t>(v[i]);
-        std::memcpy(n.data.data() + i * 4, &x, 4);
-      }
-      ids = std::move(n);
-    }
   }
   const std::int64_t T = hidden.shape[0], H = hidden.shape[1];
   const std::int32_t K = static_cast<std::int32_t>(ids.shape[1]);
   std::vector<std::int64_t> wide(ids.numel());
-  const auto iv = ids.as<std::int32_t>();
-  for (std::size_t i = 0; i < wide.size(); ++i) {
-    wide[i] = iv[i];
-    if (iv[i] < 0 || iv[i] >= a.experts)
-      throw InputError(fmt::format("{}: expert id at [{}, {}] is outside [0, {})", il, i / K, i % K, a.experts));
+  if (ids.dtype == npy::DType::i8) {
+    const auto v = ids.as<std::int64_t>();
+    std::copy(v.begin(), v.end(), wide.begin());
+  } else {
+    const auto v = ids.as<std::int32_t>();
+    std::copy(v.begin(), v.end(), wide.begin());
   }
-  const permute::Problem p = permute::make_problem(T, K, a.experts, a.block_size,
-                                                   H * std::int64_t(npy::dtype_size(hidden.dtype)), layout);
+  const align::Ep ep = align::read_ep(a.ep, a.experts);
+  if (const std::string note = align::check_ids(ep, a.experts, wide, il,
+                                                [K](std::size_t i) { return fmt::format("[{}, {}]", i / K, i % K); });
+      !note.empty())
+    r.notes.push_back(note);
+  if (ids.dtype == npy::DType::i8) {  // the kernels read int32: an id outside the map or [0, E) becomes -1, as invalid
+    const std::int64_t bound = align::id_bound(ep, a.experts);
+    npy::Array n;
+    n.dtype = npy::DType::i4;
+    n.shape = ids.shape;
+    n.data.resize(ids.numel() * 4);
+    for (std::size_t i = 0; i < wide.size(); ++i) {
+      const std::int32_t x = wide[i] < 0 || wide[i] >= bound ? -1 : static_cast<std::int32_t>(wide[i]);
+      std::memcpy(n.data.data() + i * 4, &x, 4);
+    }
+    ids = std::move(n);
+  }
+  const permute::Problem p =
+      permute::make_problem(T, K, a.experts, a.block_size, H * std::int64_t(npy::dtype_size(hidden.dtype)), layout,
+                            static_cast<std::int32_t>(ep.map.size()), ep.invalid, ep.map_semantics);
   r.params = {{"tokens", std::to_string(T)}, {"topk", std::to_string(K)}, {"experts", std::to_string(a.experts)},
               {"block_size", std::to_string(layout == permute::Layout::padded ? a.block_size : 1)},
               {"hidden", std::to_string(H)}, {"layout", a.layout}};
+  for (auto& kv : align::ep_params(ep)) r.params.push_back(std::move(kv));
   r.dtype = std::string(npy::dtype_name(hidden.dtype));
-  return std::make_unique<PermuteJob>(std::move(hidden), std::move(ids), std::move(wide), p);
+  return std::make_unique<PermuteJob>(std::move(hidden), std::move(ids), std::move(wide), ep.map, p);
 }
 
 }  // namespace

@@ -11,19 +11,33 @@
 namespace moekit::permute {
 
 Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t experts, std::int32_t block_size,
-                     std::int64_t row_bytes, Layout layout) {
+                     std::int64_t row_bytes, Layout layout, std::int32_t map_size, align::Invalid invalid,
+                     align::MapSemantics map_semantics) {
   Problem p;
   p.tokens = tokens;
   p.topk = topk;
   p.row_bytes = row_bytes;
   p.layout = layout;
-  p.align = align::make_problem(tokens * topk, experts, layout == Layout::padded ? block_size : 1, false, 0, false);
+  const bool padded = layout == Layout::padded;
+  if (!padded && map_semantics == align::MapSemantics::vllm) {
+    // Validate as align would, then leave the map out (reference.hpp).
+    (void)align::make_problem(tokens * topk, experts, 1, false, map_size, false, invalid, map_semantics);
+    map_size = 0;
+  }
+  p.align = align::make_problem(tokens * topk, experts, padded ? block_size : 1, false, map_size, false, invalid,
+                                map_semantics);
   return p;
 }
 
-Outputs reference(const Problem& p, const std::byte* hidden, std::span<const std::int64_t> ids) {
+std::span<const std::int32_t> align_map(const Problem& p, std::span<const std::int32_t> expert_map) {
+  return p.align.map_size > 0 ? expert_map : std::span<const std::int32_t>{};
+}
+
+Outputs reference(const Problem& p, const std::byte* hidden, std::span<const std::int64_t> ids,
+                  std::span<const std::int32_t> expert_map) {
+  const auto map = align_map(p, expert_map);
   Outputs o;
-  o.aligned = align::reference(p.align, ids, {});
+  o.aligned = align::reference(p.align, ids, map);
   const std::int64_t rows = o.aligned.num_tokens_post_pad, numel = p.align.numel;
   const std::size_t rb = static_cast<std::size_t>(p.row_bytes);
   o.permuted.assign(static_cast<std::size_t>(rows) * rb, std::byte{0});
@@ -35,16 +49,22 @@ Outputs reference(const Problem& p, const std::byte* hidden, std::span<const std
     o.inverse[static_cast<std::size_t>(slot)] = static_cast<std::int32_t>(r);
   }
   if (p.layout == Layout::compact) {
+    // Rows per expert (B = 1: no padding); offsets[E] = the local rows, where
+    // the bucket (if any) starts.
     const std::int32_t E = p.align.num_experts;
     o.offsets.assign(static_cast<std::size_t>(E) + 1, 0);
-    for (std::int64_t id : ids) ++o.offsets[static_cast<std::size_t>(id) + 1];
+    for (std::int64_t id : ids) {
+      const std::int32_t g = align::slot_group(p.align, id, map);
+      if (g >= 0 && g < E) ++o.offsets[static_cast<std::size_t>(g) + 1];
+    }
     for (std::int32_t e = 0; e < E; ++e) o.offsets[e + 1] += o.offsets[e];
   }
   return o;
 }
 
 CheckResult check(const Problem& p, const std::byte* hidden, std::span<const std::int64_t> ids, const Outputs& ref,
-                  const Outputs& got) {
+                  const Outputs& got, std::span<const std::int32_t> expert_map) {
+  const auto map = align_map(p, expert_map);
   CheckResult r = align::check(p.align, ref.aligned, got.aligned, false);
   if (!r.ok) {
     r.first_difference = "align step: " + r.first_difference;
@@ -66,21 +86,36 @@ CheckResult check(const Problem& p, const std::byte* hidden, std::span<const std
     return fail(fmt::format("expert_offsets[{}] = {}, expected {}", e, e < got.offsets.size() ? got.offsets[e] : -1,
                             e < ref.offsets.size() ? ref.offsets[e] : -1));
   }
+  if (got.inverse.size() != static_cast<std::size_t>(numel))
+    return fail(fmt::format("inverse holds {} entries, expected {}", got.inverse.size(), numel));
+  const std::int32_t E = p.align.num_experts;
   std::vector<char> seen(static_cast<std::size_t>(rows), 0);
   for (std::int64_t slot = 0; slot < numel; ++slot) {
     const std::int32_t row = got.inverse[static_cast<std::size_t>(slot)];
     const std::int64_t t = slot / p.topk, j = slot % p.topk, id = ids[static_cast<std::size_t>(slot)];
+    const std::int32_t g = align::slot_group(p.align, id, map);
+    if (g < 0) {  // dropped by align: no row
+      if (row != -1) return fail(fmt::format("inverse[{}, {}] = {}, expected -1 (id {} is dropped)", t, j, row, id));
+      continue;
+    }
     if (row < 0 || row >= rows)
       return fail(fmt::format("inverse[{}, {}] = {} is outside the {} rows", t, j, row, rows));
     if (got.aligned.sorted_token_ids[static_cast<std::size_t>(row)] != slot)
       return fail(fmt::format("inverse[{}, {}] = {}, but sorted_token_ids[{}] = {}", t, j, row, row,
                               got.aligned.sorted_token_ids[static_cast<std::size_t>(row)]));
     if (seen[static_cast<std::size_t>(row)]++) return fail(fmt::format("row {} is the target of two slots", row));
-    const bool in_expert = p.layout == Layout::padded
-                               ? got.aligned.expert_ids[static_cast<std::size_t>(row / p.align.block_size)] == id
-                               : got.offsets[static_cast<std::size_t>(id)] <= row &&
-                                     row < got.offsets[static_cast<std::size_t>(id) + 1];
-    if (!in_expert) return fail(fmt::format("row {} of slot ({}, {}) is not in expert {}'s rows", row, t, j, id));
+    // Its group's rows: padded, the blocks labelled as the group (the bucket
+    // and non-local experts: -1); compact, its expert's offsets, or past
+    // offsets[E] for the bucket.
+    const bool in_group =
+        p.layout == Layout::padded
+            ? got.aligned.expert_ids[static_cast<std::size_t>(row / p.align.block_size)] ==
+                  align::group_label(p.align, g, map)
+            : g < E ? got.offsets[static_cast<std::size_t>(g)] <= row && row < got.offsets[static_cast<std::size_t>(g) + 1]
+                    : got.offsets[static_cast<std::size_t>(E)] <= row;
+    if (!in_group)
+      return fail(fmt::format("row {} of slot ({}, {}) is not in {}'s rows", row, t, j,
+                              g < E ? fmt::format("expert {}", g) : std::string("the bucket")));
     if (rb && std::memcmp(got.permuted.data() + row * rb, hidden + t * rb, rb) != 0)
       return fail(fmt::format("permuted row {} differs from hidden row {} (slot ({}, {}))", row, t, t, j));
   }

@@ -20,19 +20,31 @@ struct Outputs {
 };
 
 // The Problem for T tokens of K ids over E experts, rows of row_bytes; B is
-// used by the padded layout only. Throws InputError when align's outputs would
-// not fit int32.
+// used by the padded layout only; map_size, invalid and map_semantics are
+// align's (align::make_problem). The compact layout with vllm semantics runs
+// align without the map: vllm's map only relabels expert_ids, which compact
+// does not write, so its rows and offsets are per global expert. Throws
+// InputError when align's outputs would not fit int32.
 Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t experts, std::int32_t block_size,
-                     std::int64_t row_bytes, Layout layout);
+                     std::int64_t row_bytes, Layout layout, std::int32_t map_size = 0,
+                     align::Invalid invalid = align::Invalid::reject,
+                     align::MapSemantics map_semantics = align::MapSemantics::local);
 
-// ids: T*K ids in [0, E).
-Outputs reference(const Problem& p, const std::byte* hidden, std::span<const std::int64_t> ids);
+// The map align uses for p: `expert_map`, or none where p.align has no map.
+std::span<const std::int32_t> align_map(const Problem& p, std::span<const std::int32_t> expert_map);
+
+// ids: T*K ids (what an invalid one becomes: p.align.invalid); expert_map:
+// the --expert-map entries, or empty.
+Outputs reference(const Problem& p, const std::byte* hidden, std::span<const std::int64_t> ids,
+                  std::span<const std::int32_t> expert_map = {});
 
 // got against the semantics, independent of the order inside an expert:
-// align's outputs as sets per expert; every slot's inverse row holds that
-// slot in sorted_token_ids, belongs to its expert and equals its token's row
-// bit for bit; padding rows are zero; compact offsets equal the reference's.
+// align's outputs as sets per group; every slot align keeps has its inverse
+// row hold that slot in sorted_token_ids, belong to its group (its expert_ids
+// label, or its expert's / the bucket's compact offsets) and equal its
+// token's row bit for bit; every slot align drops has inverse -1; padding
+// rows are zero; compact offsets equal the reference's.
 CheckResult check(const Problem& p, const std::byte* hidden, std::span<const std::int64_t> ids, const Outputs& ref,
-                  const Outputs& got);
+                  const Outputs& got, std::span<const std::int32_t> expert_map = {});
 
 }  // namespace moekit::permute

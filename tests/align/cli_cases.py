@@ -28,8 +28,10 @@ def align_help_lists_options():
     o = run("align", "--help", code=0).stdout
     for opt in ["--variant", "--device", "--out", "--check", "--bench", "--warmup", "--iters", "--cold",
                 "--graph", "--format", "--profile", "--seed", "--num-experts", "--block-size",
-                "--expert-map", "--pad-sorted-ids", "--ignore-invalid"]:
+                "--expert-map", "--pad-sorted-ids", "--ignore-invalid", "--invalid", "--map-semantics"]:
         expect(opt in o, f"align --help lacks {opt}")
+    expect("deprecated alias of --invalid drop" in o, "--help says --ignore-invalid is deprecated")
+    expect("local (default" in o, "--help says local map semantics are the default")
 
 
 @case()
@@ -53,24 +55,32 @@ def align_outputs(d):
     return s, e, n[0]
 
 
-def align_model(ids, E, B, emap=None):
-    """Independent model of the semantics (ascending slots within an expert)."""
-    buckets = [[] for _ in range(E)]
+def align_model(ids, E, B, emap=None, invalid="drop", semantics="local"):
+    """Independent model of the semantics (ascending slots within a group).
+
+    Groups are the E experts, then with invalid="bucket" one more for the slots
+    that would be dropped, labelled -1. semantics="vllm": E global experts,
+    expert_ids relabelled through emap afterwards."""
+    local_map = emap is not None and semantics == "local"
+    groups = [[] for _ in range(E + (invalid == "bucket"))]
     for i, g in enumerate(ids):
         e = g
-        if emap is not None:
+        if local_map:
             e = emap[g] if 0 <= g < len(emap) else -1
         if 0 <= e < E:
-            buckets[e].append(i)
-    maxpad = len(ids) + E * (B - 1)
+            groups[e].append(i)
+        elif invalid == "bucket":
+            groups[E].append(i)
+    maxpad = len(ids) + len(groups) * (B - 1)
     s = [len(ids)] * maxpad
     eids = [-1] * ((maxpad + B - 1) // B)
     pos = 0
-    for e in range(E):
-        s[pos:pos + len(buckets[e])] = buckets[e]
-        nb = (len(buckets[e]) + B - 1) // B
+    for e, slots in enumerate(groups):
+        label = -1 if e == E else emap[e] if emap is not None and semantics == "vllm" else e
+        s[pos:pos + len(slots)] = slots
+        nb = (len(slots) + B - 1) // B
         for j in range(nb):
-            eids[pos // B + j] = e
+            eids[pos // B + j] = label
         pos += nb * B
     return s, eids, pos
 
@@ -319,8 +329,129 @@ def align_sweep_of_shapes():
     run("plot", res, "-o", svg, code=0)
     ns = "{http://www.w3.org/2000/svg}"
     panels = ET.parse(svg).getroot().findall(f"{ns}g[@class='panel']")
-    expect(sorted(p.get("data-group") for p in panels) == ["block_size=128 expert_map=null num_experts=256 topk=8",
-                                                           "block_size=128 expert_map=null num_experts=64 topk=8"],
+    expect(sorted(p.get("data-group") for p in panels) == [
+        "block_size=128 expert_map=null invalid=reject map_semantics=local num_experts=256 topk=8",
+        "block_size=128 expert_map=null invalid=reject map_semantics=local num_experts=64 topk=8"],
            [p.get("data-group") for p in panels])
     for panel in panels:
         expect(len(panel.findall(f"{ns}circle[@class='point']")) == 3, "3 token counts per panel")
+
+
+@case()
+def align_invalid_modes():
+    d = tmp()
+    f, out = os.path.join(d, "ids.npy"), os.path.join(d, "o")
+    ids = [2, -1, 0, 5, 2, 1, -1, 3]
+    save_npy(f, "<i4", (8,), ids)
+    # reject (the default) names the first invalid id; drop = the deprecated --ignore-invalid
+    p = run("align", "--topk-ids", f, "-E", 3, "-B", 2, "--device", "cpu", code=2)
+    expect("index 1" in p.stderr and "--invalid" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    p = run("align", "--topk-ids", f, "-E", 3, "-B", 2, "--invalid", "reject", "--device", "cpu", code=2)
+    for flag in (["--invalid", "drop"], ["--ignore-invalid"]):
+        p = run("align", "--topk-ids", f, "-E", 3, "-B", 2, *flag, "--device", "cpu", "--out", out, code=0)
+        expect(align_outputs(out) == align_model(ids, 3, 2), f"{flag}")
+        expect("4 invalid id(s) dropped" in p.stdout, p.stdout)
+    # bucket: one more group AFTER the experts, padded to B, expert_ids -1, its slots real rows
+    p = run("align", "--topk-ids", f, "-E", 3, "-B", 2, "--invalid", "bucket", "--device", "cpu", "--out", out,
+            code=0)
+    s, e, n = align_outputs(out)
+    expect((s, e, n) == align_model(ids, 3, 2, invalid="bucket"), f"bucket {s} {e} {n}")
+    expect(n == 10 and s[:10] == [2, 8, 5, 8, 0, 4, 1, 3, 6, 7] and e[:5] == [0, 1, 2, -1, -1], f"{s} {e} {n}")
+    expect(len(s) == 8 + 4 * 1, f"max_num_tokens_padded counts the bucket: {len(s)}")
+    expect("4 slot(s) in the bucket" in p.stdout, p.stdout)
+    # the report's params
+    for mode in ("reject", "drop", "bucket"):
+        args = ["--invalid", mode] if mode != "reject" else []
+        o = json.loads(run("align", "--topk-ids", TRACE, "-E", 256, *args, "--device", "cpu", "--format", "json",
+                           code=0).stdout)
+        expect(o["params"]["invalid"] == mode and o["params"]["map_semantics"] == "local", o["params"])
+    # a bad value, and the alias with --invalid: usage errors
+    p = run("align", "--topk-ids", f, "-E", 3, "--invalid", "ignore", "--device", "cpu", code=2)
+    expect("--invalid" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    run("align", "--topk-ids", f, "-E", 3, "--invalid", "bucket", "--ignore-invalid", "--device", "cpu", code=2)
+    run("align", "--topk-ids", f, "-E", 3, "--map-semantics", "global", "--device", "cpu", code=2)
+    # E + the bucket past the largest E any variant takes
+    p = run("align", "--topk-ids", f, "-E", 65536, "--invalid", "bucket", "--device", "cpu", code=2)
+    expect("65535" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    # all invalid, and 0 tokens, with the bucket
+    save_npy(f, "<i4", (3,), [-1, 7, -1])
+    run("align", "--topk-ids", f, "-E", 2, "-B", 4, "--invalid", "bucket", "--device", "cpu", "--out", out, code=0)
+    expect(align_outputs(out) == ([0, 1, 2] + [3] * 9, [-1, -1, -1], 4), f"{align_outputs(out)}")
+    save_npy(f, "<i4", (0, 4), [])
+    run("align", "--topk-ids", f, "-E", 2, "-B", 4, "--invalid", "bucket", "--device", "cpu", "--out", out, code=0)
+    expect(align_outputs(out) == align_model([], 2, 4, invalid="bucket"), f"{align_outputs(out)}")
+
+
+@case()
+def align_bucket_takes_non_local_experts():
+    d = tmp()
+    f, m, out = os.path.join(d, "ids.npy"), os.path.join(d, "map.npy"), os.path.join(d, "o")
+    ids = [0, 1, 4, 3, 7, 2, -1, 1]
+    emap = [-1, 0, 1, -1, 2]  # 5 global experts -> 3 local
+    save_npy(f, "<i4", (4, 2), ids)
+    save_npy(m, "<i4", (5,), emap)
+    base = ["align", "--topk-ids", f, "-E", 3, "-B", 2, "--expert-map", m, "--device", "cpu", "--out", out]
+    run(*base, "--invalid", "bucket", code=0)
+    expect(align_outputs(out) == align_model(ids, 3, 2, emap, invalid="bucket"), "bucket with a local map")
+    run(*base, "--invalid", "drop", code=0)
+    expect(align_outputs(out) == align_model(ids, 3, 2, emap), "drop with a local map")
+    p = run(*base, code=2)  # 7 and -1 are outside the map
+    expect(m in p.stderr and "length 5" in p.stderr, p.stderr)
+
+
+@case()
+def align_vllm_map_semantics():
+    d = tmp()
+    f, m, out = os.path.join(d, "ids.npy"), os.path.join(d, "map.npy"), os.path.join(d, "o")
+    ids = [3, 0, 2, 0, 1, 3, 2, 1]
+    emap = [1, -1, 0, -1]  # 4 global experts, 2 local
+    save_npy(f, "<i4", (4, 2), ids)
+    save_npy(m, "<i4", (4,), emap)
+    p = run("align", "--topk-ids", f, "-E", 4, "-B", 2, "--expert-map", m, "--map-semantics", "vllm",
+            "--device", "cpu", "--out", out, "--format", "json", code=0)
+    o = json.loads(p.stdout)
+    expect(o["params"]["map_semantics"] == "vllm" and o["params"]["expert_map"] == 4, o["params"])
+    s, e, n = align_outputs(out)
+    expect((s, e, n) == align_model(ids, 4, 2, emap, semantics="vllm"), f"vllm {s} {e} {n}")
+    expect(e[:4] == [1, -1, 0, -1] and n == 8, f"expert_ids relabelled through the map: {e}")
+    # local (the default) on the same map: E is the local count
+    run("align", "--topk-ids", f, "-E", 2, "-B", 2, "--expert-map", m, "--device", "cpu", "--out", out, code=0)
+    expect(align_outputs(out) == align_model(ids, 2, 2, emap), "local semantics")
+    # vllm with the bucket: ids outside [0, E) after the global experts
+    save_npy(f, "<i4", (4, 2), [3, 0, 9, 0, 1, -1, 2, 1])
+    run("align", "--topk-ids", f, "-E", 4, "-B", 2, "--expert-map", m, "--map-semantics", "vllm",
+        "--invalid", "bucket", "--device", "cpu", "--out", out, code=0)
+    expect(align_outputs(out) == align_model([3, 0, 9, 0, 1, -1, 2, 1], 4, 2, emap, "bucket", "vllm"),
+           "vllm + bucket")
+    # a vllm map must have E entries: one line naming the file
+    save_npy(m, "<i4", (5,), [1, -1, 0, -1, 0])
+    p = run("align", "--topk-ids", f, "-E", 4, "--expert-map", m, "--map-semantics", "vllm", "--invalid", "drop",
+            "--device", "cpu", code=2)
+    expect(m in p.stderr and "vllm" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+
+
+@case("gpu")
+def align_ep_modes_on_gpu():
+    # Every variant through the expert-parallel passes, from the CLI (workspace sizing, zeroing, check).
+    if not has_gpu():
+        return SKIP
+    d = tmp()
+    f, m = os.path.join(d, "ids.npy"), os.path.join(d, "map.npy")
+    _, ids = load_npy(TRACE)
+    ids = [(-1 if i % 17 == 0 else 300 if i % 23 == 0 else x) for i, x in enumerate(ids)]
+    save_npy(f, "<i4", (4096, 8), ids)
+    save_npy(m, "<i4", (300,), [(-1 if g % 5 == 0 else g % 128) for g in range(300)])
+    modes = [["-E", 256, "--invalid", "bucket"], ["-E", 256, "--invalid", "drop"],
+             ["-E", 128, "--invalid", "bucket", "--expert-map", m],
+             ["-E", 300, "--invalid", "bucket", "--expert-map", m, "--map-semantics", "vllm"]]
+    variants = [json.loads(l)["variant"] for l in run("variants", "align", "--format", "json", code=0).stdout.splitlines()]
+    for extra in modes:
+        for v in variants:
+            args = ["align", "--topk-ids", f, "-B", 64, *extra, "--variant", v, "--device", "gpu",
+                    "--format", "json"]
+            p = run(*args)
+            if p.returncode == 2 and "does not apply" in p.stderr:
+                continue
+            expect(p.returncode == 0, f"{extra} {v}: exit {p.returncode}: {p.stderr}")
+            o = json.loads(p.stdout)
+            expect(o["check"]["result"] == "pass", f"{extra} {v}: {o['check']}")

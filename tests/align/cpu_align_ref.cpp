@@ -233,3 +233,224 @@ TEST_CASE("check: must fail") {
     CHECK_FALSE(check(p, ref, got, false).ok);
   }
 }
+
+// ---- expert parallelism: --invalid bucket / drop, --map-semantics vllm ------
+
+namespace {
+
+using moekit::align::Invalid;
+using moekit::align::MapSemantics;
+
+Problem bucket_problem(std::int64_t numel, std::int32_t E, std::int32_t B, std::int32_t map_size = 0) {
+  return make_problem(numel, E, B, false, map_size, false, Invalid::bucket);
+}
+
+}  // namespace
+
+TEST_CASE("make_problem: the bucket is one more group; vllm maps have E entries") {
+  // numel + (E + 1) * (B - 1) rows with the bucket.
+  Problem p = bucket_problem(7, 3, 2);
+  CHECK(p.max_num_tokens_padded == 7 + 4 * 1);
+  CHECK(p.max_num_blocks == 6);
+  CHECK(row_groups(p) == 4);
+  p = make_problem(0, 5, 1024, false, 0, true, Invalid::bucket);
+  CHECK(p.max_num_tokens_padded == 6144);  // 6 * 1023, rounded up to 6 blocks
+  CHECK(p.max_num_blocks == 6);
+  // drop and reject size like today.
+  CHECK(make_problem(7, 3, 2, false, 0, false, Invalid::drop).max_num_tokens_padded == 7 + 3);
+  // E + the bucket must stay within kMaxExperts.
+  CHECK_NOTHROW(make_problem(10, kMaxExperts - 1, 16, false, 0, false, Invalid::bucket));
+  CHECK_THROWS_AS(make_problem(10, kMaxExperts, 16, false, 0, false, Invalid::bucket), InputError);
+  CHECK_NOTHROW(make_problem(10, kMaxExperts, 16, false, 0, false, Invalid::drop));
+  // vllm: the map has one entry per (global) expert.
+  CHECK_NOTHROW(make_problem(10, 8, 16, false, 8, false, Invalid::reject, MapSemantics::vllm));
+  CHECK_THROWS_AS(make_problem(10, 8, 16, false, 9, false, Invalid::reject, MapSemantics::vllm), InputError);
+  CHECK_THROWS_AS(make_problem(10, 8, 16, false, 4, false, Invalid::bucket, MapSemantics::vllm), InputError);
+  // The overflow check counts the bucket: fits with drop, not with the bucket.
+  const std::int64_t fits = (std::int64_t(1) << 31) - 1024 - 2 * 1023;  // E = 2: the last 1024-row block ends at 2^31 - 1024
+  CHECK_NOTHROW(make_problem(fits, 2, 1024, false, 0, false, Invalid::drop));
+  CHECK_THROWS_AS(make_problem(fits, 2, 1024, false, 0, false, Invalid::bucket), InputError);
+}
+
+TEST_CASE("reference: bucket of -1 and out-of-range ids after the experts, slots ascending") {
+  // E = 3, B = 2. Slots: 0->e2 1->bucket(-1) 2->e0 3->bucket(5) 4->e2 5->e1 6->bucket(-1).
+  const Problem p = bucket_problem(7, 3, 2);
+  const Outputs o = ref_of(p, {2, -1, 0, 5, 2, 1, -1});
+  CHECK(o.num_tokens_post_pad == 10);  // 2 + 2 + 2 + 4 (the bucket's 3 slots, padded)
+  CHECK(o.sorted_token_ids == V{2, 7, 5, 7, 0, 4, 1, 3, 6, 7, 7});
+  CHECK(o.expert_ids == V{0, 1, 2, -1, -1, -1});
+  CHECK(o.block_groups == V{0, 1, 2, 3, 3});
+  CHECK(check(p, o, o, true).ok);
+  CHECK(check(p, o, o, false).ok);
+
+  // The same ids dropped: no bucket rows.
+  const Problem pd = make_problem(7, 3, 2, false, 0, false, Invalid::drop);
+  const Outputs od = ref_of(pd, {2, -1, 0, 5, 2, 1, -1});
+  CHECK(od.num_tokens_post_pad == 6);
+  CHECK(od.sorted_token_ids == V{2, 7, 5, 7, 0, 4, 7, 7, 7, 7});
+  CHECK(od.expert_ids == V{0, 1, 2, -1, -1});
+  // reject: the kernels (and so the reference) drop what the CLI let through.
+  CHECK(ref_of(make_problem(7, 3, 2, false, 0, false), {2, -1, 0, 5, 2, 1, -1}).sorted_token_ids ==
+        od.sorted_token_ids);
+}
+
+TEST_CASE("check: a bucket dropped, placed first or mixed with an expert fails") {
+  const Problem p = bucket_problem(7, 3, 2);
+  const Outputs ref = ref_of(p, {2, -1, 0, 5, 2, 1, -1});
+  SUBCASE("dropped") {  // what --invalid drop would give, in the bucket's buffers
+    Outputs got;
+    got.sorted_token_ids = V{2, 7, 5, 7, 0, 4, 7, 7, 7, 7, 7};
+    got.expert_ids = V{0, 1, 2, -1, -1, -1};
+    got.num_tokens_post_pad = 6;
+    CHECK_FALSE(check(p, ref, got, false).ok);
+  }
+  SUBCASE("placed first (SGLang's id + 1 order)") {
+    Outputs got;
+    got.sorted_token_ids = V{1, 3, 6, 7, 2, 7, 5, 7, 0, 4, 7};
+    got.expert_ids = V{-1, -1, 0, 1, 2, -1};
+    got.num_tokens_post_pad = 10;
+    const CheckResult r = check(p, ref, got, false);
+    CHECK_FALSE(r.ok);
+    CHECK(r.first_difference == "expert_ids[0]: got -1, expected 0");
+  }
+  SUBCASE("placed first with the expert_ids of the reference") {  // rows alone must catch it too
+    Outputs got = ref;
+    got.sorted_token_ids = V{1, 3, 6, 7, 2, 7, 5, 7, 0, 4, 7};
+    CHECK_FALSE(check(p, ref, got, false).ok);
+  }
+  SUBCASE("a bucket slot swapped with an expert's slot") {
+    Outputs got = ref;
+    std::swap(got.sorted_token_ids[0], got.sorted_token_ids[6]);  // slot 2 (e0) <-> slot 1 (bucket)
+    const CheckResult r = check(p, ref, got, false);
+    CHECK_FALSE(r.ok);
+    CHECK(r.first_difference.find("sorted_token_ids[0]: got 1, expected a slot of expert 0") == 0);
+  }
+  SUBCASE("the bucket's slots in any order pass the set check, not the exact one") {
+    Outputs got = ref;
+    std::swap(got.sorted_token_ids[6], got.sorted_token_ids[8]);
+    CHECK(check(p, ref, got, false).ok);
+    CHECK_FALSE(check(p, ref, got, true).ok);
+  }
+}
+
+TEST_CASE("reference: bucket with a local map takes non-local experts and ids outside the map") {
+  // 5 global experts -> 3 local: 0->-1 1->0 2->1 3->-1 4->2; E = 3, B = 2.
+  const V map{-1, 0, 1, -1, 2};
+  const Problem p = bucket_problem(7, 3, 2, 5);
+  // slots: 0:id0->bucket 1:id1->e0 2:id4->e2 3:id3->bucket 4:id7->bucket (outside the map)
+  //        5:id2->e1 6:id-1->bucket
+  const Outputs o = ref_of(p, {0, 1, 4, 3, 7, 2, -1}, map);
+  CHECK(o.num_tokens_post_pad == 10);
+  CHECK(o.sorted_token_ids == V{1, 7, 5, 7, 2, 7, 0, 3, 4, 6, 7});
+  CHECK(o.expert_ids == V{0, 1, 2, -1, -1, -1});
+  // drop: the bucket's slots have no rows.
+  const Problem pd = make_problem(7, 3, 2, false, 5, false, Invalid::drop);
+  const Outputs od = ref_of(pd, {0, 1, 4, 3, 7, 2, -1}, map);
+  CHECK(od.num_tokens_post_pad == 6);
+  CHECK(od.expert_ids == V{0, 1, 2, -1, -1});
+}
+
+TEST_CASE("reference: all-invalid input and 0 tokens with the bucket") {
+  const Problem p = bucket_problem(5, 2, 4);
+  const Outputs o = ref_of(p, {-1, 2, 9, -1, -5});
+  CHECK(o.num_tokens_post_pad == 8);
+  CHECK(o.sorted_token_ids == V{0, 1, 2, 3, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5});
+  CHECK(o.expert_ids == V{-1, -1, -1, -1});
+  CHECK(o.block_groups == V{2, 2});
+  CHECK(check(p, o, o, true).ok);
+  // Dropped, the same input has no rows at all.
+  const Outputs od = ref_of(make_problem(5, 2, 4, false, 0, false, Invalid::drop), {-1, 2, 9, -1, -5});
+  CHECK(od.num_tokens_post_pad == 0);
+
+  const Problem z = bucket_problem(0, 2, 3);
+  const Outputs oz = ref_of(z, {});
+  CHECK(oz.num_tokens_post_pad == 0);
+  CHECK(oz.sorted_token_ids == V(6, 0));
+  CHECK(oz.expert_ids == V{-1, -1});
+  CHECK(check(z, oz, oz, true).ok);
+}
+
+TEST_CASE("reference: vllm semantics align per global expert, then map expert_ids") {
+  // 4 global experts, 2 local: 0->1 1->-1 2->0 3->-1. B = 2.
+  const V map{1, -1, 0, -1};
+  const Problem p = make_problem(7, 4, 2, false, 4, false, Invalid::reject, MapSemantics::vllm);
+  // global experts of the slots: 3 0 2 0 1 3 2
+  const Outputs o = ref_of(p, {3, 0, 2, 0, 1, 3, 2}, map);
+  CHECK(o.num_tokens_post_pad == 8);
+  CHECK(o.sorted_token_ids == V{1, 3, 4, 7, 2, 6, 0, 5, 7, 7, 7});
+  CHECK(o.expert_ids == V{1, -1, 0, -1, -1, -1});
+  CHECK(o.block_groups == V{0, 1, 2, 3});
+  CHECK(check(p, o, o, true).ok);
+  // The same map read locally: E = 2 local experts, non-local slots dropped.
+  const Outputs ol = ref_of(make_problem(7, 2, 2, false, 4, false), {3, 0, 2, 0, 1, 3, 2}, map);
+  CHECK(ol.num_tokens_post_pad == 4);
+  CHECK(ol.sorted_token_ids == V{2, 6, 1, 3, 7, 7, 7, 7, 7});
+  CHECK(ol.expert_ids == V{0, 1, -1, -1, -1});
+
+  SUBCASE("slots of two non-local experts swapped: both blocks read -1, still a mismatch") {
+    Outputs got = o;
+    std::swap(got.sorted_token_ids[2], got.sorted_token_ids[6]);  // slot 4 (expert 1) <-> slot 0 (expert 3)
+    const CheckResult r = check(p, o, got, false);
+    CHECK_FALSE(r.ok);
+    CHECK(r.first_difference.find("sorted_token_ids[2]: got 0, expected a slot of expert 1") == 0);
+  }
+  SUBCASE("expert_ids left unmapped") {
+    Outputs got = o;
+    got.expert_ids = V{0, 1, 2, 3, -1, -1};
+    CHECK_FALSE(check(p, o, got, false).ok);
+  }
+  SUBCASE("with the bucket: out-of-range ids after the global experts") {
+    const Problem pb = make_problem(4, 4, 2, true, 4, false, Invalid::bucket, MapSemantics::vllm);
+    const Outputs ob = ref_of(pb, {2, 4, -1, 1}, map);
+    CHECK(ob.num_tokens_post_pad == 6);
+    CHECK(ob.sorted_token_ids == V{3, 4, 0, 4, 1, 2, 4, 4, 4});
+    CHECK(ob.expert_ids == V{-1, 0, -1, -1, -1});
+    CHECK(ob.block_groups == V{1, 2, 4});
+  }
+}
+
+// What launch_ep does, with the reference standing in for the variant: the
+// groups pre-pass, the variant on variant_problem(p) without a map, the
+// expert_ids post-pass. It must give reference(p) exactly, in every mode.
+TEST_CASE("the expert-parallel composition equals the reference in every mode") {
+  std::mt19937_64 rng(4321);
+  for (int iter = 0; iter < 300; ++iter) {
+    const std::int64_t numel = std::uniform_int_distribution<int>(0, 200)(rng);
+    const std::int32_t E = std::uniform_int_distribution<int>(1, 30)(rng);
+    const std::int32_t B = std::uniform_int_distribution<int>(1, 8)(rng);
+    const auto invalid = static_cast<Invalid>(iter % 3);
+    const auto sem = static_cast<MapSemantics>((iter / 3) % 2);
+    const bool use_map = (iter / 6) % 2 == 0;
+    const std::int32_t G = use_map ? (sem == MapSemantics::vllm ? E : E + 4) : 0;
+    const std::int32_t local = sem == MapSemantics::vllm ? std::max(1, E / 2) : E;
+    V map;
+    for (int g = 0; g < G; ++g) map.push_back(std::uniform_int_distribution<int>(-1, local - 1)(rng));
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(numel));
+    const int hi = use_map ? G + 1 : E + 1;
+    for (auto& x : ids) x = std::uniform_int_distribution<int>(-2, hi)(rng);
+    const bool pad = iter % 5 == 0;
+    const Problem p = make_problem(numel, E, B, iter % 2 == 0, G, pad, invalid, sem);
+    const Outputs want = ref_of(p, ids, map);
+
+    const Problem vp = variant_problem(p);
+    CHECK(vp.map_size == (has_ep_passes(p) ? 0 : p.map_size));
+    CHECK(vp.max_num_tokens_padded == p.max_num_tokens_padded);
+    std::vector<std::int64_t> vids = ids;  // the pre-pass (bucket only)
+    if (invalid == Invalid::bucket)
+      for (auto& x : vids) x = slot_group(p, x, map);  // E for the bucket
+    Outputs got = ref_of(vp, vids, has_ep_passes(p) ? V{} : map);
+    if (has_ep_passes(p))  // the post-pass, over the used blocks
+      for (std::int32_t j = 0; j < got.num_tokens_post_pad / B; ++j) {
+        std::int32_t& e = got.expert_ids[static_cast<std::size_t>(j)];
+        if (invalid == Invalid::bucket && e == E) e = -1;
+        else if (vllm_map(p)) e = map[static_cast<std::size_t>(e)];
+      }
+    INFO("iter " << iter << " numel " << numel << " E " << E << " B " << B << " invalid "
+                 << name_of(invalid) << " " << name_of(sem) << (use_map ? " map" : ""));
+    REQUIRE(got.num_tokens_post_pad == want.num_tokens_post_pad);
+    REQUIRE(got.sorted_token_ids == want.sorted_token_ids);
+    REQUIRE(got.expert_ids == want.expert_ids);
+    got.block_groups.clear();  // as read back from a device
+    REQUIRE(check(p, want, got, true).ok);
+  }
+}

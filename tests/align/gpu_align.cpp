@@ -54,17 +54,26 @@ struct Case {
   bool pad = false;       // --pad-sorted-ids
   bool tight = false;     // buffer at the tight bound numel + min(numel,E)*(B-1)
   bool misalign = false;  // ids pointer offset by one element (no 16-byte loads)
+  // Expert parallelism (launch_ep): what invalid slots become, how the map reads
+  // (vllm: E global experts, a map of E entries), and every id invalid.
+  Invalid mode = Invalid::reject;
+  MapSemantics sem = MapSemantics::local;
+  bool all_invalid = false;
   std::uint64_t seed = 1;
 
   std::string str() const {
-    char buf[256];
+    char buf[320];
     std::snprintf(buf, sizeof buf,
-                  "numel=%lld E=%d B=%d %s %s%s%s%s%s%s seed=%llu",
+                  "numel=%lld E=%d B=%d %s %s%s%s%s%s%s --invalid %s --map-semantics %s%s seed=%llu",
                   static_cast<long long>(numel), E, B, dist_name(dist), i64 ? "int64" : "int32",
                   map ? " map" : "", invalid ? " invalid" : "", pad ? " pad" : "",
                   tight ? " tight" : "", misalign ? " misaligned" : "",
-                  static_cast<unsigned long long>(seed));
+                  std::string(name_of(mode)).c_str(), std::string(name_of(sem)).c_str(),
+                  all_invalid ? " all-invalid" : "", static_cast<unsigned long long>(seed));
     return buf;
+  }
+  std::int32_t map_size() const {
+    return !map ? 0 : sem == MapSemantics::vllm ? E : E + E / 2 + 3;
   }
 };
 
@@ -82,8 +91,10 @@ Inputs generate(const Case& c) {
   Inputs in;
   std::int64_t domain = c.E;  // ids are drawn from [0, domain)
   if (c.map) {
-    domain = c.E + c.E / 2 + 3;
-    std::uniform_int_distribution<int> local(0, c.E - 1);
+    domain = c.map_size();
+    // vllm: E is the global count; the map sends it to about half as many local experts.
+    const int locals = c.sem == MapSemantics::vllm ? std::max(1, c.E / 2) : c.E;
+    std::uniform_int_distribution<int> local(0, locals - 1);
     std::bernoulli_distribution unmapped(0.2);
     in.map.resize(static_cast<std::size_t>(domain));
     for (auto& m : in.map) m = unmapped(rng) ? -1 : local(rng);
@@ -121,12 +132,13 @@ Inputs generate(const Case& c) {
       }
     }
   }
+  if (c.all_invalid)
+    for (std::size_t i = 0; i < in.ids.size(); ++i) in.ids[i] = i % 3 == 0 ? -1 : domain + std::int64_t(i % 5);
   return in;
 }
 
 Problem problem_of(const Case& c) {
-  Problem p = make_problem(c.numel, c.E, c.B, c.i64,
-                           c.map ? c.E + c.E / 2 + 3 : 0, c.pad);
+  Problem p = make_problem(c.numel, c.E, c.B, c.i64, c.map_size(), c.pad, c.mode, c.sem);
   if (c.tight && c.numel < c.E) {  // 0x5's bound: every slot fits in its own block
     p.max_num_tokens_padded = c.numel + c.numel * static_cast<std::int64_t>(c.B - 1);
     p.max_num_blocks = (p.max_num_tokens_padded + c.B - 1) / c.B;
@@ -134,12 +146,14 @@ Problem problem_of(const Case& c) {
   return p;
 }
 
-// Runs every variant on one case: one assertion for its applicability and
-// one per run.
+// Runs every variant on one case, through launch_ep (which is the variant's
+// own launch when the case has no expert-parallel passes): one assertion for
+// its applicability and one per run.
 void run_case(const Case& c, Stats& st) {
   ++st.cases;
   const Inputs in = generate(c);
   const Problem p = problem_of(c);
+  const Problem vp = variant_problem(p);  // what the variant itself runs: E + 1 with the bucket
   const Outputs ref = reference(p, in.ids, in.map);
 
   // Inputs on the device (optionally one element off 16-byte alignment).
@@ -162,18 +176,20 @@ void run_case(const Case& c, Stats& st) {
 
   const DeviceCaps& caps = device_caps();
   for (const align::Variant& v : variants()) {
-    const char* na = v.not_applicable(p, caps);
+    const char* na = ep_not_applicable(v, p, caps);
     const std::string_view name = v.info.name;
     const std::string what = std::string(name) + " " + c.str();
-    // Which variants must accept this shape (E <= 16384 everywhere).
+    // Which variants must accept this shape (E <= 16384 everywhere), on the
+    // problem the variant runs.
+    const std::int64_t E = vp.num_experts;
     bool must = true, known = true;
-    if (name == "small-batch") must = c.numel < 1024 && c.E <= 64;
+    if (name == "small-batch") must = c.numel < 1024 && E <= 64;
     if (name == "oneshot") must = c.numel <= 65535;
     if (name == "micro") must = c.numel <= 32;
     if (name == "onepass") must = c.numel <= 1048576;  // one wave of 1024 x 16-byte loads x 4
     if (name == "tiny") {  // shared memory 4*(numel + 2E + 1) bytes: sure below 160 KiB
       must = c.numel <= 32768;
-      known = !must || 4 * (c.numel + 2 * c.E + 4) <= 160 * 1024;
+      known = !must || 4 * (c.numel + 2 * E + 4) <= 160 * 1024;
     }
     if (known && must != (na == nullptr)) {
       ++st.failed;
@@ -184,10 +200,12 @@ void run_case(const Case& c, Stats& st) {
       ++st.not_applicable;
       continue;
     }
-    const std::size_t ws_bytes = v.workspace_bytes(p, caps);
+    const std::size_t ws_bytes = ep_workspace_bytes(v, p, caps);
     // A variant that keeps its workspace zero gets it zeroed once, like from
-    // the CLI, and must hand it back zeroed after every run.
-    const bool zeroed = needs_zeroed_workspace(v, p, caps);
+    // the CLI, and must hand its own part back zeroed after every run (the
+    // bucket's groups after it are launch_ep's scratch).
+    const bool zeroed = ep_zeroed_workspace(v, p, caps);
+    const std::size_t own_bytes = ep_variant_workspace_bytes(v, p, caps);
     const test::Workspace ws(ws_bytes, zeroed);
     Buffers b;
     b.topk_ids = d_ids.data();
@@ -197,12 +215,12 @@ void run_case(const Case& c, Stats& st) {
     b.num_tokens_post_pad = total.as<std::int32_t>();
     b.workspace = ws.get();
     // The registry's promise: stable order means bit for bit (and `auto` when it picks such a variant).
-    const bool exact = v.stable_order || (name == "auto" && pick_auto(p).stable_order);
+    const bool exact = v.stable_order || (name == "auto" && pick_auto(vp).stable_order);
     for (int rep = 0; rep < 2; ++rep) {
       sorted.poison();
       eids.poison();
       total.poison();
-      std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr); });
+      std::string why = test::launch_and_sync([&] { return launch_ep(v, p, b, nullptr); });
       ++st.runs;
       if (exact) ++st.exact;
       if (why.empty()) {
@@ -213,7 +231,7 @@ void run_case(const Case& c, Stats& st) {
         got.num_tokens_post_pad = r3.body_as<std::int32_t>()[0];
         if (!(r1.guard_ok && r2.guard_ok && r3.guard_ok)) {
           why = "wrote outside an output (guard zone changed)";
-        } else if (zeroed && !ws.all_zero()) {
+        } else if (zeroed && !ws.all_zero(own_bytes)) {
           why = "left its workspace non-zero";
         } else {
           const CheckResult r = check(p, ref, got, exact);
@@ -288,6 +306,21 @@ TEST_CASE("sanitizer subset") {
         c.seed = seed++;
         run_case(c, st);
       }
+  // The expert-parallel passes (launch_ep) around every variant.
+  for (std::int64_t n : {0, 7, 1000, 5000})
+    for (int m = 0; m < 3; ++m) {
+      Case c;
+      c.numel = n;
+      c.E = m == 0 ? 8 : 300;
+      c.B = 64;
+      c.i64 = m == 1;
+      c.map = m != 0;
+      c.invalid = true;
+      c.mode = m == 2 ? Invalid::drop : Invalid::bucket;
+      c.sem = m == 0 ? MapSemantics::local : MapSemantics::vllm;
+      c.seed = seed++;
+      run_case(c, st);
+    }
   report("sanitizer subset", st);
   CHECK(st.runs > 0);
 }
@@ -317,6 +350,54 @@ TEST_CASE("small and tile-edge shapes") {
       run_case(c, st);
     }
   report("small and tile-edge shapes", st);
+  CHECK(st.runs > 0);
+}
+
+// --invalid bucket / drop and --map-semantics vllm: every variant inside
+// launch_ep (pre-pass, the variant on E + 1 groups or the global experts,
+// post-pass) against the reference, bit for bit where the variant is stable.
+TEST_CASE("expert-parallel modes") {
+  if (skipped_in_subset("expert-parallel modes")) return;
+  Stats st;
+  std::uint64_t seed = 9000;
+  struct Mode {
+    Invalid mode;
+    MapSemantics sem;
+    bool map, invalid, all_invalid;
+  };
+  const Mode modes[] = {
+      {Invalid::bucket, MapSemantics::local, false, true, false},  // -1 and out-of-range ids -> the bucket
+      {Invalid::bucket, MapSemantics::local, true, true, false},   // + non-local experts via the map
+      {Invalid::bucket, MapSemantics::local, false, false, true},  // every slot in the bucket
+      {Invalid::drop, MapSemantics::local, true, true, false},
+      {Invalid::drop, MapSemantics::local, false, false, true},    // no rows at all
+      {Invalid::reject, MapSemantics::vllm, true, false, false},   // global experts, expert_ids mapped
+      {Invalid::drop, MapSemantics::vllm, true, true, false},
+      {Invalid::bucket, MapSemantics::vllm, true, true, false},    // both passes
+  };
+  std::size_t k = 0;
+  for (std::int64_t n : {0, 1, 7, 32, 33, 1000, 8197, 40000, 131072 * 3 + 1})
+    for (std::int32_t E : {1, 8, 63, 64, 257, 4096})
+      for (const Mode& m : modes) {
+        Case c;
+        c.numel = n;
+        c.E = E;
+        c.B = kBlocksSmall[k % kBlocksSmall.size()];
+        c.dist = static_cast<Dist>(k % 3);
+        c.i64 = k % 2 == 1;
+        c.pad = k % 3 == 1;
+        c.tight = k % 4 == 2;
+        c.misalign = k % 5 == 3;
+        ++k;
+        c.mode = m.mode;
+        c.sem = m.sem;
+        c.map = m.map;
+        c.invalid = m.invalid;
+        c.all_invalid = m.all_invalid;
+        c.seed = seed++;
+        run_case(c, st);
+      }
+  report("expert-parallel modes", st);
   CHECK(st.runs > 0);
 }
 

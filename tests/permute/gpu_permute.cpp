@@ -5,6 +5,10 @@
 // hot expert (each token's first pick). Outputs are poisoned
 // between guard zones. One assertion per run names it and its seed.
 //
+// A second case runs the expert-parallel modes (--invalid drop / bucket,
+// local and vllm maps) over T {0, 1, 3, 77, 1000} x the (E, K) shapes x H
+// {7, 264, 1030} x both layouts.
+//
 // MOEKIT_GPU_SUBSET=sanitizer runs T <= 77 and H <= 264 only.
 #include <doctest/doctest.h>
 
@@ -33,12 +37,14 @@ const std::int64_t kTokens[] = {0, 1, 3, 77, 1000, 5000};
 const std::int64_t kHidden[] = {1, 7, 132, 264, 1030, 7168};
 
 std::string run_case(const permute::Variant& v, const permute::Problem& p, const std::vector<std::byte>& hidden,
-                     const std::vector<std::int64_t>& ids, std::size_t misalign) {
+                     const std::vector<std::int64_t>& ids, std::size_t misalign,
+                     const std::vector<std::int32_t>& map = {}) {
   const DeviceCaps& caps = device_caps();
   if (v.not_applicable(p, caps) != nullptr) return {};
-  std::vector<std::int32_t> ids32(ids.begin(), ids.end());
+  std::vector<std::int32_t> ids32(ids.begin(), ids.end());  // the ids fit int32 (the CLI maps others to -1)
   test::Uploaded d_hidden(hidden.data(), hidden.size(), misalign);
   test::Uploaded d_ids(ids32.data(), ids32.size() * 4);
+  test::Uploaded d_map(map.data(), map.size() * 4);
   const std::int64_t rows = p.align.max_num_tokens_padded, E = p.align.num_experts;
   test::Guarded perm(std::size_t(rows) * p.row_bytes), inv(ids.size() * 4), sorted(std::size_t(rows) * 4),
       eids(std::size_t(p.align.max_num_blocks) * 4), ntpp(4), off((std::size_t(E) + 1) * 8);
@@ -47,6 +53,7 @@ std::string run_case(const permute::Variant& v, const permute::Problem& p, const
   permute::Buffers b;
   b.hidden = d_hidden.data();
   b.topk_ids = d_ids.as<std::int32_t>();
+  b.expert_map = map.empty() ? nullptr : d_map.as<std::int32_t>();
   b.permuted = perm.data();
   b.inverse = inv.as<std::int32_t>();
   b.sorted_token_ids = sorted.as<std::int32_t>();
@@ -68,8 +75,8 @@ std::string run_case(const permute::Variant& v, const permute::Problem& p, const
   std::memcpy(got.permuted.data(), rp.body(), got.permuted.size());
   got.inverse = ri.body_as<std::int32_t>();
   if (p.layout == Layout::compact) got.offsets = ro.body_as<std::int64_t>();
-  const permute::Outputs ref = permute::reference(p, hidden.data(), ids);
-  const CheckResult c = permute::check(p, hidden.data(), ids, ref, got);
+  const permute::Outputs ref = permute::reference(p, hidden.data(), ids, map);
+  const CheckResult c = permute::check(p, hidden.data(), ids, ref, got, map);
   return c.ok ? std::string() : c.first_difference;
 }
 
@@ -112,6 +119,73 @@ TEST_CASE("permute: every variant against the reference and the layout rules") {
                                      ", misalign " + std::to_string(misalign) + ", seed " + std::to_string(seed);
             test::expect_ok(what, run_case(v, p, hidden, ids, misalign));
             ++runs;
+          }
+        }
+      }
+  MESSAGE(runs << " runs");
+}
+
+// --invalid drop / bucket and --expert-map with local and vllm semantics:
+// the gather variant runs align through align::launch_ep; dropped slots must
+// keep inverse -1 and no row, bucket slots and (vllm) non-local experts' slots
+// are copied like any other.
+TEST_CASE("permute: expert-parallel modes") {
+  const bool subset = test::sanitizer_subset();
+  std::uint64_t seed = 7000;
+  int runs = 0;
+  struct Mode {
+    align::Invalid invalid;
+    align::MapSemantics sem;
+    bool map, all_invalid;
+  };
+  const Mode modes[] = {
+      {align::Invalid::bucket, align::MapSemantics::local, false, false},
+      {align::Invalid::bucket, align::MapSemantics::local, true, false},
+      {align::Invalid::bucket, align::MapSemantics::local, false, true},
+      {align::Invalid::drop, align::MapSemantics::local, true, false},
+      {align::Invalid::drop, align::MapSemantics::local, false, true},
+      {align::Invalid::reject, align::MapSemantics::vllm, true, false},
+      {align::Invalid::bucket, align::MapSemantics::vllm, true, false},
+  };
+  for (const Shape& s : kShapes)
+    for (std::int64_t T : {0, 1, 3, 77, 1000})
+      for (std::int64_t H : {7, 264, 1030}) {
+        if (subset && (T > 77 || H > 264)) continue;
+        for (const Mode& m : modes) {
+          ++seed;
+          std::mt19937_64 rng(seed);
+          const bool vllm = m.sem == align::MapSemantics::vllm;
+          // The map: global -> local (-1 for about one in five); vllm: E entries onto E / 2 local experts.
+          std::vector<std::int32_t> map;
+          if (m.map) {
+            const int globals = vllm ? s.E : s.E + s.E / 2 + 3, locals = vllm ? std::max(1, s.E / 2) : s.E;
+            for (int g = 0; g < globals; ++g) map.push_back(rng() % 5 == 0 ? -1 : int(rng() % std::uint64_t(locals)));
+          }
+          const std::int64_t domain = m.map ? std::int64_t(map.size()) : s.E;
+          std::vector<std::int64_t> ids(std::size_t(T) * s.K);
+          for (std::size_t i = 0; i < ids.size(); ++i) {
+            ids[i] = std::int64_t(rng() % std::uint64_t(domain));
+            const bool bad = m.all_invalid || (m.invalid != align::Invalid::reject && rng() % 10 == 0);
+            if (bad) ids[i] = rng() % 2 ? -1 : domain + std::int64_t(rng() % 100);
+          }
+          const std::size_t es = (seed & 1) ? 2 : 4;
+          std::vector<std::byte> hidden(std::size_t(T * H) * es);
+          for (auto& x : hidden) x = static_cast<std::byte>(rng() | 1);
+          for (Layout layout : {Layout::padded, Layout::compact}) {
+            const int B = (seed & 2) ? 16 : 128;
+            const auto p = permute::make_problem(T, s.K, s.E, B, H * std::int64_t(es), layout,
+                                                 static_cast<std::int32_t>(map.size()), m.invalid, m.sem);
+            for (const permute::Variant& v : permute::variants()) {
+              const std::string what = "variant " + std::string(v.info.name) + ", E=" + std::to_string(s.E) +
+                                       " K=" + std::to_string(s.K) + " T=" + std::to_string(T) + " H=" +
+                                       std::to_string(H) + " x " + std::to_string(es) + " bytes, " +
+                                       (layout == Layout::padded ? "padded B=" + std::to_string(B) : "compact") +
+                                       ", --invalid " + std::string(align::name_of(m.invalid)) +
+                                       (m.map ? ", map (" + std::string(align::name_of(m.sem)) + ")" : "") +
+                                       (m.all_invalid ? ", all invalid" : "") + ", seed " + std::to_string(seed);
+              test::expect_ok(what, run_case(v, p, hidden, ids, (seed & 4) ? 2 : 0, map));
+              ++runs;
+            }
           }
         }
       }
