@@ -93,8 +93,11 @@ class PermuteJob final : public Job {
     }
   }
   double bytes_moved() const override {
-    // ids read, each real row read and written, inverse written.
-    return double(ids_.data.size()) + 2.0 * double(p_.align.numel) * double(p_.row_bytes) + 4.0 * double(p_.align.numel);
+    // The least traffic the operation needs: ids and hidden read once, one row
+    // written per slot, inverse written. (Zeroed padding rows are not counted;
+    // a design that re-reads a token's row per slot moves more than this.)
+    return double(ids_.data.size()) + double(p_.tokens) * double(p_.row_bytes) +
+           double(p_.align.numel) * double(p_.row_bytes) + 4.0 * double(p_.align.numel);
   }
   CheckResult check(bool) override { return permute::check(p_, hidden_.data.data(), wide_, ref_, got_, map_); }
   std::vector<NamedArray> outputs() override {
