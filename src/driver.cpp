@@ -39,6 +39,19 @@ bool decide_gpu(const CommonOpts& c, Report& r) {
   return false;
 }
 
+namespace {
+
+TimingOptions timing_options(const CommonOpts& c) {
+  TimingOptions t;
+  t.warmup = c.warmup;
+  t.samples = c.iters;
+  t.cold = c.cold;
+  t.graph = c.graph;
+  return t;
+}
+
+}  // namespace
+
 void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatus(Stream, int)>& launch,
                  int copies) {
   // Launches inside a graph capture cannot throw: the first error is kept and
@@ -49,12 +62,7 @@ void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatu
     if (first == 0) first = e;
   };
   if (c.bench) {
-    TimingOptions t;
-    t.warmup = c.warmup;
-    t.samples = c.iters;
-    t.cold = c.cold;
-    t.graph = c.graph;
-    r.timing = time_launches(keep, copies, t);
+    r.timing = time_launches(keep, copies, timing_options(c));
     cuda_check(first, "kernel launch while timing");
     r.peak_gbps = measured_copy_bandwidth_gbps();
   }
@@ -62,6 +70,20 @@ void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatu
     profile_one_launch(fmt::format("moekit/{}/{}", r.op, r.variant), [&](Stream s) { keep(s, 0); });
     cuda_check(first, "kernel launch while profiling");
     r.notes.push_back(fmt::format("profiled one launch in NVTX range moekit/{}/{}", r.op, r.variant));
+  }
+}
+
+void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage>& stages, int copies) {
+  if (!c.bench) return;
+  for (const Job::Stage& st : stages) {
+    LaunchStatus first = 0;
+    auto keep = [&](Stream s, int copy) {
+      const LaunchStatus e = st.launch(s, copy);
+      if (first == 0) first = e;
+    };
+    TimingStats t = time_launches(keep, copies, timing_options(c));
+    cuda_check(first, fmt::format("{} stage launch while timing", st.name).c_str());
+    r.stage_timings.emplace_back(st.name, std::move(t));
   }
 }
 

@@ -34,6 +34,10 @@ bool decide_gpu(const CommonOpts& c, Report& r);
 void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatus(Stream, int)>& launch,
                  int copies);
 
+// With --bench, times each stage of a job's launch alone (Job::stages), with
+// the options and input copies of the whole launch, into r.stage_timings.
+void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage>& stages, int copies);
+
 // Times a CPU reference run with the host clock (median of c.iters runs, at most ~2 s).
 void measure_cpu(const CommonOpts& c, Report& r, const std::function<void()>& run);
 

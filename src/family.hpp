@@ -80,6 +80,16 @@ class Job {
   virtual std::vector<std::pair<std::string, std::string>> summary() const = 0;
   // The written files read back, against the reference (CPU runs).
   virtual CheckResult check_files(const std::vector<std::string>& paths) = 0;
+
+  // Named stages of launch(): launch sequences that together make one launch,
+  // each able to run alone once launch() has run (the later stages read what
+  // the earlier ones wrote). With --bench the skeleton times each as its own
+  // graph, like the whole launch, and reports the times. Empty: no stages.
+  struct Stage {
+    std::string name;
+    std::function<LaunchStatus(Stream, int copy)> launch;
+  };
+  virtual std::vector<Stage> stages() { return {}; }
 };
 
 class Family {

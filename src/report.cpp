@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -52,6 +53,19 @@ std::string csv_field(const std::string& s) {
   return o;
 }
 
+// The sum of the stages' times: medians, minima and maxima added up.
+TimingStats stage_sum(const Report& r) {
+  TimingStats sum;
+  sum.samples = r.stage_timings.empty() ? 0 : r.stage_timings.front().second.samples;
+  for (const auto& [name, t] : r.stage_timings) {
+    sum.median_us += t.median_us;
+    sum.min_us += t.min_us;
+    sum.max_us += t.max_us;
+    sum.samples = std::min(sum.samples, t.samples);
+  }
+  return sum;
+}
+
 // The text of a parameter value (nullopt reads "none").
 std::string param_text(const std::optional<std::string>& v) { return v ? *v : std::string("none"); }
 
@@ -98,6 +112,14 @@ std::string render_text(const Report& r) {
         out += fmt::format("  traffic: {:.0f} bytes, {:.3f} GB/s\n", r.bytes, r.gbps());
     }
   }
+  for (auto& [name, t] : r.stage_timings)
+    out += fmt::format("  stage_us {}: median {:.2f}, min {:.2f}, max {:.2f}\n", name, t.median_us, t.min_us,
+                       t.max_us);
+  if (!r.stage_timings.empty())
+    out += fmt::format("  stage_us sum: median {:.2f}, min {:.2f}, max {:.2f} (each stage timed alone, as the "
+                       "whole launch is: {})\n",
+                       stage_sum(r).median_us, stage_sum(r).min_us, stage_sum(r).max_us,
+                       r.stage_timings.front().second.mode);
   for (auto& o : r.outputs) out += fmt::format("  wrote {}\n", display_path(o));
   return out;
 }
@@ -112,12 +134,16 @@ std::string render_json(const Report& r) {
                                   num(r.check.max_error), q(r.check.error_unit));
   check += fmt::format(",\"first_difference\":{}}}",
                        r.check.first_difference.empty() ? std::string("null") : q(r.check.first_difference));
-  std::string time = "null";
-  if (r.timing) {
-    auto& t = *r.timing;
-    time = fmt::format("{{\"median\":{},\"min\":{},\"max\":{},\"samples\":{}}}", num(t.median_us),
+  auto time_of = [](const TimingStats& t) {
+    return fmt::format("{{\"median\":{},\"min\":{},\"max\":{},\"samples\":{}}}", num(t.median_us),
                        num(t.min_us), num(t.max_us), t.samples);
-  }
+  };
+  const std::string time = r.timing ? time_of(*r.timing) : std::string("null");
+  // Each stage like time_us, then their "sum"; null without stage timings.
+  std::string stages;
+  for (auto& [name, t] : r.stage_timings) append_item(stages, fmt::format("{}:{}", q(name), time_of(t)));
+  if (!stages.empty()) append_item(stages, fmt::format("\"sum\":{}", time_of(stage_sum(r))));
+  stages = stages.empty() ? std::string("null") : "{" + stages + "}";
   // How the time was taken, as fields a script can match on (timing_mode is the prose).
   std::string how = "null";
   if (r.timing)
@@ -127,10 +153,10 @@ std::string render_json(const Report& r) {
   for (auto& o : r.outputs) append_item(outs, q(o));
   return fmt::format(
       "{{\"op\":{},\"variant\":{},\"variant_requested\":{},\"params\":{{{}}},\"dtype\":{},"
-      "\"device\":{},\"check\":{},\"time_us\":{},\"timing_mode\":{},\"bytes\":{},\"gbps\":{},"
+      "\"device\":{},\"check\":{},\"time_us\":{},\"stage_us\":{},\"timing_mode\":{},\"bytes\":{},\"gbps\":{},"
       "\"timing\":{},\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}],\"summary\":{{{}}},"
       "\"driver\":{},\"build\":{},\"pdl\":{},\"error\":{}}}\n",
-      q(r.op), q(r.variant), q(r.variant_requested), p, q(r.dtype), q(r.device), check, time,
+      q(r.op), q(r.variant), q(r.variant_requested), p, q(r.dtype), q(r.device), check, time, stages,
       r.timing ? q(r.timing->mode) : "null", num(r.bytes), r.timing ? num(r.gbps()) : "null", how,
       num(r.peak_gbps), r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes, sum,
       r.driver.empty() ? "null" : q(r.driver), q(r.build), q(r.pdl),
@@ -154,6 +180,14 @@ std::string render_csv(const Report& r) {
                        num(r.bytes), num(r.gbps()), r.peak_gbps > 0 ? num(r.pct_of_peak()) : "");
   } else {
     row += fmt::format(",,,,,{},,", num(r.bytes));
+  }
+  if (!r.stage_timings.empty()) {
+    for (auto& [name, t] : r.stage_timings) {
+      head += fmt::format(",{}", csv_field(fmt::format("stage_{}_us", name)));
+      row += fmt::format(",{}", num(t.median_us));
+    }
+    head += ",stage_sum_us";
+    row += fmt::format(",{}", num(stage_sum(r).median_us));
   }
   return fmt::format("{}\n{}\n", head, row);
 }

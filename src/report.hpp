@@ -38,6 +38,9 @@ struct Report {
   std::string check_status = "skipped";
   CheckResult check;
   std::optional<TimingStats> timing;
+  // Times of the launch's stages, each timed alone (Job::stages), in order;
+  // empty when the run has none or was not timed. Reports add their medians.
+  std::vector<std::pair<std::string, TimingStats>> stage_timings;
   double bytes = 0;         // moved per launch: inputs read once + outputs written once
   double peak_gbps = 0;     // measured device copy bandwidth (0 when not measured)
   std::vector<std::string> notes;  // free-form lines ("no CUDA device found: ...")

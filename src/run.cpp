@@ -75,6 +75,7 @@ int run_family(Family& f, const CommonOpts& c) {
     }
     r.bytes = job->bytes_moved();
     measure_gpu(c, r, [&](Stream s, int copy) { return job->launch(s, copy); }, copies);
+    measure_stages(c, r, job->stages(), copies);
   }
 
   r.summary = job->summary();

@@ -319,21 +319,7 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
                         a.dist, c.seed);
     r.notes.push_back(label);
   } else {
-    npy::ReadOptions ro;
-    if (!a.dtype.empty()) ro.reinterpret = npy::parse_dtype(a.dtype);
-    in = npy::read(a.logits, ro);
-    if (in.dtype != npy::DType::f4 && in.dtype != npy::DType::bf16 && in.dtype != npy::DType::f2)
-      throw InputError(fmt::format("{}: logits must be float32, bfloat16 or float16, got {} (2-byte bf16 data saved "
-                                   "as int16/uint16/void: add --dtype bf16)",
-                                   label, npy::dtype_name(in.dtype)));
-    if (in.shape.size() != 2)
-      throw InputError(fmt::format("{}: logits must be 2-D [tokens, experts], got {} dimension(s)", label,
-                                   in.shape.size()));
-    if (in.shape[1] < 1 || in.shape[1] > route::kMaxExperts)
-      throw InputError(fmt::format("{}: {} experts (the last dimension) is outside [1, {}]", label, in.shape[1],
-                                   route::kMaxExperts));
-    if (a.experts != 0 && a.experts != in.shape[1])
-      throw InputError(fmt::format("{}: the logits have {} experts, but -E is {}", label, in.shape[1], a.experts));
+    in = gen::read_logits(a.logits, a.dtype, a.experts, "-E");
     require_host_memory(double(in.data.size()) + 4.0 * double(in.numel()), "this route run");
   }
 
@@ -354,17 +340,7 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
 
   std::vector<float> bias;
   if (!a.bias.empty()) {
-    const std::string bl = display_path(a.bias);
-    npy::Array b = npy::read(a.bias);
-    if (b.dtype != npy::DType::f4) throw InputError(fmt::format("{}: the correction bias must be float32, got {}", bl,
-                                                                npy::dtype_name(b.dtype)));
-    if (b.shape.size() != 1 || b.shape[0] != p.experts)
-      throw InputError(fmt::format("{}: the correction bias must be [E] = [{}]", bl, p.experts));
-    auto v = b.as<float>();
-    bias.assign(v.begin(), v.end());
-    for (std::size_t i = 0; i < bias.size(); ++i)
-      if (!std::isfinite(bias[i]))
-        throw InputError(fmt::format("{}: bias of expert {} is {}: the bias must be finite", bl, i, bias[i]));
+    bias = gen::read_bias(a.bias, p.experts);
     p.bias = true;
   }
   std::vector<float> wide = gen::logits_as_f32(in, label);

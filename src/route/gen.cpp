@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "align/gen.hpp"
+#include "display.hpp"
 #include "errors.hpp"
 #include "gen_common.hpp"
 #include "route/route.hpp"
@@ -83,6 +84,43 @@ std::vector<float> logits_as_f32(const npy::Array& a, const std::string& label) 
     out[i] = v;
   }
   return out;
+}
+
+npy::Array read_logits(const std::string& path, const std::string& reinterpret, std::int32_t experts,
+                       const std::string& experts_what) {
+  const std::string label = display_path(path);
+  npy::ReadOptions ro;
+  if (!reinterpret.empty()) ro.reinterpret = npy::parse_dtype(reinterpret);
+  npy::Array in = npy::read(path, ro);
+  if (in.dtype != npy::DType::f4 && in.dtype != npy::DType::bf16 && in.dtype != npy::DType::f2)
+    throw InputError(fmt::format("{}: logits must be float32, bfloat16 or float16, got {} (2-byte bf16 data saved "
+                                 "as int16/uint16/void: add --dtype bf16)",
+                                 label, npy::dtype_name(in.dtype)));
+  if (in.shape.size() != 2)
+    throw InputError(
+        fmt::format("{}: logits must be 2-D [tokens, experts], got {} dimension(s)", label, in.shape.size()));
+  if (in.shape[1] < 1 || in.shape[1] > route::kMaxExperts)
+    throw InputError(fmt::format("{}: {} experts (the last dimension) is outside [1, {}]", label, in.shape[1],
+                                 route::kMaxExperts));
+  if (experts != 0 && experts != in.shape[1])
+    throw InputError(
+        fmt::format("{}: the logits have {} experts, but {} is {}", label, in.shape[1], experts_what, experts));
+  return in;
+}
+
+std::vector<float> read_bias(const std::string& path, std::int32_t experts) {
+  const std::string bl = display_path(path);
+  const npy::Array b = npy::read(path);
+  if (b.dtype != npy::DType::f4)
+    throw InputError(fmt::format("{}: the correction bias must be float32, got {}", bl, npy::dtype_name(b.dtype)));
+  if (b.shape.size() != 1 || b.shape[0] != experts)
+    throw InputError(fmt::format("{}: the correction bias must be [E] = [{}]", bl, experts));
+  const auto v = b.as<float>();
+  std::vector<float> bias(v.begin(), v.end());
+  for (std::size_t i = 0; i < bias.size(); ++i)
+    if (!std::isfinite(bias[i]))
+      throw InputError(fmt::format("{}: bias of expert {} is {}: the bias must be finite", bl, i, bias[i]));
+  return bias;
 }
 
 }  // namespace moekit::gen

@@ -313,6 +313,26 @@ def in_permute_and_combine_inputs_fifo(w):
 
 
 @case
+def in_moe_path_inputs_fifo(w):
+    ids = os.path.join(w, "ids.npy")
+    save_i32(ids, [0, 1, 2, 3], (2, 2))
+    w8 = os.path.join(w, "w.npy")
+    save_f32(w8, [1.0] * 4, (2, 2))
+    logits = os.path.join(w, "l.npy")
+    save_f32(logits, [0.0] * 8, (2, 4))
+    fifo = os.path.join(w, "f.npy")
+    for args in (["--logits", "{f}", "--topk", 2],
+                 ["--logits", logits, "--topk", 2, "--correction-bias", "{f}"],
+                 ["--logits", logits, "--topk", 2, "--hidden", "{f}"],
+                 ["--topk-ids", "{f}", "--topk-weights", w8, "-E", 8],
+                 ["--topk-ids", ids, "--topk-weights", "{f}", "-E", 8]):
+        if os.path.exists(fifo):
+            os.remove(fifo)
+        fifo_input(w)
+        input_refused(w, ["moe-path", *[fifo if a == "{f}" else a for a in args], "--device", "cpu"])
+
+
+@case
 def in_info_char_device(w):
     expect_error(run("info", "/dev/zero", timeout=15), rb"/dev/zero: not a regular file \(a character device\)$")
 

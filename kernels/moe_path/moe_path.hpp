@@ -1,0 +1,73 @@
+// The MoE path around the expert GEMMs, end to end (the moe_path family): route
+// (when given logits) -> permute (which runs align) -> identity experts ->
+// combine, as one stream of launches. Host-visible: no CUDA headers.
+// Semantics: docs/moe-path.md.
+//
+// The family has no kernels of its own: each stage is its family's `auto` pick
+// through that family's public registry, so the path measures what those
+// families ship. Identity experts cost nothing: combine reads permute's rows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "combine/combine.hpp"
+#include "common/auto_rule.hpp"
+#include "common/device.hpp"
+#include "common/variant.hpp"
+#include "permute/permute.hpp"
+#include "route/route.hpp"
+
+namespace moekit::moe_path {
+
+struct Problem {
+  // A route stage (logits -> topk_ids, topk_weights) runs first; otherwise
+  // the ids and weights are inputs. route.scaling is 1: the routed scaling
+  // factor is applied once, by combine (combine.scaling).
+  bool routed = false;
+  route::Problem route;      // when routed; route.pdl: launch it with PDL
+  permute::Problem permute;  // T, K, E, B, layout, row bytes
+  combine::Problem combine;  // rows = permute's row capacity (expert_out = permuted)
+};
+
+// Device pointers.
+struct Buffers {
+  const void* logits = nullptr;             // [T, E] (routed)
+  const float* bias = nullptr;              // [E] or nullptr (routed)
+  const void* hidden = nullptr;             // [T, H]
+  std::int32_t* topk_ids = nullptr;         // [T, K]: route's output, or the input ids
+  float* topk_weights = nullptr;            // [T, K]: route's output, or the input weights
+  void* permuted = nullptr;                 // [permute.align.max_num_tokens_padded, H]
+  std::int32_t* inverse = nullptr;          // [T, K]
+  std::int32_t* sorted_token_ids = nullptr; // align's outputs
+  std::int32_t* expert_ids = nullptr;
+  std::int32_t* num_tokens_post_pad = nullptr;
+  std::int64_t* expert_offsets = nullptr;   // [E + 1], compact layout
+  void* out = nullptr;                      // [T, H]
+  void* workspace = nullptr;
+};
+
+using Variant = moekit::Variant<Problem, Buffers>;
+
+std::span<const Variant> variants();            // registered product variants
+const Variant* find(std::string_view name);     // nullptr if unknown (no fallback)
+const Variant& pick_auto(const Problem& p);
+const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
+std::span<const AutoRow<Problem>> auto_rows();  // the table itself (docs, tests)
+std::string auto_rule();                        // generated from auto_rows()
+
+// The stages of the `stages` variant, each launchable alone (per-stage
+// timing): the stage's family `auto` pick on the current device, with its
+// slice of the workspace. Identity experts are no stage: they launch nothing.
+enum class Stage { route, permute, combine };
+// route (when p.routed), permute, combine.
+std::span<const Stage> stages(const Problem& p);
+std::string_view stage_name(Stage s);
+// The variant a stage runs on `caps` ("block-rank", "gather", ...).
+std::string_view stage_variant(const Problem& p, Stage s, const DeviceCaps& caps);
+LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage s, Stream stream);
+
+}  // namespace moekit::moe_path

@@ -1,0 +1,182 @@
+// Registry of the moe_path family: one variant, `stages`, the families' own
+// `auto` picks launched one after another in one stream (so a graph capture
+// of its launch is one CUDA graph of the whole path).
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "moe_path/moe_path.hpp"
+
+namespace moekit::moe_path {
+namespace {
+
+// Each stage's workspace starts on its own 256-byte boundary.
+constexpr std::size_t kSliceAlign = 256;
+std::size_t round_up(std::size_t n) { return (n + kSliceAlign - 1) / kSliceAlign * kSliceAlign; }
+
+const route::Variant& route_pick(const Problem& p, const DeviceCaps& caps) { return route::pick_auto(p.route, caps); }
+const permute::Variant& permute_pick(const Problem& p, const DeviceCaps& caps) {
+  return permute::pick_auto(p.permute, caps);
+}
+const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps) {
+  return combine::pick_auto(p.combine, caps);
+}
+
+// Workspace bytes of each stage and where its slice starts.
+struct Slices {
+  std::size_t bytes[3] = {0, 0, 0};   // route, permute, combine
+  std::size_t offset[3] = {0, 0, 0};
+  bool zeroed[3] = {false, false, false};
+  std::size_t total = 0;
+};
+
+Slices slices(const Problem& p, const DeviceCaps& caps) {
+  Slices s;
+  if (p.routed) {
+    const route::Variant& v = route_pick(p, caps);
+    s.bytes[0] = v.workspace_bytes(p.route, caps);
+    s.zeroed[0] = needs_zeroed_workspace(v, p.route, caps);
+  }
+  const permute::Variant& pv = permute_pick(p, caps);
+  s.bytes[1] = pv.workspace_bytes(p.permute, caps);
+  s.zeroed[1] = needs_zeroed_workspace(pv, p.permute, caps);
+  const combine::Variant& cv = combine_pick(p, caps);
+  s.bytes[2] = cv.workspace_bytes(p.combine, caps);
+  s.zeroed[2] = needs_zeroed_workspace(cv, p.combine, caps);
+  for (int i = 0; i < 3; ++i) {
+    s.offset[i] = s.total;
+    s.total += round_up(s.bytes[i]);
+  }
+  return s;
+}
+
+void* slice(void* ws, const Slices& s, int i) {
+  return ws != nullptr && s.bytes[i] > 0 ? static_cast<char*>(ws) + s.offset[i] : nullptr;
+}
+
+// The whole workspace keeps the zero-workspace promise when every stage with
+// a workspace keeps it; a mix (one stage needs zeros, another leaves data) is
+// refused rather than shared.
+int zero_kind(const Slices& s) {  // 0: no stage needs zeros, 1: all that have one do, -1: a mix
+  bool any_zeroed = false, any_dirty = false;
+  for (int i = 0; i < 3; ++i) {
+    if (s.bytes[i] == 0) continue;
+    (s.zeroed[i] ? any_zeroed : any_dirty) = true;
+  }
+  if (any_zeroed && any_dirty) return -1;
+  return any_zeroed ? 1 : 0;
+}
+
+constexpr std::array<Stage, 3> kRouted = {Stage::route, Stage::permute, Stage::combine};
+constexpr std::array<Stage, 2> kGiven = {Stage::permute, Stage::combine};
+
+LaunchStatus launch_stages(const Problem& p, const Buffers& b, Stream s) {
+  for (Stage st : stages(p))
+    if (const LaunchStatus e = launch_stage(p, b, st, s); e != 0) return e;
+  return 0;
+}
+
+const char* stages_na(const Problem& p, const DeviceCaps& caps) {
+  if (p.routed)
+    if (const char* why = route_pick(p, caps).not_applicable(p.route, caps)) return why;
+  if (const char* why = permute_pick(p, caps).not_applicable(p.permute, caps)) return why;
+  if (const char* why = combine_pick(p, caps).not_applicable(p.combine, caps)) return why;
+  if (zero_kind(slices(p, caps)) < 0)
+    return "one stage keeps its workspace zero and another leaves data in its own (not supported)";
+  return nullptr;
+}
+std::size_t stages_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps).total; }
+bool stages_zeroed(const Problem& p, const DeviceCaps& caps) { return zero_kind(slices(p, caps)) > 0; }
+
+std::string stages_limits(const DeviceCaps& caps) {
+  const combine::Variant* c = combine::find(combine::auto_rows().back().variant);
+  return "each stage's auto pick applies: route E <= " + std::to_string(route::kMaxExperts) +
+         " (with logits), align's limits, combine " + (c != nullptr ? c->limits(caps) : std::string("?"));
+}
+
+const std::array<Variant, 1> kVariants{{
+    {{"stages",
+      "the families' own auto picks one after another in one stream: route (with logits), permute (align, "
+      "then the row gather), identity experts (nothing: combine reads the permuted rows), combine"},
+     false, stages_limits, stages_na, stages_workspace, launch_stages, stages_zeroed},
+}};
+
+const std::array<AutoRow<Problem>, 1> kAutoRows = {{
+    {"stages", "", nullptr},
+}};
+
+}  // namespace
+
+std::span<const Stage> stages(const Problem& p) {
+  if (p.routed) return kRouted;
+  return kGiven;
+}
+
+std::string_view stage_name(Stage s) {
+  switch (s) {
+    case Stage::route: return "route";
+    case Stage::permute: return "permute";
+    case Stage::combine: return "combine";
+  }
+  return "?";
+}
+
+std::string_view stage_variant(const Problem& p, Stage s, const DeviceCaps& caps) {
+  switch (s) {
+    case Stage::route: return route_pick(p, caps).info.name;
+    case Stage::permute: return permute_pick(p, caps).info.name;
+    case Stage::combine: return combine_pick(p, caps).info.name;
+  }
+  return "?";
+}
+
+LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s) {
+  const DeviceCaps& caps = device_caps();
+  const Slices sl = slices(p, caps);
+  switch (st) {
+    case Stage::route: {
+      route::Buffers rb;
+      rb.logits = b.logits;
+      rb.bias = b.bias;
+      rb.topk_ids = b.topk_ids;
+      rb.topk_weights = b.topk_weights;
+      rb.workspace = slice(b.workspace, sl, 0);
+      return route_pick(p, caps).launch(p.route, rb, s);
+    }
+    case Stage::permute: {
+      permute::Buffers pb;
+      pb.hidden = b.hidden;
+      pb.topk_ids = b.topk_ids;
+      pb.permuted = b.permuted;
+      pb.inverse = b.inverse;
+      pb.sorted_token_ids = b.sorted_token_ids;
+      pb.expert_ids = b.expert_ids;
+      pb.num_tokens_post_pad = b.num_tokens_post_pad;
+      pb.expert_offsets = b.expert_offsets;
+      pb.workspace = slice(b.workspace, sl, 1);
+      return permute_pick(p, caps).launch(p.permute, pb, s);
+    }
+    case Stage::combine: {
+      combine::Buffers cb;
+      cb.expert_out = b.permuted;  // identity experts: their output is their input
+      cb.inverse = b.inverse;
+      cb.weights = b.topk_weights;
+      cb.out = b.out;
+      cb.workspace = slice(b.workspace, sl, 2);
+      return combine_pick(p, caps).launch(p.combine, cb, s);
+    }
+  }
+  return 1;  // cudaErrorInvalidValue
+}
+
+std::span<const Variant> variants() { return kVariants; }
+const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
+const Variant& pick_auto(const Problem& p) { return pick_auto(p, moekit::device_caps()); }
+const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
+  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
+}
+std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
+std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
+
+}  // namespace moekit::moe_path

@@ -1,0 +1,565 @@
+// `moekit moe-path`: route (given logits) or given ids and weights -> permute
+// -> identity experts -> combine, as one launch sequence (docs/moe-path.md).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "act_and_mul/gen.hpp"
+#include "align/align.hpp"
+#include "display.hpp"
+#include "driver.hpp"
+#include "errors.hpp"
+#include "family.hpp"
+#include "gen_common.hpp"
+#include "host_memory.hpp"
+#include "moe_path/moe_path.hpp"
+#include "moe_path/reference.hpp"
+#include "permute/reference.hpp"
+#include "route/gen.hpp"
+
+namespace moekit {
+namespace {
+
+// Model shapes (their Hugging Face configs): what --model fills in where the
+// command line leaves an option out.
+struct Preset {
+  std::string_view name;
+  std::int32_t experts, topk;
+  std::int64_t hidden;
+  std::int32_t groups, topk_groups;
+  route::Scoring scoring;
+  bool bias;  // a correction bias (generated unless --correction-bias FILE)
+  bool renormalize;
+  double scaling;
+};
+constexpr std::array<Preset, 3> kPresets = {{
+    {"deepseek-v3", 256, 8, 7168, 8, 4, route::Scoring::sigmoid, true, true, 2.5},
+    {"qwen3-235b", 128, 8, 4096, 1, 1, route::Scoring::softmax, false, true, 1.0},
+    {"mixtral", 8, 2, 4096, 1, 1, route::Scoring::softmax, false, true, 1.0},
+}};
+
+struct Args {
+  std::string logits, bias, ids, weights, hidden, dtype, model;
+  std::int64_t tokens = -1, hidden_size = 4096;
+  std::int32_t experts = 0, topk = 0, block_size = 64, groups = 1, topk_groups = 0;
+  std::string scoring = "softmax", layout = "padded", pdl = "on", dist = "uniform", gen_dtype = "bf16";
+  bool renormalize = false, no_renormalize = false;
+  double scaling = 1.0;
+};
+
+// The options --model may fill in: given on the command line or not.
+struct Given {
+  CLI::Option *experts = nullptr, *topk = nullptr, *hidden_size = nullptr, *groups = nullptr,
+              *topk_groups = nullptr, *scoring = nullptr, *renormalize = nullptr, *no_renormalize = nullptr,
+              *scaling = nullptr;
+};
+bool given(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
+
+struct GenArgs {
+  std::int64_t tokens = -1, hidden_size = 0;
+  std::string dtype = "bf16";
+};
+
+std::size_t esize(combine::DType d) { return d == combine::DType::f32 ? 4 : 2; }
+
+class PathJob final : public Job {
+ public:
+  struct Host {
+    npy::Array hidden, logits;          // logits: routed only
+    std::vector<float> wide_logits, bias;
+    std::vector<std::int32_t> ids;      // not routed
+    std::vector<float> weights;         // not routed
+  };
+
+  PathJob(Host h, moe_path::Problem p, bool pdl_wanted, Report& r)
+      : h_(std::move(h)), p_(p), pdl_wanted_(pdl_wanted), report_(&r) {
+    in_.logits = p_.routed ? h_.wide_logits.data() : nullptr;
+    in_.bias = h_.bias.empty() ? nullptr : h_.bias.data();
+    in_.hidden = h_.hidden.data.data();
+    in_.ids = h_.ids;
+    in_.weights = h_.weights;
+  }
+
+  void reference() override { ref_ = moe_path::reference(p_, in_); }
+  void adopt_reference() override { got_ = ref_; }
+
+  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
+    p_.route.pdl = p_.routed && pdl_wanted_ && caps.pdl;
+    if (caps.present()) {
+      const std::string mode = p_.route.pdl ? "on" : "off";
+      report_->pdl = mode;
+      for (auto& [k, v] : report_->params)
+        if (k == "pdl") v = mode;  // what the launch does
+      if (pdl_wanted_ && !p_.routed)
+        report_->notes.push_back("--pdl on: no stage launches with PDL here (route is the only stage that can; "
+                                 "permute and combine have no PDL launch)");
+      else if (p_.route.pdl)
+        report_->notes.push_back("PDL: the route stage launches with it; permute and combine have no PDL launch");
+    }
+    auto rv = var_.resolve("moe-path", requested, p_, caps, moe_path::find, moe_path::pick_auto);
+    if (caps.present()) {
+      std::string picks;
+      for (moe_path::Stage s : moe_path::stages(p_)) {
+        picks += fmt::format("{}{} {}", picks.empty() ? "" : ", ", moe_path::stage_name(s),
+                             moe_path::stage_variant(p_, s, caps));
+        if (s == moe_path::Stage::permute)
+          picks += fmt::format(" (align {})", align::pick_auto(p_.permute.align, caps).info.name);
+      }
+      report_->notes.push_back("stages: " + picks);
+    }
+    return rv;
+  }
+
+  std::size_t input_bytes() const override { return h_.hidden.data.size() + h_.logits.data.size(); }
+
+  void upload(int copies) override {
+    var_.allocate(p_);
+    const std::size_t slots = std::size_t(p_.permute.align.numel);
+    d_hidden_ = upload_copies(h_.hidden, copies);
+    d_ids_ = DeviceBuffer(slots * 4);
+    d_w_ = DeviceBuffer(slots * 4);
+    if (p_.routed) {
+      d_logits_ = upload_copies(h_.logits, copies);
+      d_bias_ = DeviceBuffer(h_.bias.size() * 4);
+      if (!h_.bias.empty()) d_bias_.upload(h_.bias.data(), h_.bias.size() * 4);
+      for (auto* b : {&d_ids_, &d_w_}) b->fill_bytes(0xAB);  // poison: unwritten shows up
+    } else if (slots > 0) {
+      d_ids_.upload(h_.ids.data(), slots * 4);
+      d_w_.upload(h_.weights.data(), slots * 4);
+    }
+    const std::int64_t rows = p_.permute.align.max_num_tokens_padded;
+    d_perm_ = DeviceBuffer(std::size_t(rows) * std::size_t(p_.permute.row_bytes));
+    d_inv_ = DeviceBuffer(slots * 4);
+    d_sorted_ = DeviceBuffer(std::size_t(rows) * 4);
+    d_eids_ = DeviceBuffer(std::size_t(p_.permute.align.max_num_blocks) * 4);
+    d_ntpp_ = DeviceBuffer(4);
+    d_off_ = DeviceBuffer((std::size_t(p_.permute.align.num_experts) + 1) * 8);
+    d_out_ = DeviceBuffer(out_bytes());
+    for (auto* b : {&d_perm_, &d_inv_, &d_sorted_, &d_eids_, &d_ntpp_, &d_off_, &d_out_}) b->fill_bytes(0xAB);
+  }
+
+  LaunchStatus launch(Stream s, int copy) override { return var_.v->launch(p_, buffers(copy), s); }
+
+  std::vector<Stage> stages() override {
+    std::vector<Stage> v;
+    for (moe_path::Stage st : moe_path::stages(p_))
+      v.push_back({std::string(moe_path::stage_name(st)),
+                   [this, st](Stream s, int copy) { return moe_path::launch_stage(p_, buffers(copy), st, s); }});
+    return v;
+  }
+
+  void download() override {
+    const std::size_t slots = std::size_t(p_.permute.align.numel);
+    got_.routed.ids.resize(slots);
+    got_.routed.weights.resize(slots);
+    d_ids_.download(got_.routed.ids.data(), slots * 4);
+    d_w_.download(got_.routed.weights.data(), slots * 4);
+    auto& a = got_.permuted.aligned;
+    d_ntpp_.download(&a.num_tokens_post_pad, 4);
+    const std::int64_t cap = p_.permute.align.max_num_tokens_padded;
+    const std::int64_t rows = std::clamp<std::int64_t>(a.num_tokens_post_pad, 0, cap);
+    a.sorted_token_ids.resize(std::size_t(cap));
+    a.expert_ids.resize(std::size_t(p_.permute.align.max_num_blocks));
+    d_sorted_.download(a.sorted_token_ids.data(), a.sorted_token_ids.size() * 4);
+    d_eids_.download(a.expert_ids.data(), a.expert_ids.size() * 4);
+    got_.permuted.permuted.resize(std::size_t(rows) * std::size_t(p_.permute.row_bytes));
+    d_perm_.download(got_.permuted.permuted.data(), got_.permuted.permuted.size());
+    got_.permuted.inverse.resize(slots);
+    d_inv_.download(got_.permuted.inverse.data(), slots * 4);
+    if (p_.permute.layout == permute::Layout::compact) {
+      got_.permuted.offsets.resize(std::size_t(p_.permute.align.num_experts) + 1);
+      d_off_.download(got_.permuted.offsets.data(), got_.permuted.offsets.size() * 8);
+    }
+    got_.out.resize(out_bytes());
+    d_out_.download(got_.out.data(), got_.out.size());
+  }
+
+  double bytes_moved() const override {
+    // Each stage's own count: route reads the logits (and bias) and writes ids
+    // and weights; permute reads the ids, reads and writes each real row and
+    // writes the inverse map; combine reads each used row, the inverse map and
+    // the weights, and writes the output.
+    const double slots = double(p_.permute.align.numel), row = double(p_.permute.row_bytes);
+    double b = 0;
+    if (p_.routed) b += double(h_.logits.data.size()) + 4.0 * double(h_.bias.size()) + 8.0 * slots;
+    b += 4.0 * slots + 2.0 * slots * row + 4.0 * slots;
+    b += slots * row + double(p_.combine.tokens) * row + 8.0 * slots;
+    return b;
+  }
+
+  CheckResult check(bool) override { return check_against(got_, true); }
+
+  std::vector<NamedArray> outputs() override {
+    const std::vector<std::int64_t> shape{p_.permute.tokens, p_.permute.topk};
+    std::vector<NamedArray> o;
+    if (p_.routed) {
+      o.push_back({"topk_ids.npy", make_array(npy::DType::i4, shape, got_.routed.ids)});
+      o.push_back({"topk_weights.npy", make_array(npy::DType::f4, shape, got_.routed.weights)});
+    }
+    npy::Array out;
+    out.dtype = h_.hidden.dtype;
+    out.shape = {p_.combine.tokens, p_.combine.hidden};
+    out.data = got_.out;
+    o.push_back({"out.npy", std::move(out)});
+    return o;
+  }
+
+  std::vector<std::pair<std::string, std::string>> summary() const override {
+    std::vector<std::pair<std::string, std::string>> s{
+        {"slots", std::to_string(p_.permute.align.numel)},
+        {"rows", std::to_string(got_.permuted.aligned.num_tokens_post_pad)}};
+    if (near_ties_ >= 0) s.push_back({"near_tie_rows", std::to_string(near_ties_)});
+    return s;
+  }
+
+  CheckResult check_files(const std::vector<std::string>& paths) override {
+    moe_path::Outputs back = ref_;
+    if (p_.routed) {
+      const npy::Array ids = npy::read(paths[0]), w = npy::read(paths[1]);
+      back.routed.ids.assign(ids.as<std::int32_t>().begin(), ids.as<std::int32_t>().end());
+      back.routed.weights.assign(w.as<float>().begin(), w.as<float>().end());
+    }
+    const npy::Array out = npy::read(paths.back());
+    back.out = out.data;
+    return check_against(back, false);
+  }
+
+ private:
+  // got against the path's semantics (moe_path::check); `say_what` adds the note
+  // naming what was checked (GPU runs: the CPU runs' note is the skeleton's).
+  CheckResult check_against(const moe_path::Outputs& got, bool say_what) {
+    const moe_path::CheckReport rep = moe_path::check(p_, in_, ref_, got);
+    near_ties_ = p_.routed ? rep.near_tie_rows : -1;
+    if (rep.near_tie_rows > 0)
+      report_->notes.push_back(fmt::format(
+          "route stage: {} row(s) with a near-tie (selection values within {:g} relative; first: token {}): any "
+          "selection the tolerance allows passes there",
+          rep.near_tie_rows, route::kTieRel, rep.first_near_tie_row));
+    if (rep.result.ok && say_what)
+      report_->notes.push_back(
+          std::string(p_.routed ? "checked: route against its reference, " : "checked: ") +
+          "permute's rules, combine bit for bit on the run's own rows and weights, and out = S * (sum_j w) * hidden "
+          "(max error below)");
+    return rep.result;
+  }
+
+  std::size_t out_bytes() const {
+    return std::size_t(p_.combine.tokens) * std::size_t(p_.combine.hidden) * esize(p_.combine.dtype);
+  }
+
+  moe_path::Buffers buffers(int copy) const {
+    moe_path::Buffers b;
+    if (p_.routed) {
+      b.logits = d_logits_[copy].get();
+      b.bias = h_.bias.empty() ? nullptr : d_bias_.as<float>();
+    }
+    b.hidden = d_hidden_[copy].get();
+    b.topk_ids = d_ids_.as<std::int32_t>();
+    b.topk_weights = d_w_.as<float>();
+    b.permuted = d_perm_.get();
+    b.inverse = d_inv_.as<std::int32_t>();
+    b.sorted_token_ids = d_sorted_.as<std::int32_t>();
+    b.expert_ids = d_eids_.as<std::int32_t>();
+    b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
+    b.expert_offsets = d_off_.as<std::int64_t>();
+    b.out = d_out_.get();
+    b.workspace = var_.workspace.get();
+    return b;
+  }
+
+  Host h_;
+  moe_path::Inputs in_;
+  moe_path::Problem p_;
+  bool pdl_wanted_;
+  Report* report_;
+  moe_path::Outputs ref_, got_;
+  std::int64_t near_ties_ = -1;
+  ResolvedVariant<moe_path::Variant> var_;
+  std::vector<DeviceBuffer> d_logits_, d_hidden_;
+  DeviceBuffer d_bias_, d_ids_, d_w_, d_perm_, d_inv_, d_sorted_, d_eids_, d_ntpp_, d_off_, d_out_;
+};
+
+class PathFamily final : public Family {
+ public:
+  std::string_view command() const override { return "moe-path"; }
+  std::string_view summary() const override {
+    return "the MoE path around the expert GEMMs: route (given logits) -> permute -> identity experts -> combine, "
+           "as one CUDA graph; times the whole path and each stage";
+  }
+  std::string outputs_help() const override {
+    return "Outputs: out.npy [T, H] (the hidden dtype); with routing also topk_ids.npy int32 [T, K] and "
+           "topk_weights.npy float32 [T, K] (the weights before S: combine applies S).";
+  }
+  std::vector<std::string> examples() const override {
+    return {"moe-path --model deepseek-v3 --tokens 1,16,256,4096 --layout compact --pdl off --bench"};
+  }
+
+  void add_options(CLI::App& s) override {
+    auto* lg = s.add_option("--logits", a_.logits, "router logits [T, E], f32, bf16 or f16 (.npy): the path routes");
+    auto* ids = s.add_option("--topk-ids", a_.ids, "instead of routing: expert ids [T, K], int32 or int64 (.npy)");
+    auto* w = s.add_option("--topk-weights", a_.weights, "with --topk-ids: weights [T, K], float32 (.npy)");
+    ids->needs(w)->excludes(lg);
+    w->needs(ids)->excludes(lg);
+    auto* hid = s.add_option("--hidden", a_.hidden, "hidden states [T, H], f32, bf16 or f16 (.npy); default: generated");
+    s.add_option("--dtype", a_.dtype, "read 2-byte --hidden/--logits data saved as int16/uint16/void as this dtype")
+        ->check(CLI::IsMember({"bf16", "f16"}));
+    s.add_option("--model", a_.model,
+                 "fill in the shape and router of a model where not given: deepseek-v3 (E 256, K 8, H 7168, groups "
+                 "8/4, sigmoid, generated bias, renormalize, S 2.5), qwen3-235b (E 128, K 8, H 4096, softmax, "
+                 "renormalize), mixtral (E 8, K 2, H 4096, softmax, renormalize)")
+        ->check(CLI::IsMember({"deepseek-v3", "qwen3-235b", "mixtral"}));
+    g_.experts = s.add_option("-E,--num-experts", a_.experts, "experts E (with --logits: must match it)");
+    g_.topk = s.add_option("-k,--topk", a_.topk, "experts per token K (routing; with --topk-ids: must match it)");
+    s.add_option("-B,--block-size", a_.block_size, "padded layout: align's block size B")->capture_default_str();
+    s.add_option("--layout", a_.layout, "permute's layout: padded (align's rows) or compact (real rows only)")
+        ->check(CLI::IsMember({"padded", "compact"}))
+        ->capture_default_str();
+    g_.scoring = s.add_option("--scoring", a_.scoring, "routing: softmax over the row, or sigmoid per logit")
+                     ->check(CLI::IsMember({"softmax", "sigmoid"}))
+                     ->capture_default_str();
+    s.add_option("--correction-bias", a_.bias, "routing: [E] f32 added to the scores for selection")->excludes(ids);
+    g_.groups = s.add_option("--num-groups", a_.groups, "routing: expert groups G (divides E)")->capture_default_str();
+    g_.topk_groups = s.add_option("--topk-groups", a_.topk_groups, "routing: groups kept KG (default: all G)");
+    g_.renormalize = s.add_flag("--renormalize", a_.renormalize, "routing: divide the weights by their sum");
+    g_.no_renormalize = s.add_flag("--no-renormalize", a_.no_renormalize, "routing: do not, whatever --model says")
+                            ->excludes(g_.renormalize);
+    g_.scaling = s.add_option("--routed-scaling-factor", a_.scaling, "S: combine multiplies the weighted sum by it")
+                     ->capture_default_str();
+    // Routing options make no sense with given ids (--model's are simply not used there).
+    for (auto* o : {g_.scoring, g_.groups, g_.topk_groups, g_.renormalize, g_.no_renormalize}) o->excludes(ids);
+    s.add_option("--pdl", a_.pdl, "programmatic dependent launch where a stage has it (route; sm_90+): on or off")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    auto* tok = s.add_option("--tokens", a_.tokens, "without input files: generate this many tokens");
+    for (auto* f : {lg, ids, hid}) tok->excludes(f);
+    g_.hidden_size = s.add_option("--hidden-size", a_.hidden_size, "without --hidden: H of the generated rows")
+                         ->capture_default_str()
+                         ->excludes(hid);
+    s.add_option("--dist", a_.dist, "generated logits: uniform or load:FILE[:LAYER]")
+        ->capture_default_str()
+        ->excludes(lg)
+        ->excludes(ids);
+    s.add_option("--gen-dtype", a_.gen_dtype, "generated hidden rows: f32, bf16 or f16")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+        ->capture_default_str()
+        ->excludes(hid);
+  }
+
+  std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
+    s.description("hidden states [tokens, H], standard normal (logits: `moekit gen route`; a bias: `moekit gen "
+                  "route --bias`)");
+    s.add_option("--tokens", gen_.tokens, "tokens")->required();
+    s.add_option("--hidden-size", gen_.hidden_size, "H")->required();
+    s.add_option("--dtype", gen_.dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))
+        ->capture_default_str();
+    return [this](std::uint64_t seed) {
+      return gen::normal_rows(gen_.tokens, gen_.hidden_size, *npy::parse_dtype(gen_.dtype), seed, "hidden rows");
+    };
+  }
+
+  std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
+  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
+    return variant_rows(moe_path::variants(), caps);
+  }
+  std::string auto_rule() const override { return moe_path::auto_rule(); }
+
+ private:
+  Args a_;
+  Given g_;
+  GenArgs gen_;
+};
+
+// Ids [T, K] (int32 or int64, each in [0, E)) and weights [T, K] (f32, finite).
+void read_ids_and_weights(const Args& a, std::int32_t experts, PathJob::Host& h, std::int64_t& T, std::int32_t& K) {
+  const std::string il = display_path(a.ids), wl = display_path(a.weights);
+  const npy::Array ids = npy::read(a.ids), w = npy::read(a.weights);
+  if ((ids.dtype != npy::DType::i4 && ids.dtype != npy::DType::i8) || ids.shape.size() != 2)
+    throw InputError(fmt::format("{}: expert ids must be int32 or int64 [T, K], got {} {}", il,
+                                 npy::dtype_name(ids.dtype), npy::format_shape(ids.shape)));
+  if (w.dtype != npy::DType::f4 || w.shape != ids.shape)
+    throw InputError(fmt::format("{}: the weights must be float32 [{}, {}] (the shape of {})", wl, ids.shape[0],
+                                 ids.shape[1], il));
+  T = ids.shape[0];
+  K = static_cast<std::int32_t>(ids.shape[1]);
+  h.ids.resize(std::size_t(ids.numel()));
+  for (std::size_t i = 0; i < h.ids.size(); ++i) {
+    const std::int64_t v = ids.dtype == npy::DType::i4 ? ids.as<std::int32_t>()[i] : ids.as<std::int64_t>()[i];
+    if (v < 0 || v >= experts)
+      throw InputError(fmt::format("{}: expert id at [{}, {}] is {}, outside [0, {})", il, i / K, i % K, v, experts));
+    h.ids[i] = static_cast<std::int32_t>(v);
+  }
+  const auto wv = w.as<float>();
+  h.weights.assign(wv.begin(), wv.end());
+  for (std::size_t i = 0; i < h.weights.size(); ++i)
+    if (!std::isfinite(h.weights[i]))
+      throw InputError(fmt::format("{}: weight [{}, {}] is {}: weights must be finite", wl, i / K, i % K, h.weights[i]));
+}
+
+std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
+  const Args& a = a_;
+  // --model fills in what the command line leaves out.
+  const Preset* m = nullptr;
+  for (const Preset& pr : kPresets)
+    if (pr.name == a.model) m = &pr;
+  auto from_model = [&](const CLI::Option* o) { return m != nullptr && !given(o); };
+  const std::int32_t E0 = from_model(g_.experts) ? m->experts : a.experts;
+  const std::int32_t K0 = from_model(g_.topk) ? m->topk : a.topk;
+  const std::int64_t H0 = from_model(g_.hidden_size) ? m->hidden : a.hidden_size;
+  const std::int32_t G = from_model(g_.groups) ? m->groups : a.groups;
+  const std::int32_t KG0 = from_model(g_.topk_groups) ? m->topk_groups : a.topk_groups;
+  const route::Scoring scoring = from_model(g_.scoring) ? m->scoring
+                                 : a.scoring == "sigmoid" ? route::Scoring::sigmoid
+                                                          : route::Scoring::softmax;
+  const bool renormalize = given(g_.no_renormalize) ? false
+                           : given(g_.renormalize)  ? true
+                           : m != nullptr           ? m->renormalize
+                                                    : false;
+  const double scaling = from_model(g_.scaling) ? m->scaling : a.scaling;
+  const bool gen_bias = m != nullptr && m->bias && a.bias.empty();
+  const std::string e_what = from_model(g_.experts) ? fmt::format("--model {}'s E", a.model) : std::string("-E");
+
+  if (!std::isfinite(scaling) || !std::isfinite(static_cast<float>(scaling)))
+    throw InputError(fmt::format("--routed-scaling-factor: {} is not a finite f32 number", scaling));
+  const permute::Layout layout = a.layout == "compact" ? permute::Layout::compact : permute::Layout::padded;
+  const bool routed = a.ids.empty();
+
+  PathJob::Host h;
+  std::int64_t T = -1;
+  std::int32_t E = E0, K = K0;
+  std::vector<std::string> generated;
+  // Routing input, or ids and weights.
+  if (!a.logits.empty()) {
+    h.logits = gen::read_logits(a.logits, a.dtype, E0, e_what);
+    T = h.logits.shape[0];
+    E = static_cast<std::int32_t>(h.logits.shape[1]);
+  } else if (!routed) {
+    if (E < 1 || E > align::kMaxExperts)
+      throw InputError(fmt::format("--num-experts must be in [1, {}] (or give --model)", align::kMaxExperts));
+    std::int32_t k = 0;
+    read_ids_and_weights(a, E, h, T, k);
+    if (given(g_.topk) && a.topk != k)
+      throw InputError(fmt::format("{}: {} ids per token, but --topk is {}", display_path(a.ids), k, a.topk));
+    K = k;
+  }
+  // Hidden rows: T from them when no other file gave it.
+  npy::Array hidden;
+  if (!a.hidden.empty()) {
+    const std::string hl = display_path(a.hidden);
+    npy::ReadOptions ro;
+    if (!a.dtype.empty()) ro.reinterpret = npy::parse_dtype(a.dtype);
+    hidden = npy::read(a.hidden, ro);
+    if (hidden.dtype != npy::DType::f4 && hidden.dtype != npy::DType::bf16 && hidden.dtype != npy::DType::f2)
+      throw InputError(fmt::format("{}: hidden states must be float32, bfloat16 or float16, got {} (bf16 saved as "
+                                   "int16/uint16/void: add --dtype bf16)",
+                                   hl, npy::dtype_name(hidden.dtype)));
+    if (hidden.shape.size() != 2)
+      throw InputError(fmt::format("{}: hidden states must be 2-D [T, H], got {} dimension(s)", hl, hidden.shape.size()));
+    if (T >= 0 && hidden.shape[0] != T)
+      throw InputError(fmt::format("{}: {} rows, but the {} have {} tokens", hl, hidden.shape[0],
+                                   routed ? "logits" : "expert ids", T));
+    // NaN payloads are not reproducible bit for bit, and S * sum(w) * NaN checks nothing.
+    if (const auto i = npy::first_non_finite(hidden))
+      throw InputError(fmt::format("{}: hidden[{}, {}] is {}: rows must be finite", hl, *i / hidden.shape[1],
+                                   *i % hidden.shape[1], npy::float_at(hidden, *i)));
+    T = hidden.shape[0];
+  }
+  if (T < 0) {
+    if (a.tokens < 0)
+      throw InputError("moe-path: give --logits FILE or --topk-ids FILE --topk-weights FILE (and --hidden FILE), or "
+                       "--tokens N to generate the inputs");
+    T = a.tokens;
+  }
+  const std::int64_t H = hidden.shape.empty() ? H0 : hidden.shape[1];
+  if (hidden.shape.empty() && H < 1) throw InputError(fmt::format("--hidden-size must be >= 1, got {}", H));
+  const npy::DType hdt = hidden.shape.empty() ? *npy::parse_dtype(a.gen_dtype) : hidden.dtype;
+
+  gen::check_size(double(T) * double(H), "hidden rows");
+  if (routed) gen::check_size(double(T) * double(E), "router logits");
+
+  route::Problem router;
+  if (routed) {
+    if (E < 1 || E > route::kMaxExperts)
+      throw InputError(fmt::format("-E must be in [1, {}] with routing, got {} (or give --logits or --model)",
+                                   route::kMaxExperts, E));
+    if (K < 1) throw InputError("--topk K is needed to route (or give --model)");
+    router.groups = G;
+    router.topk_groups = KG0 > 0 ? KG0 : G;
+    router.scoring = scoring;
+    router.renormalize = renormalize;
+    router.bias = !a.bias.empty() || gen_bias;
+    const npy::DType ldt = a.logits.empty() ? npy::DType::f4 : h.logits.dtype;  // generated: f32
+    router.dtype = ldt == npy::DType::f4 ? route::DType::f32
+                   : ldt == npy::DType::bf16 ? route::DType::bf16 : route::DType::f16;
+  }
+  // Route's limits, then align's int32 limits, before anything T-long is made.
+  const combine::DType cdt = hdt == npy::DType::f4 ? combine::DType::f32
+                             : hdt == npy::DType::bf16 ? combine::DType::bf16 : combine::DType::f16;
+  const moe_path::Problem p = moe_path::make_problem(T, K, E, H, cdt, layout, a.block_size,
+                                                     static_cast<float>(scaling), routed ? &router : nullptr);
+  const std::int64_t row_bytes = p.permute.row_bytes;
+
+  // Host memory at once: the inputs, permuted rows twice (reference and
+  // run) up to their capacity, the output three times (reference, run, check).
+  const double hidden_bytes = double(T) * double(row_bytes);
+  require_host_memory(2.0 * hidden_bytes + (routed ? 6.0 * double(T) * E : 0.0) +
+                          2.0 * double(p.permute.align.max_num_tokens_padded) * double(row_bytes) +
+                          3.0 * hidden_bytes,
+                      "this moe-path run");
+
+  if (routed && a.logits.empty()) {
+    h.logits = gen::route_logits(T, E, npy::DType::f4, a.dist, c.seed);
+    generated.push_back(fmt::format("logits {} x {} f32 ({})", T, E, a.dist));
+  }
+  if (routed) {
+    h.wide_logits = gen::logits_as_f32(h.logits, a.logits.empty() ? std::string("generated logits")
+                                                                   : display_path(a.logits));
+    if (!a.bias.empty()) h.bias = gen::read_bias(a.bias, E);
+    else if (gen_bias) {
+      const npy::Array b = gen::route_bias(E, c.seed);
+      h.bias.assign(b.as<float>().begin(), b.as<float>().end());
+      generated.push_back(fmt::format("correction bias [{}]", E));
+    }
+  }
+  if (hidden.shape.empty()) {
+    hidden = gen::normal_rows(T, H, hdt, c.seed, "hidden rows");
+    generated.push_back(fmt::format("hidden {} x {} {}", T, H, a.gen_dtype));
+  }
+  h.hidden = std::move(hidden);
+  if (!generated.empty()) {
+    std::string what;
+    for (const auto& g : generated) what += (what.empty() ? "" : ", ") + g;
+    r.notes.push_back(fmt::format("generated {} (seed {})", what, c.seed));
+  }
+  if (routed && scaling != 1.0)
+    r.notes.push_back("the routed scaling factor is applied once, by combine: topk_weights are the route's weights "
+                      "before S");
+
+  auto opt_if = [&](bool on, std::string v) { return on ? std::optional<std::string>(std::move(v)) : std::nullopt; };
+  r.params = {{"tokens", std::to_string(T)},
+              {"experts", std::to_string(E)},
+              {"topk", std::to_string(K)},
+              {"hidden", std::to_string(H)},
+              {"layout", a.layout},
+              {"block_size", std::to_string(layout == permute::Layout::padded ? a.block_size : 1)},
+              {"routed", routed ? "yes" : "no"},
+              {"scoring", opt_if(routed, scoring == route::Scoring::sigmoid ? "sigmoid" : "softmax")},
+              {"groups", opt_if(routed, std::to_string(router.groups))},
+              {"topk_groups", opt_if(routed, std::to_string(router.topk_groups))},
+              {"bias", opt_if(routed, router.bias ? "yes" : "no")},
+              {"renormalize", opt_if(routed, renormalize ? "yes" : "no")},
+              {"scaling", fmt::format("{:g}", p.combine.scaling)},
+              {"model", opt_if(m != nullptr, a.model)},
+              {"pdl", a.pdl}};
+  r.dtype = std::string(npy::dtype_name(hdt));
+  return std::make_unique<PathJob>(std::move(h), p, a.pdl == "on", r);
+}
+
+}  // namespace
+
+std::unique_ptr<Family> make_moe_path_family() { return std::make_unique<PathFamily>(); }
+
+}  // namespace moekit

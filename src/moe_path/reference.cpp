@@ -1,0 +1,202 @@
+// CPU reference and checker of the MoE path (docs/moe-path.md).
+#include "moe_path/reference.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "combine/reference.hpp"
+#include "half.hpp"
+
+namespace moekit::moe_path {
+namespace {
+
+std::size_t esize(combine::DType d) { return d == combine::DType::f32 ? 4 : 2; }
+
+double load(combine::DType d, const std::byte* base, std::int64_t i) {
+  switch (d) {
+    case combine::DType::f32: {
+      float v;
+      std::memcpy(&v, base + i * 4, 4);
+      return v;
+    }
+    case combine::DType::bf16:
+    case combine::DType::f16: {
+      std::uint16_t h;
+      std::memcpy(&h, base + i * 2, 2);
+      return d == combine::DType::bf16 ? bf16_bits_to_f64(h) : f16_bits_to_f64(h);
+    }
+  }
+  return 0;
+}
+
+std::uint16_t bits16(const std::byte* base, std::int64_t i) {
+  std::uint16_t h;
+  std::memcpy(&h, base + i * 2, 2);
+  return h;
+}
+
+// The spacing of the format's values at |v| (mantissa bits m, smallest normal exponent emin).
+double ulp_at(double v, int m, int emin) {
+  int e = emin;
+  if (v != 0 && std::isfinite(v)) {
+    int ex = 0;
+    (void)std::frexp(std::fabs(v), &ex);  // |v| in [2^(ex-1), 2^ex)
+    e = std::max(ex - 1, emin);
+  }
+  return std::ldexp(1.0, e - m);
+}
+
+CheckResult with_stage(CheckResult c, const char* stage) {
+  if (!c.ok) c.first_difference = std::string(stage) + ": " + c.first_difference;
+  return c;
+}
+
+}  // namespace
+
+Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t experts, std::int64_t hidden,
+                     combine::DType dtype, permute::Layout layout, std::int32_t block_size, float scaling,
+                     const route::Problem* router) {
+  Problem p;
+  if (router != nullptr) {
+    p.routed = true;
+    p.route = *router;
+    p.route.tokens = tokens;
+    p.route.experts = experts;
+    p.route.topk = topk;
+    p.route.scaling = 1.0f;
+    route::validate(p.route);
+  }
+  p.permute = permute::make_problem(tokens, topk, experts, block_size, hidden * std::int64_t(esize(dtype)), layout);
+  p.combine.tokens = tokens;
+  p.combine.topk = topk;
+  p.combine.rows = p.permute.align.max_num_tokens_padded;
+  p.combine.hidden = hidden;
+  p.combine.dtype = dtype;
+  p.combine.scaling = scaling;
+  return p;
+}
+
+Outputs reference(const Problem& p, const Inputs& in) {
+  Outputs o;
+  if (p.routed) {
+    o.routed = route::reference(p.route, in.logits, in.bias);
+  } else {
+    o.routed.ids.assign(in.ids.begin(), in.ids.end());
+    o.routed.weights.assign(in.weights.begin(), in.weights.end());
+  }
+  const std::vector<std::int64_t> wide(o.routed.ids.begin(), o.routed.ids.end());
+  o.permuted = permute::reference(p.permute, in.hidden, wide);
+  o.out.resize(static_cast<std::size_t>(p.combine.tokens * p.combine.hidden) * esize(p.combine.dtype));
+  combine::reference(p.combine, o.permuted.permuted.data(), o.permuted.inverse.data(), o.routed.weights.data(),
+                     o.out.data());
+  return o;
+}
+
+CheckResult check_identity(const Problem& p, const std::byte* hidden, const float* weights, const std::byte* out) {
+  const combine::Problem& c = p.combine;
+  const std::int64_t T = c.tokens, H = c.hidden, K = c.topk;
+  const double S = c.scaling;
+  CheckResult r;
+  r.error_unit = c.dtype == combine::DType::f32 ? "rel" : "ulp";
+  for (std::int64_t t = 0; t < T; ++t) {
+    double sum = 0, sum_abs = 0;
+    for (std::int64_t j = 0; j < K; ++j) {
+      sum += weights[t * K + j];
+      sum_abs += std::fabs(weights[t * K + j]);
+    }
+    for (std::int64_t col = 0; col < H; ++col) {
+      const std::int64_t i = t * H + col;
+      const double x = load(c.dtype, hidden, i);
+      const double want = S * sum * x, got = load(c.dtype, out, i);
+      const double mag = std::fabs(S) * sum_abs * std::fabs(x);  // no cancellation: |want|
+      double err = 0;
+      bool ok = true;
+      if (c.dtype == combine::DType::f32) {
+        if (std::isnan(got)) ok = false;
+        else if (std::isinf(got)) ok = std::fabs(want) > std::numeric_limits<float>::max() && (got > 0) == (want > 0);
+        else {
+          err = got == want ? 0 : mag > 0 ? std::fabs(got - want) / mag : std::numeric_limits<double>::infinity();
+          ok = err <= 1e-5;
+        }
+      } else {
+        const bool bf = c.dtype == combine::DType::bf16;
+        const std::uint16_t gb = bits16(out, i), wb = bf ? f64_to_bf16_bits(want) : f64_to_f16_bits(want);
+        if (bf ? bf16_is_nan(gb) : f16_is_nan(gb)) {
+          ok = false;
+          err = std::numeric_limits<double>::infinity();
+        } else {
+          // ULPs from the correctly rounded formula; a cancellation of weights
+          // of both signs may leave the f32 sum's own rounding visible.
+          err = static_cast<double>(ulp_distance16(gb, wb));
+          const double acc_bound = double(K + 1) * 0x1p-24 * mag;
+          ok = err <= 1 || (std::isfinite(got) &&
+                            std::fabs(got - want) <= ulp_at(want, bf ? 7 : 10, bf ? -126 : -14) + acc_bound);
+        }
+      }
+      if (std::isfinite(err)) r.max_error = std::max(r.max_error, err);
+      if (!ok) {
+        r.ok = false;
+        r.max_error = std::max(r.max_error, err);
+        r.first_difference = fmt::format(
+            "out[{}, {}] = {:.9g}, expected S * (sum_j w[{}, j]) * hidden[{}, {}] = {:g} * {:.9g} * {:.9g} = {:.9g} "
+            "({} {})",
+            t, col, got, t, t, col, S, sum, x, want, err, r.error_unit);
+        return r;
+      }
+    }
+  }
+  return r;
+}
+
+CheckReport check(const Problem& p, const Inputs& in, const Outputs& ref, const Outputs& got) {
+  CheckReport rep;
+  auto fail = [&](std::string what) {
+    rep.result.ok = false;
+    rep.result.max_error = 1;
+    rep.result.first_difference = std::move(what);
+    return rep;
+  };
+  const std::size_t slots = static_cast<std::size_t>(p.permute.tokens) * static_cast<std::size_t>(p.permute.topk);
+  if (got.routed.ids.size() != slots || got.routed.weights.size() != slots)
+    return fail(fmt::format("the path holds {} ids and {} weights, expected {}", got.routed.ids.size(),
+                            got.routed.weights.size(), slots));
+  // (a) route
+  if (p.routed) {
+    const route::CheckReport rr = route::check(p.route, in.logits, in.bias, ref.routed, got.routed);
+    rep.near_tie_rows = rr.near_tie_rows;
+    rep.first_near_tie_row = rr.first_near_tie_row;
+    if (!rr.result.ok) {
+      rep.result = with_stage(rr.result, "route stage");
+      return rep;
+    }
+  }
+  // (b) permute, on the ids this run used
+  const std::vector<std::int64_t> wide(got.routed.ids.begin(), got.routed.ids.end());
+  permute::Outputs own;
+  const bool same_ids = got.routed.ids == ref.routed.ids;
+  if (!same_ids) own = permute::reference(p.permute, in.hidden, wide);
+  CheckResult c = permute::check(p.permute, in.hidden, wide, same_ids ? ref.permuted : own, got.permuted);
+  if (!c.ok) {
+    rep.result = with_stage(c, "permute stage");
+    return rep;
+  }
+  // (c) combine, bit for bit on the run's own rows, inverse map and weights
+  const std::size_t out_bytes = static_cast<std::size_t>(p.combine.tokens * p.combine.hidden) * esize(p.combine.dtype);
+  if (got.out.size() != out_bytes) return fail(fmt::format("out holds {} bytes, expected {}", got.out.size(), out_bytes));
+  std::vector<std::byte> want(out_bytes);
+  combine::reference(p.combine, got.permuted.permuted.data(), got.permuted.inverse.data(), got.routed.weights.data(),
+                     want.data());
+  c = combine::check(p.combine, want.data(), got.out.data());
+  if (!c.ok) {
+    rep.result = with_stage(c, "combine stage");
+    return rep;
+  }
+  // (d) identity experts
+  rep.result = with_stage(check_identity(p, in.hidden, got.routed.weights.data(), got.out.data()), "identity experts");
+  return rep;
+}
+
+}  // namespace moekit::moe_path

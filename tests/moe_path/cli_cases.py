@@ -1,0 +1,217 @@
+"""CLI cases of the moe-path family (run by tests/cli/cli_test.py).
+
+The module-level names COMMAND, SMALL_ARGS, BUNDLED_ARGS and OVERSIZED feed the
+generic cases there; the @case functions are this family's own, checked
+against the independent float64 model below.
+"""
+import json
+import math
+import os
+import struct
+
+from cli_harness import DATA, case, expect, has_gpu, load_npy, run, save_npy, tmp, SKIP
+
+
+COMMAND = "moe-path"
+SMALL_ARGS = ["--tokens", 3, "--topk", 2, "-E", 8, "--hidden-size", 16]
+# DeepSeek-V3's router on the bundled logits; the hidden rows are generated (data/ stays small).
+BUNDLED_ARGS = ["--logits", os.path.join(DATA, "route_logits_64x256.npy"), "--topk", 8, "--scoring", "sigmoid",
+                "--correction-bias", os.path.join(DATA, "route_bias_256.npy"), "--num-groups", 8,
+                "--topk-groups", 4, "--renormalize", "--routed-scaling-factor", 2.5, "--hidden-size", 1030,
+                "-B", 16]
+OVERSIZED = [
+    (["gen", "moe-path", "--tokens", 1 << 40, "--hidden-size", 1 << 20, "-o", "{out}"], "too large"),
+    (["moe-path", "--tokens", 1 << 40, "--model", "deepseek-v3", "--device", "cpu"], "too large"),
+    (["moe-path", "--tokens", 1 << 28, "--topk", 8, "-E", 256, "--hidden-size", 1 << 20, "--device", "cpu"],
+     "too large"),
+]
+
+
+def softmax_topk(row, k, renorm):
+    """ids and weights of one softmax router row (docs/route.md), float64, ties to the lower index."""
+    m = max(row)
+    e = [math.exp(x - m) for x in row]
+    s = [v / sum(e) for v in e]
+    ids = sorted(range(len(row)), key=lambda i: (-s[i], i))[:k]
+    w = [s[i] for i in ids]
+    return ids, [x / sum(w) if renorm else x for x in w]
+
+
+def files(d, T=5, E=8, H=6):
+    lg = os.path.join(d, "logits.npy")
+    hid = os.path.join(d, "hidden.npy")
+    save_npy(lg, "<f4", (T, E), [(((i + 1) * 2654435761) % 10007) / 1000.0 - 5.0 for i in range(T * E)])
+    save_npy(hid, "<f4", (T, H), [((i * 37) % 23 - 11) / 8.0 for i in range(T * H)])
+    return lg, hid, load_npy(lg)[1], load_npy(hid)[1]
+
+
+def json_of(p):
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+@case()
+def moe_path_cpu_matches_model():
+    d = tmp()
+    T, E, H, K, S = 5, 8, 6, 3, 2.0
+    lg, hid, lv, hv = files(d, T, E, H)
+    for layout in ("padded", "compact"):
+        out = os.path.join(d, layout)
+        p = run("moe-path", "--logits", lg, "--hidden", hid, "--topk", K, "--renormalize", "--routed-scaling-factor",
+                S, "--layout", layout, "-B", 4, "--device", "cpu", "--out", out, "--format", "json", code=0)
+        o = json_of(p)
+        expect(o["check"]["result"] == "pass" and o["params"]["routed"] == "yes" and o["pdl"] == "n/a", o)
+        expect(sorted(os.listdir(out)) == ["out.npy", "topk_ids.npy", "topk_weights.npy"], os.listdir(out))
+        ids = load_npy(os.path.join(out, "topk_ids.npy"))[1]
+        w = load_npy(os.path.join(out, "topk_weights.npy"))[1]
+        ho, ov = load_npy(os.path.join(out, "out.npy"))
+        expect(ho["shape"] == (T, H) and ho["descr"] == "<f4", f"{ho}")
+        for t in range(T):
+            mi, mw = softmax_topk(lv[t * E:(t + 1) * E], K, True)
+            expect(ids[t * K:(t + 1) * K] == mi, f"token {t}: ids {ids[t * K:(t + 1) * K]} vs {mi}")
+            for j in range(K):  # the weights before S (combine applies S)
+                expect(abs(w[t * K + j] - mw[j]) <= 1e-6 * mw[j], f"token {t}: w {w[t * K + j]} vs {mw[j]}")
+            for c in range(H):
+                want = S * sum(mw) * hv[t * H + c]
+                got = ov[t * H + c]
+                expect(abs(got - want) <= 1e-5 * abs(want) + 1e-30, f"out[{t},{c}] = {got}, want {want}")
+
+
+@case()
+def moe_path_given_ids_and_bf16():
+    d = tmp()
+    T, K, E, H = 4, 2, 5, 8
+    ids = os.path.join(d, "ids.npy")
+    w = os.path.join(d, "w.npy")
+    hid = os.path.join(d, "h.npy")
+    save_npy(ids, "<i8", (T, K), [(t + 2 * j) % E for t in range(T) for j in range(K)])
+    save_npy(w, "<f4", (T, K), [0.25, 0.5] * T)
+    bf = [0x3f80 + i for i in range(T * H)]  # bf16 bit patterns 1.0, 1.0078125, ...
+    save_npy(hid, "<u2", (T, H), bf)
+    out = os.path.join(d, "o")
+    p = run("moe-path", "--topk-ids", ids, "--topk-weights", w, "--hidden", hid, "--dtype", "bf16", "-E", E,
+            "--routed-scaling-factor", 2, "--device", "cpu", "--out", out, "--format", "json", code=0)
+    o = json_of(p)
+    expect(o["params"]["routed"] == "no" and o["params"]["scoring"] is None and o["dtype"] == "bfloat16", o)
+    expect(sorted(os.listdir(out)) == ["out.npy"], os.listdir(out))
+    ho, ov = load_npy(os.path.join(out, "out.npy"))
+    expect(ho["shape"] == (T, H), f"{ho}")
+    # 2 * (0.25 + 0.5) * x = 1.5 x, rounded to bf16 once
+    for i, b in enumerate(bf):
+        x = struct.unpack("<f", struct.pack("<I", b << 16))[0]
+        got = struct.unpack("<f", struct.pack("<I", ov[i] << 16))[0]
+        expect(abs(got - 1.5 * x) <= 2 ** -7 * 1.5 * x, f"out {i}: {got} vs {1.5 * x}")
+    p = run("moe-path", "--topk-ids", ids, "--topk-weights", w, "-E", E, "--hidden-size", 8, "--device", "cpu",
+            code=0)  # hidden generated, T from the ids
+    expect("generated hidden 4 x 8" in p.stdout, p.stdout)
+
+
+@case()
+def moe_path_model_presets():
+    def params(*args):
+        p = run("moe-path", "--tokens", 3, *args, "--device", "cpu", "--format", "json", code=0)
+        return json_of(p)["params"]
+    pm = params("--model", "deepseek-v3", "--hidden-size", 64)
+    expect(pm["experts"] == 256 and pm["topk"] == 8 and pm["groups"] == 8 and pm["topk_groups"] == 4
+           and pm["scoring"] == "sigmoid" and pm["bias"] == "yes" and pm["renormalize"] == "yes"
+           and pm["scaling"] == "2.5" and pm["hidden"] == 64 and pm["model"] == "deepseek-v3", pm)
+    pm = params("--model", "qwen3-235b", "--hidden-size", 32)
+    expect(pm["experts"] == 128 and pm["topk"] == 8 and pm["scoring"] == "softmax" and pm["groups"] == 1
+           and pm["bias"] == "no" and pm["renormalize"] == "yes" and pm["scaling"] == 1, pm)
+    pm = params("--model", "mixtral", "--hidden-size", 32, "--no-renormalize", "-k", 1)
+    expect(pm["experts"] == 8 and pm["topk"] == 1 and pm["renormalize"] == "no", pm)
+    pm = params("--model", "deepseek-v3", "-E", 64, "--hidden-size", 8, "--routed-scaling-factor", 1)
+    expect(pm["experts"] == 64 and pm["groups"] == 8 and pm["scaling"] == 1, pm)
+    pm = params("-E", 16, "-k", 4, "--hidden-size", 8)
+    expect(pm["model"] is None and pm["renormalize"] == "no" and pm["hidden"] == 8, pm)
+    # the default H is the model's
+    p = run("moe-path", "--tokens", 1, "--model", "mixtral", "--device", "cpu", "--format", "json", code=0)
+    expect(json_of(p)["params"]["hidden"] == 4096, p.stdout)
+    d = tmp()
+    lg, _, _, _ = files(d, 2, 8, 4)
+    p = run("moe-path", "--logits", lg, "--model", "qwen3-235b", "--device", "cpu", code=2)
+    expect("--model qwen3-235b's E is 128" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    run("moe-path", "--logits", lg, "--model", "mixtral", "--hidden-size", 8, "--device", "cpu", code=0)
+
+
+@case()
+def moe_path_bad_input_exits_2():
+    d = tmp()
+    lg, hid, _, _ = files(d, 5, 8, 6)
+    ids = os.path.join(d, "ids.npy")
+    w = os.path.join(d, "w.npy")
+    save_npy(ids, "<i4", (5, 2), [0, 1, 2, 3, 4, 5, 6, 7, 0, 9])  # 9 >= E = 8
+    save_npy(w, "<f4", (5, 2), [0.5] * 10)
+
+    def refused(*args, word=None):
+        p = run("moe-path", *args, "--device", "cpu", code=2)
+        expect(len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("moekit: "), p.stderr)
+        if word:
+            expect(word in p.stderr, f"{word!r} not in {p.stderr!r}")
+
+    refused("--topk-ids", ids, "--topk-weights", w, "-E", 8, word="outside [0, 8)")
+    refused("--topk-ids", ids, "-E", 10)  # weights missing
+    refused("--logits", lg, "--topk-ids", ids, "--topk-weights", w, "-E", 10)  # both inputs
+    refused("--topk-ids", ids, "--topk-weights", w, "-E", 10, "--scoring", "sigmoid")  # routing option, no routing
+    refused("--topk-ids", ids, "--topk-weights", w, "-E", 10, "--topk", 3, word="--topk is 3")
+    refused("--topk-ids", ids, "--topk-weights", w, "--hidden-size", 4, word="--num-experts")
+    short = os.path.join(d, "short.npy")
+    save_npy(short, "<f4", (4, 2), [0.5] * 8)
+    refused("--topk-ids", ids, "--topk-weights", short, "-E", 10, word="float32 [5, 2]")
+    save_npy(short, "<f4", (4, 6), [0.5] * 24)
+    refused("--logits", lg, "--hidden", short, "--topk", 2, word="4 rows")
+    nan = os.path.join(d, "nan.npy")
+    save_npy(nan, "<f4", (5, 6), [0.0] * 29 + [float("nan")])
+    refused("--logits", lg, "--hidden", nan, "--topk", 2, word="hidden[4, 5]")
+    refused("--logits", lg, "--hidden", hid, word="--topk")  # no K to route with
+    refused("--logits", lg, "--hidden", hid, "--topk", 2, "--num-groups", 3, word="does not divide")
+    refused("--logits", lg, "--hidden", hid, "--topk", 2, "--routed-scaling-factor", "inf")
+    refused("-E", 8, "--topk", 2, word="--tokens")  # no input at all
+    refused("--logits", lg, "--hidden", hid, "--topk", 2, "--tokens", 3)  # files and --tokens
+
+
+@case()
+def moe_path_zero_tokens_and_gen():
+    d = tmp()
+    lg, hid, _, _ = files(d, 0, 8, 6)
+    out = os.path.join(d, "o")
+    run("moe-path", "--logits", lg, "--hidden", hid, "--topk", 2, "--device", "cpu", "--out", out, code=0)
+    expect(load_npy(os.path.join(out, "out.npy"))[0]["shape"] == (0, 6), "T = 0")
+    expect(load_npy(os.path.join(out, "topk_ids.npy"))[0]["shape"] == (0, 2), "T = 0 ids")
+    g = os.path.join(d, "g.npy")
+    run("gen", "moe-path", "--tokens", 3, "--hidden-size", 7, "--dtype", "f16", "-o", g, code=0)
+    expect(load_npy(g)[0]["shape"] == (3, 7), "gen shape")
+
+
+@case()
+def moe_path_cpu_report_has_no_stage_times():
+    p = run("moe-path", *SMALL_ARGS, "--device", "cpu", "--bench", "--iters", 3, "--format", "json", code=0)
+    o = json_of(p)
+    expect("stage_us" in o and o["stage_us"] is None and o["time_us"]["median"] > 0, o)
+    p = run("moe-path", *SMALL_ARGS, "--device", "cpu", "--bench", "--iters", 3, "--format", "csv", code=0)
+    expect("stage_" not in p.stdout, p.stdout)
+
+
+@case("gpu")
+def moe_path_gpu_stage_times_and_pdl():
+    if not has_gpu():
+        return SKIP
+    for pdl in ("on", "off"):
+        p = run("moe-path", "--model", "deepseek-v3", "--tokens", 4, "--hidden-size", 1024, "--pdl", pdl, "--bench",
+                "--iters", 20, "--device", "gpu", "--format", "json", code=0)
+        o = json_of(p)
+        expect(o["check"]["result"] == "pass" and o["check"]["error_unit"] == "ulp", o["check"])
+        st = o["stage_us"]
+        expect(list(st) == ["route", "permute", "combine", "sum"], st)
+        s = sum(st[k]["median"] for k in ("route", "permute", "combine"))
+        expect(abs(st["sum"]["median"] - s) <= 1e-3 * s and all(st[k]["median"] > 0 for k in st), st)
+        caps_pdl = o["pdl"]
+        expect(caps_pdl in ("on", "off") and o["params"]["pdl"] == caps_pdl, o)
+        if pdl == "off":
+            expect(caps_pdl == "off", o)
+    p = run("moe-path", "--model", "mixtral", "--tokens", 4, "--hidden-size", 256, "--bench", "--iters", 10,
+            "--device", "gpu", code=0)
+    for line in ("stage_us route:", "stage_us permute:", "stage_us combine:", "stage_us sum:", "check: pass"):
+        expect(line in p.stdout, p.stdout)
+    p = run("moe-path", "--model", "mixtral", "--tokens", 4, "--hidden-size", 256, "--bench", "--iters", 10,
+            "--device", "gpu", "--format", "csv", code=0)
+    expect("stage_route_us" in p.stdout and "stage_sum_us" in p.stdout, p.stdout)
