@@ -54,7 +54,12 @@ TimingStats time_launches(const std::function<void(Stream, int)>& launch, int co
   copies = std::max(copies, 1);
   const int samples = std::max(opt.samples, 1);
   const bool use_graph = opt.graph;
-  const int per_graph = opt.cold ? 1 : std::max(opt.launches_per_graph, 1);
+  // Launches between two events: a graph replays per_graph of them, the
+  // events mode times one launch.
+  const int per_graph = !use_graph || opt.cold ? 1 : std::max(opt.launches_per_graph, 1);
+  // The timing stream does not wait for the legacy default stream, where
+  // cudaMemset (inputs, poisoned outputs) may still be running: finish it.
+  cuda_check(cudaDeviceSynchronize(), "work before timing");
   StreamGuard sg;
   cudaStream_t s = sg.s;
 
