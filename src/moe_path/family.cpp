@@ -8,7 +8,7 @@
 #include <cstring>
 #include <optional>
 
-#include "act_and_mul/gen.hpp"
+#include "act_and_mul/rows_gen_cli.hpp"
 #include "align/align.hpp"
 #include "display.hpp"
 #include "driver.hpp"
@@ -59,10 +59,6 @@ struct Given {
 };
 bool given(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
 
-struct GenArgs {
-  std::int64_t tokens = -1, hidden_size = 0;
-  std::string dtype = "bf16";
-};
 
 std::size_t esize(combine::DType d) { return d == combine::DType::f32 ? 4 : 2; }
 
@@ -350,15 +346,9 @@ class PathFamily final : public Family {
   }
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
-    s.description("hidden states [tokens, H], standard normal (logits: `moekit gen route`; a bias: `moekit gen "
+    return gen::add_hidden_rows_gen(s, gen_,
+                                    "hidden states [tokens, H], standard normal (logits: `moekit gen route`; a bias: `moekit gen "
                   "route --bias`)");
-    s.add_option("--tokens", gen_.tokens, "tokens")->required();
-    s.add_option("--hidden-size", gen_.hidden_size, "H")->required();
-    s.add_option("--dtype", gen_.dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))
-        ->capture_default_str();
-    return [this](std::uint64_t seed) {
-      return gen::normal_rows(gen_.tokens, gen_.hidden_size, *npy::parse_dtype(gen_.dtype), seed, "hidden rows");
-    };
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
@@ -370,7 +360,7 @@ class PathFamily final : public Family {
  private:
   Args a_;
   Given g_;
-  GenArgs gen_;
+  gen::HiddenRowsGen gen_;
 };
 
 // Ids [T, K] (int32 or int64, each in [0, E)) and weights [T, K] (f32, finite).

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "act_and_mul/gen.hpp"
+#include "act_and_mul/rows_gen_cli.hpp"
 #include "align/ep_cli.hpp"
 #include "align/gen.hpp"
 #include "display.hpp"
@@ -29,10 +29,6 @@ struct Args {
   std::string dist = "uniform", gen_dtype = "bf16";
 };
 
-struct GenArgs {
-  std::int64_t tokens = -1, hidden_size = 0;
-  std::string dtype = "bf16";
-};
 
 class PermuteJob final : public Job {
  public:
@@ -191,14 +187,8 @@ class PermuteFamily final : public Family {
   }
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
-    s.description("hidden states [tokens, H], standard normal (ids: `moekit gen align`)");
-    s.add_option("--tokens", g_.tokens, "tokens")->required();
-    s.add_option("--hidden-size", g_.hidden_size, "H")->required();
-    s.add_option("--dtype", g_.dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))
-        ->capture_default_str();
-    return [this](std::uint64_t seed) {
-      return gen::normal_rows(g_.tokens, g_.hidden_size, *npy::parse_dtype(g_.dtype), seed, "hidden rows");
-    };
+    return gen::add_hidden_rows_gen(s, g_,
+                                    "hidden states [tokens, H], standard normal (ids: `moekit gen align`)");
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
@@ -209,7 +199,7 @@ class PermuteFamily final : public Family {
 
  private:
   Args a_;
-  GenArgs g_;
+  gen::HiddenRowsGen g_;
 };
 
 std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
