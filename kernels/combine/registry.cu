@@ -65,28 +65,28 @@ struct Gather {
   static cudaError_t run(const Problem& p, const Buffers& b, Stream s) { return launch_typed<T>(p, b, s); }
 };
 
-// slices: (token, slice) items, 16-byte loads of kSliceRows rows ahead.
+// slices: (token, slice) items, 16-byte loads of kSliceRows rows ahead;
+// two vectors per thread and row while K <= policy.slices_two_vectors_max_topk.
 template <class T>
 struct Slices {
+  template <int kVec, int kCols>
+  static cudaError_t as(const Problem& p, const Buffers& b, Stream s) {
+    const std::int64_t per = std::int64_t{detail::kSliceThreads} * kVec * kCols;
+    const std::int64_t slices = ceil_div<std::int64_t>(p.hidden, per);
+    const DeviceCaps& caps = device_caps();
+    const unsigned grid = clamp_grid(
+        std::min<std::int64_t>(p.tokens * slices, std::int64_t{policy_for(caps).slices_blocks_per_sm} * caps.sm_count));
+    detail::slices_combine_kernel<T, kVec, kCols><<<grid, detail::kSliceThreads, 0, s>>>(
+        static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out), p.tokens, p.topk, p.hidden,
+        slices, p.scaling);
+    return cudaGetLastError();
+  }
   static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
     constexpr int V = static_cast<int>(16 / sizeof(T));
-    auto x = static_cast<const T*>(b.expert_out);
-    auto out = static_cast<T*>(b.out);
-    const bool vec = p.hidden % V == 0 && aligned16(x) && aligned16(out);
-    const std::int64_t per = std::int64_t{detail::kSliceThreads} * (vec ? V : 1);
-    const std::int64_t slices = ceil_div<std::int64_t>(p.hidden, per);
-    const Policy& pol = policy_for(device_caps());
-    const unsigned grid = clamp_grid(
-        std::min<std::int64_t>(p.tokens * slices, std::int64_t{pol.slices_blocks_per_sm} * device_caps().sm_count));
-    if (vec)
-      detail::slices_combine_kernel<T, V><<<grid, detail::kSliceThreads, 0, s>>>(x, b.inverse, b.weights, out,
-                                                                                 p.tokens, p.topk, p.hidden, slices,
-                                                                                 p.scaling);
-    else
-      detail::slices_combine_kernel<T, 1><<<grid, detail::kSliceThreads, 0, s>>>(x, b.inverse, b.weights, out,
-                                                                                 p.tokens, p.topk, p.hidden, slices,
-                                                                                 p.scaling);
-    return cudaGetLastError();
+    const bool vec = p.hidden % V == 0 && aligned16(b.expert_out) && aligned16(b.out);
+    const bool two = p.topk <= policy_for(device_caps()).slices_two_vectors_max_topk;
+    if (vec) return two ? as<V, 2>(p, b, s) : as<V, 1>(p, b, s);
+    return two ? as<1, 2>(p, b, s) : as<1, 1>(p, b, s);
   }
 };
 
