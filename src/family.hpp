@@ -40,7 +40,14 @@ struct CommonOpts {
   std::string format = "text";
   std::uint64_t seed = 1;
   std::string results;  // JSON-lines file each completed run's record is appended to; empty = none
+  // Programmatic dependent launch (sm_90+): "on" (default, as serving engines
+  // run) lets every kernel launch overlap the previous kernel's tail where the
+  // device has PDL; "off" launches without it. See Job::pdl().
+  std::string pdl = "on";
 };
+
+// How the report names a PDL mode.
+inline std::string_view pdl_name(bool on) { return on ? "on" : "off"; }
 
 // One line of `moekit variants`.
 struct VariantRow {
@@ -81,6 +88,15 @@ class Job {
   // The written files read back, against the reference (CPU runs).
   virtual CheckResult check_files(const std::vector<std::string>& paths) = 0;
 
+  // What the resolved variant's launches do about programmatic dependent
+  // launch, for the report: "on" (its kernels carry the PDL attribute) or
+  // "off". Asked after resolve() on a GPU run; a CPU run reports "n/a".
+  virtual std::string_view pdl() const = 0;
+
+  // --pdl (CommonOpts::pdl), set by the skeleton before resolve(). resolve()
+  // sets its Problem's pdl to pdl_for(caps).
+  void request_pdl(bool on) { pdl_requested_ = on; }
+
   // Named stages of launch(): launch sequences that together make one launch,
   // each able to run alone once launch() has run (the later stages read what
   // the earlier ones wrote). With --bench the skeleton times each as its own
@@ -90,6 +106,13 @@ class Job {
     std::function<LaunchStatus(Stream, int copy)> launch;
   };
   virtual std::vector<Stage> stages() { return {}; }
+
+ protected:
+  // Whether launches carry the PDL attribute: --pdl on and a device with PDL.
+  bool pdl_for(const DeviceCaps& caps) const { return pdl_requested_ && caps.pdl; }
+
+ private:
+  bool pdl_requested_ = true;
 };
 
 class Family {

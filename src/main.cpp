@@ -64,6 +64,11 @@ void add_common(CLI::App* sub, CommonOpts& c) {
                 "ncu mode: one warm-up launch, then one launch between cudaProfilerStart/Stop in NVTX range "
                 "moekit/<op>/<variant> (use ncu --profile-from-start off)");
   sub->add_option("--seed", c.seed, "seed for generated inputs")->check(kSeed)->capture_default_str();
+  sub->add_option("--pdl", c.pdl,
+                  "programmatic dependent launch: on (every kernel may overlap the previous one's tail, where the "
+                  "GPU has it: sm_90+) or off; the report's pdl says what the launch did")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   sub->add_option("--results", c.results,
                   "append each completed run's JSON record as one line to this JSON-lines file (moekit compare, plot)");
 }

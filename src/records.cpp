@@ -152,6 +152,10 @@ std::vector<Record> read_file(const std::string& path) {
       if (!o["params"].is_object()) fail(where, "\"params\" must be an object");
       for (const auto& [k, v] : o["params"].items()) r.params[k] = v.dump();
     }
+    // A report's "pdl": a run with PDL is its own cell (key, plot panel). Only
+    // "on" is kept as a parameter, so records with PDL off match those taken
+    // before --pdl existed (which ran without it) and CPU records ("n/a").
+    if (o.contains("pdl") && o["pdl"] == "on" && !r.params.count("pdl")) r.params["pdl"] = "\"on\"";
     const bool failed = (o.contains("error") && !o["error"].is_null()) ||
                         (o.contains("status") && o["status"] != "ok");
     // Report: time_us {median, min, max, samples}; bench: timing {median_us, ...}.

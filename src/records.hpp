@@ -26,7 +26,8 @@ struct Record {
   std::string file;  // where it was read, and its 1-based line
   int line = 0;
   std::string op, variant, device;
-  // Parameter values as compact JSON text ("4096", "\"silu\"", "null"), by name.
+  // Parameter values as compact JSON text ("4096", "\"silu\"", "null"), by name;
+  // a report with "pdl": "on" has the parameter pdl "on" too (records.cpp).
   std::map<std::string, std::string> params;
   // Per-launch microseconds; nullopt for a record without a time (an error
   // record, a run without --bench, a bench record whose status is not ok).

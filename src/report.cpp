@@ -76,7 +76,7 @@ std::string render_text(const Report& r) {
   std::string var = r.variant;
   if (!r.variant_requested.empty() && r.variant_requested != r.variant)
     var = fmt::format("{} (from {})", r.variant, r.variant_requested);
-  out += fmt::format("{} [{}]{} dtype={} on {}\n", r.op, var, params, r.dtype, r.device);
+  out += fmt::format("{} [{}]{} dtype={} on {}, pdl={}\n", r.op, var, params, r.dtype, r.device, r.pdl);
   for (auto& n : r.notes) out += fmt::format("  note: {}\n", n);
   if (!r.summary.empty()) {
     std::string line;
@@ -171,8 +171,8 @@ std::string render_csv(const Report& r) {
     head += fmt::format(",{}", csv_field(k));
     row += fmt::format(",{}", csv_field(param_text(v)));
   }
-  head += ",dtype,device,check,max_error,median_us,min_us,max_us,samples,bytes,gbps,pct_of_peak";
-  row += fmt::format(",{},{},{},{}", csv_field(r.dtype), csv_field(r.device), r.check_status,
+  head += ",dtype,device,pdl,check,max_error,median_us,min_us,max_us,samples,bytes,gbps,pct_of_peak";
+  row += fmt::format(",{},{},{},{},{}", csv_field(r.dtype), csv_field(r.device), csv_field(r.pdl), r.check_status,
                      num(r.check.max_error));
   if (r.timing) {
     auto& t = *r.timing;

@@ -34,8 +34,7 @@ int run_family(Family& f, const CommonOpts& c) {
   r.op = std::string(f.command());
   r.variant_requested = c.variant;
   r.build = build_describe();
-  // "n/a" unless the family launches with a PDL choice: a family with a --pdl
-  // option sets "on" or "off" when it resolves the variant for the device.
+  // "n/a" on the CPU; a GPU run says what its launches did (Job::pdl()).
   r.pdl = "n/a";
 
   // An unknown name is an error on every machine, before any input is read:
@@ -47,6 +46,7 @@ int run_family(Family& f, const CommonOpts& c) {
   }
 
   std::unique_ptr<Job> job = f.prepare(c, r);
+  job->request_pdl(c.pdl == "on");
   const bool gpu = decide_gpu(c, r);
   if (!gpu || c.check) reference_with_progress(*job);
 
@@ -62,6 +62,7 @@ int run_family(Family& f, const CommonOpts& c) {
   } else {
     const auto [name, exact_order] = job->resolve(c.variant, device_caps());
     r.variant = name;
+    r.pdl = std::string(job->pdl());
     const int copies = c.bench ? rotation_copies(job->input_bytes(), c.cold) : 1;
     job->upload(copies);
     const std::string what = fmt::format("{} kernel ({})", r.op, r.variant);

@@ -11,9 +11,10 @@
 namespace moekit {
 namespace {
 
-// Options whose values never contain a comma: numbers, and variant names.
+// Options whose values never contain a comma: numbers, variant names and
+// the PDL mode (`--pdl on,off`).
 bool list_valued(const CLI::Option& o) {
-  if (o.check_name("--variant")) return true;
+  if (o.check_name("--variant") || o.check_name("--pdl")) return true;
   const std::string t = o.get_type_name();
   return t.rfind("INT", 0) == 0 || t.rfind("UINT", 0) == 0 || t.rfind("FLOAT", 0) == 0;
 }

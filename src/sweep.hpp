@@ -1,7 +1,8 @@
-// Sweeps: a kernel command whose numeric shape options (or --variant) hold
-// comma lists runs once per cell of their cartesian product. Generic over the
-// families: any option a family registers with a numeric type is list-valued,
-// so no family declares anything. See docs/regression.md.
+// Sweeps: a kernel command whose numeric shape options (or --variant, or
+// --pdl) hold comma lists runs once per cell of their cartesian product.
+// Generic over the families: any option a family registers with a numeric
+// type is list-valued, so no family declares anything; of the text options
+// only those two (whose values never hold a comma) are. See docs/regression.md.
 #pragma once
 
 #include <string>

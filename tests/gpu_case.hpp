@@ -124,18 +124,23 @@ class Workspace {
   std::size_t bytes_;
 };
 
-// Runs `launch` (a variant's launch on the default stream) and waits for it.
-// Returns "" on success, else what went wrong: the status the launch returned,
-// an error it left pending without returning it, or one the kernels raised.
+// Runs `launch` (a variant's launch on the default stream) `times` times
+// back to back, then waits. Returns "" on success, else what went wrong: the
+// status a launch returned, an error it left pending without returning it, or
+// one the kernels raised. With times = 2 and a problem whose pdl is set, the
+// second launch may start while the first finishes (programmatic dependent
+// launch): its kernels must wait before touching what the first one writes.
 template <class Launch>
-std::string launch_and_sync(const Launch& launch) {
+std::string launch_and_sync(const Launch& launch, int times = 1) {
   try {
-    if constexpr (std::is_void_v<std::invoke_result_t<const Launch&>>) {
-      launch();
-    } else {
-      cuda_check(static_cast<int>(launch()), "launch (status it returned)");
+    for (int i = 0; i < times; ++i) {
+      if constexpr (std::is_void_v<std::invoke_result_t<const Launch&>>) {
+        launch();
+      } else {
+        cuda_check(static_cast<int>(launch()), "launch (status it returned)");
+      }
+      cuda_check_last("launch (error left pending)");
     }
-    cuda_check_last("launch (error left pending)");
     cuda_sync("kernel");
   } catch (const std::exception& e) {
     return e.what();

@@ -123,7 +123,11 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
     opt.samples = 30;
     opt.launches_per_graph = 5;
   }
-  const std::string auto_pick(act::pick_auto(p).info.name);
+  // Every variant launches as its name says (p.pdl false: spread and flat
+  // without PDL); auto picks as the CLI does by default (--pdl on).
+  Problem with_pdl = p;
+  with_pdl.pdl = device_caps().pdl;
+  const std::string auto_pick(act::pick_auto(with_pdl).info.name);
   for (const auto& v : vs) {
     bench::Record rec;
     rec.table = table;

@@ -266,7 +266,7 @@ cudaError_t launch_onepass_as(const Setup& su, int copy, cudaStream_t s, const a
   const ad::Args a = ad::make_args(su.p, su.buffers(copy));
   unsigned* ws = static_cast<unsigned*>(su.buffers(copy).workspace);
   const auto go = [&](auto kernel) {
-    return prim::launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, false, a, ws, pl.chunk);
+    return prim::launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, false, false, a, ws, pl.chunk);
   };
   switch (pl.loads) {
     case 1: return go(ad::onepass_kernel<std::int32_t, 1>);

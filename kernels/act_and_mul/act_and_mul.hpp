@@ -21,6 +21,11 @@ struct Problem {
   std::int64_t d = 0;       // output width; input rows are 2*d wide
   DType dtype = DType::bf16;
   Activation act = Activation::silu;
+  // Launch with programmatic dependent launch (sm_90+; primitives/pdl.cuh):
+  // set only where the device has it (DeviceCaps::pdl). The plain variants
+  // follow it (spread and flat then launch exactly as spread-pdl and
+  // flat-pdl do); spread-pdl and flat-pdl always launch with PDL.
+  bool pdl = false;
 };
 
 struct Buffers {
@@ -38,5 +43,9 @@ const Variant& pick_auto(const Problem& p);
 const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
 std::span<const AutoRow<Problem>> auto_rows();  // the table itself (docs, tests)
 std::string auto_rule();                        // generated from auto_rows()
+// Whether v's launches for p carry the PDL attribute: p.pdl, or always for
+// spread-pdl and flat-pdl (the attribute does nothing where the device has
+// no PDL).
+bool launches_with_pdl(const Variant& v, const Problem& p);
 
 }  // namespace moekit::act

@@ -68,6 +68,7 @@ __device__ __forceinline__ void pdl_end() {
 template <class T, Activation A, bool kWide>
 __global__ void scalar_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t n,
                               std::int64_t d) {
+  prim::pdl_wait();  // no-op unless launched with PDL (Problem::pdl)
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -78,6 +79,7 @@ __global__ void scalar_kernel(const T* __restrict__ in, T* __restrict__ out, std
     const T* row = in + t * 2 * d;
     out[i] = Dtype<T>::from_float(act_mul<A>(load_float(row + j), load_float(row + d + j)));
   }
+  prim::pdl_launch_dependents();  // one block per 256 elements: (a grid of many waves: as each block finishes, primitives/pdl.cuh)
 }
 
 // ---- vectorized: one block per token ---------------------------------------------
@@ -93,6 +95,7 @@ __global__ void __launch_bounds__(1024, 2) row_block_kernel(const T* __restrict_
                                                                  std::int64_t tokens, std::int64_t d, bool aligned) {
   constexpr int V = Vec16<T>::kSize;
   const std::int64_t stride = blockDim.x;
+  prim::pdl_wait();  // no-op unless launched with PDL (Problem::pdl)
   for (std::int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const T* x = in + t * 2 * d;
     const T* y = x + d;
@@ -118,6 +121,7 @@ __global__ void __launch_bounds__(1024, 2) row_block_kernel(const T* __restrict_
       }
     }
   }
+  prim::pdl_launch_dependents();  // one block per token: (a grid of many waves: as each block finishes, primitives/pdl.cuh)
 }
 
 // ---- flat: one grid over all N-element output vectors --------------------------

@@ -51,9 +51,7 @@ bool empty(const Problem& p) { return p.tokens <= 0 || p.d <= 0; }
 
 template <class Kernel, class... Args>
 cudaError_t launch_plain(bool pdl, Kernel kernel, unsigned grid, unsigned block, Stream s, Args... args) {
-  if (pdl) return prim::launch_ex(kernel, dim3(grid), dim3(block), 0, s, prim::LaunchAttrs{true, false}, args...);
-  kernel<<<grid, block, 0, s>>>(args...);
-  return cudaGetLastError();
+  return prim::launch_ex(kernel, dim3(grid), dim3(block), 0, s, prim::LaunchAttrs{pdl, false}, args...);
 }
 
 // ---- scalar ------------------------------------------------------------------
@@ -65,12 +63,8 @@ LaunchStatus launch_scalar(const Problem& p, const Buffers& b, Stream s) {
     const unsigned grid = clamp_grid(ceil_div<std::int64_t>(n, kBlock));
     auto in = static_cast<const T*>(b.input);
     auto out = static_cast<T*>(b.out);
-    if (n < kU32Limit) {
-      detail::scalar_kernel<T, A, false><<<grid, kBlock, 0, s>>>(in, out, n, p.d);
-    } else {
-      detail::scalar_kernel<T, A, true><<<grid, kBlock, 0, s>>>(in, out, n, p.d);
-    }
-    return cudaGetLastError();
+    if (n < kU32Limit) return launch_plain(p.pdl, detail::scalar_kernel<T, A, false>, grid, kBlock, s, in, out, n, p.d);
+    return launch_plain(p.pdl, detail::scalar_kernel<T, A, true>, grid, kBlock, s, in, out, n, p.d);
   });
 }
 
@@ -82,9 +76,8 @@ LaunchStatus launch_vectorized(const Problem& p, const Buffers& b, Stream s) {
     // One thread per vector of the row, at most 1024.
     const unsigned block = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(p.d / V, 1024)));
     const unsigned grid = clamp_grid(p.tokens);
-    detail::row_block_kernel<T, A><<<grid, block, 0, s>>>(static_cast<const T*>(b.input), static_cast<T*>(b.out),
-                                                          p.tokens, p.d, rows_aligned(p, b, V, sizeof(T)));
-    return cudaGetLastError();
+    return launch_plain(p.pdl, detail::row_block_kernel<T, A>, grid, block, s, static_cast<const T*>(b.input),
+                        static_cast<T*>(b.out), p.tokens, p.d, rows_aligned(p, b, V, sizeof(T)));
   });
 }
 
@@ -130,7 +123,9 @@ cudaError_t launch_flat_grid(const Problem& p, const Buffers& b, Stream s) {
 }
 
 // flat: 16-byte vectors, one per thread, 256 threads: the bandwidth layout.
+// With p.pdl it launches as flat-pdl.
 LaunchStatus launch_flat(const Problem& p, const Buffers& b, Stream s) {
+  if (p.pdl) return launch_flat_grid<0, 256, detail::kPdlLate>(p, b, s);
   return launch_flat_grid<0, 256, detail::kPdlNone>(p, b, s);
 }
 // flat-pdl: flat, launched with PDL; dependents may launch only as blocks finish.
@@ -138,9 +133,9 @@ LaunchStatus launch_flat_pdl(const Problem& p, const Buffers& b, Stream s) {
   return launch_flat_grid<0, 256, detail::kPdlLate>(p, b, s);
 }
 // spread: 2 elements per thread (4-byte loads for 16-bit types), 128 threads:
-// many short threads so that a single row covers the chip and each thread's
-// math chain is short.
+// math chain is short. With p.pdl it launches as spread-pdl.
 LaunchStatus launch_spread(const Problem& p, const Buffers& b, Stream s) {
+  if (p.pdl) return launch_flat_grid<kSpreadElemsPerThread, kSpreadThreads, detail::kPdlEarly>(p, b, s);
   return launch_flat_grid<kSpreadElemsPerThread, kSpreadThreads, detail::kPdlNone>(p, b, s);
 }
 LaunchStatus launch_spread_pdl(const Problem& p, const Buffers& b, Stream s) {
@@ -170,31 +165,32 @@ const std::array<Variant, 6> kVariants{{
       "many SMs and each thread's math chain is short"},
      false, spread_limits, any_shape, no_workspace, launch_spread},
     {{"spread-pdl",
-      "spread launched with Hopper programmatic dependent launch (overlaps the previous kernel's tail; "
-      "no effect before sm_90)"},
+      "spread launched with Hopper programmatic dependent launch whatever --pdl says (overlaps the previous "
+      "kernel's tail; no effect before sm_90); plain spread launches so with --pdl on"},
      false, any_limits, any_shape, no_workspace, launch_spread_pdl},
     {{"flat-pdl",
-      "flat launched with Hopper programmatic dependent launch; the next grid may launch only as this "
-      "one's blocks finish, so its launch overlaps this grid's tail without taking SM slots it needs "
-      "(no effect before sm_90)"},
+      "flat launched with Hopper programmatic dependent launch whatever --pdl says; the next grid may launch "
+      "only as this one's blocks finish, so its launch overlaps this grid's tail without taking SM slots it "
+      "needs (no effect before sm_90); plain flat launches so with --pdl on"},
      false, any_limits, any_shape, no_workspace, launch_flat_pdl},
 }};
 
 // Latency-bound up to one wave of spread blocks (act_and_mul/policy.hpp).
 bool small(const Problem& p, const DeviceCaps& caps) { return p.tokens * p.d <= small_max_outputs(caps); }
-bool small_pdl(const Problem& p, const DeviceCaps& caps) { return caps.pdl && small(p, caps); }
-bool has_pdl(const Problem&, const DeviceCaps& caps) { return caps.pdl; }
+// p.pdl: --pdl on and the device has PDL (the job sets it from DeviceCaps::pdl).
+bool small_pdl(const Problem& p, const DeviceCaps& caps) { return p.pdl && small(p, caps); }
+bool has_pdl(const Problem& p, const DeviceCaps&) { return p.pdl; }
 
 // flat-pdl measured no slower than flat in any bandwidth-bound cell on the
 // H100 and up to 9% faster at 128-1024 tokens (its launch overlaps the
-// previous grid's tail); without PDL hardware it is flat.
+// previous grid's tail); without PDL (--pdl off, or no PDL hardware) it is flat.
 const std::array<AutoRow<Problem>, 4> kAutoRows = {{
     {"spread-pdl",
      "tokens*d <= one wave of spread outputs (2 x 128 x policy.spread_blocks_per_sm x SMs, down to a "
-     "power of two: latency-bound) and PDL (sm_90+)",
+     "power of two: latency-bound) and PDL (--pdl on, sm_90+)",
      small_pdl},
     {"spread", "tokens*d <= one wave of spread outputs", small},
-    {"flat-pdl", "PDL (sm_90+; bandwidth-bound)", has_pdl},
+    {"flat-pdl", "PDL (--pdl on, sm_90+; bandwidth-bound)", has_pdl},
     {"flat", "", nullptr},
 }};
 
@@ -212,5 +208,9 @@ const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
 std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
 
 std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
+
+bool launches_with_pdl(const Variant& v, const Problem& p) {
+  return p.pdl || v.launch == launch_spread_pdl || v.launch == launch_flat_pdl;
+}
 
 }  // namespace moekit::act

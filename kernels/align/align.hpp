@@ -67,6 +67,10 @@ struct Problem {
   std::int64_t max_num_blocks = 0;         // length of expert_ids
   Invalid invalid = Invalid::reject;       // kernels treat reject as drop
   MapSemantics map_semantics = MapSemantics::local;
+  // Launch every kernel with programmatic dependent launch (sm_90+;
+  // primitives/pdl.cuh): the launch may overlap the previous kernel's tail.
+  // The caller sets it only where the device has PDL (DeviceCaps::pdl).
+  bool pdl = false;
 };
 
 // Device pointers. Without launch_ep, ids outside [0, E) (after the map) and

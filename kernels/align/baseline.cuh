@@ -10,6 +10,8 @@
 namespace moekit::align::detail {
 
 __global__ void fill_sorted_scalar_kernel(Args a) {
+  prim::pdl_wait();  // the previous kernel may still read sorted_token_ids
+  prim::pdl_launch_dependents();
   fill_range_scalar(a.sorted, 0, a.max_padded, a.numel,
                     static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
                     static_cast<std::int64_t>(gridDim.x) * blockDim.x);
@@ -20,6 +22,8 @@ template <class IdT>
 __global__ void baseline_count_kernel(Args a, int* __restrict__ cursor) {
   extern __shared__ int cs[];
   const int t = threadIdx.x, nt = blockDim.x, E = a.num_experts;
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
   for (int e = t; e < E; e += nt) cs[e] = 0;
   __syncthreads();
   for (std::int64_t i = t; i < a.numel; i += nt) {

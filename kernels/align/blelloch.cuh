@@ -23,6 +23,8 @@ __global__ void blelloch_count_kernel(Args a, int* __restrict__ cursor, int scan
   int* buf = sm;
   int* prefix = sm + scan_size;
   const int t = threadIdx.x, nt = blockDim.x, E = a.num_experts;
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
   fill_range(a.sorted, 0, a.max_padded, a.numel, t, nt);
   for (int e = t; e < scan_size; e += nt) buf[e] = 0;
   __syncthreads();

@@ -13,6 +13,7 @@
 #include "primitives/block_scan.cuh"
 #include "primitives/fill.cuh"
 #include "primitives/lane_mask.cuh"
+#include "primitives/pdl.cuh"
 #include "primitives/vec_io.cuh"
 #include "primitives/warp_peers.cuh"
 #include "primitives/warp_scan.cuh"

@@ -10,7 +10,9 @@
 #include "align/align.hpp"
 #include "align/common.cuh"
 #include "align/ep.cuh"
+#include "align/host_util.cuh"
 #include "common/cuda_check.cuh"
+#include "primitives/launch.cuh"
 
 namespace moekit::align {
 namespace {
@@ -67,21 +69,21 @@ LaunchStatus launch_ep(const Variant& v, const Problem& p, const Buffers& b, Str
       Problem mp = p;
       if (p.map_semantics == MapSemantics::vllm) mp.map_size = 0;
       const detail::Args a = detail::make_args(mp, b);
-      if (p.ids_int64)
-        detail::ep_group_kernel<std::int64_t><<<pass_grid(p.numel), kPassThreads, 0, s>>>(a, bucket, groups);
-      else
-        detail::ep_group_kernel<std::int32_t><<<pass_grid(p.numel), kPassThreads, 0, s>>>(a, bucket, groups);
-      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+      const cudaError_t e =
+          p.ids_int64 ? prim::launch_ex(detail::ep_group_kernel<std::int64_t>, pass_grid(p.numel), kPassThreads, 0,
+                                        s, detail::launch_attrs(p), a, bucket, groups)
+                      : prim::launch_ex(detail::ep_group_kernel<std::int32_t>, pass_grid(p.numel), kPassThreads, 0,
+                                        s, detail::launch_attrs(p), a, bucket, groups);
+      if (e != cudaSuccess) return e;
     }
     vb.topk_ids = groups;
   }
   if (const LaunchStatus e = v.launch(vp, vb, stream); e != 0) return e;
   if (p.max_num_blocks == 0) return cudaSuccess;
   const std::int32_t* map = vllm_map(p) ? b.expert_map : nullptr;
-  detail::ep_relabel_kernel<<<pass_grid(p.max_num_blocks), kPassThreads, 0, s>>>(
-      b.expert_ids, b.num_tokens_post_pad, p.block_size, static_cast<std::int32_t>(p.max_num_blocks), bucket, map,
-      map != nullptr ? p.map_size : 0);
-  return cudaGetLastError();
+  return prim::launch_ex(detail::ep_relabel_kernel, pass_grid(p.max_num_blocks), kPassThreads, 0, s,
+                         detail::launch_attrs(p), b.expert_ids, b.num_tokens_post_pad, p.block_size,
+                         static_cast<std::int32_t>(p.max_num_blocks), bucket, map, map != nullptr ? p.map_size : 0);
 }
 
 }  // namespace moekit::align

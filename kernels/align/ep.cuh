@@ -18,6 +18,8 @@ namespace moekit::align::detail {
 // thread per step (coalesced; the variant that follows re-reads the groups).
 template <class IdT>
 __global__ void ep_group_kernel(Args a, std::int32_t bucket, std::int32_t* __restrict__ groups) {
+  prim::pdl_wait();  // the ids; groups the previous launch's variant may still read
+  prim::pdl_launch_dependents();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel;
        i += stride) {
@@ -33,6 +35,8 @@ __global__ void ep_group_kernel(Args a, std::int32_t bucket, std::int32_t* __res
 __global__ void ep_relabel_kernel(std::int32_t* __restrict__ eids, const std::int32_t* __restrict__ total,
                                   std::int32_t block_size, std::int32_t max_blocks, std::int32_t bucket,
                                   const std::int32_t* __restrict__ map, std::int32_t map_size) {
+  prim::pdl_wait();  // the variant's expert_ids and num_tokens_post_pad
+  prim::pdl_launch_dependents();
   const std::int64_t used = min(*total / block_size, max_blocks);
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < used; j += stride) {

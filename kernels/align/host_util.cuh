@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "align/align.hpp"
 #include "align/policy.hpp"
 #include "common/device.hpp"
 #include "primitives/launch.cuh"
@@ -49,6 +50,10 @@ inline cudaError_t blocks_per_sm(Kernel* kernel, int threads, std::size_t smem, 
   memo.emplace(key, *n);
   return cudaSuccess;
 }
+
+// The launch attributes of every align kernel: PDL when the problem asks
+// for it (primitives/pdl.cuh says where the kernels wait and trigger).
+inline prim::LaunchAttrs launch_attrs(const Problem& p) { return prim::LaunchAttrs{p.pdl, false}; }
 
 constexpr int kCountThreads = 1024;  // the counting block of the count-then-scatter variants
 

@@ -39,6 +39,8 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   __shared__ int s_total, s_distinct;
   const int t = threadIdx.x;
   const int n = a.numel;
+  prim::pdl_wait();  // the ids; the fill below overwrites rows the previous kernel may read
+  prim::pdl_launch_dependents();
   IdT raw = IdT(-1);
   if (t < n) raw = __ldg(static_cast<const IdT*>(a.ids) + t);
 
@@ -135,8 +137,7 @@ template <class IdT>
 inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, int chunk) {
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
   const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
-  micro_kernel<IdT><<<grid, kMicroThreads, 0, s>>>(make_args(p, bufs), chunk);
-  return cudaGetLastError();
+  return prim::launch_ex(micro_kernel<IdT>, grid, kMicroThreads, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
 }
 
 template <class IdT>

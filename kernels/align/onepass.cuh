@@ -110,6 +110,9 @@ __global__ void __launch_bounds__(1024)
   const int t = threadIdx.x, nt = blockDim.x;
   const int b = blockIdx.x, G = gridDim.x;
   int* C = reinterpret_cast<int*>(ws + kOnePassHeader);
+  // The ids, and the workspace the previous launch's last block clears.
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
 
   // 1. loads (coalesced per k), padding share, ranks.
   const bool aligned = ids_aligned16(a);
@@ -267,7 +270,7 @@ inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStr
   const Args a = make_args(p, bufs);
   unsigned* ws = static_cast<unsigned*>(bufs.workspace);
   const auto go = [&](auto kernel) {
-    return prim::launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, true, a, ws, pl.chunk);
+    return prim::launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, true, p.pdl, a, ws, pl.chunk);
   };
   switch (pl.loads) {
     case 1: return go(onepass_kernel<IdT, 1>);

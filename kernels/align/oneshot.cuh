@@ -47,6 +47,8 @@ __global__ void __launch_bounds__(kOneshotThreads) oneshot_kernel(Args a, int sl
   const int hi = min(lo + slots_per_block, a.numel);
 
   for (int e = t; e < E; e += nt) packed[e] = 0;
+  prim::pdl_wait();  // before the first id load
+  prim::pdl_launch_dependents();
   __syncthreads();
   // Counting: plain shared atomics (the hardware resolves same-address lanes;
   // no result is needed). All loads of a step are issued before any is used.
@@ -123,9 +125,8 @@ inline cudaError_t launch_oneshot(const Problem& p, const Buffers& bufs, cudaStr
   const Args a = make_args(p, bufs);
   const OneshotPlan pl = oneshot_plan(p);
   const std::size_t smem = oneshot_smem(p.num_experts);
-  if (const cudaError_t e = prim::opt_in_smem(oneshot_kernel<IdT>, smem); e != cudaSuccess) return e;
-  oneshot_kernel<IdT><<<pl.grid, kOneshotThreads, smem, s>>>(a, pl.slots_per_block);
-  return cudaGetLastError();
+  return prim::launch_with_smem(oneshot_kernel<IdT>, pl.grid, kOneshotThreads, smem, s, launch_attrs(p), a,
+                                pl.slots_per_block);
 }
 
 }  // namespace moekit::align::detail

@@ -57,6 +57,8 @@ __global__ void __launch_bounds__(1024)
 
   // ---- 1. per-warp histograms ------------------------------------------------
   for (int i = t; i < rows * E; i += nt) rowmem[i] = 0;
+  prim::pdl_wait();  // the ids, and H / tot the previous launch may still read
+  prim::pdl_launch_dependents();
   __syncthreads();
   if (w < rows) {
     for (std::int64_t base = wlo; base < whi; base += kWarp * V) {
@@ -209,7 +211,7 @@ inline cudaError_t launch_persistent(const Problem& p, const Buffers& bufs, cuda
   if (pl.status != cudaSuccess) return pl.status;
   int* H = static_cast<int*>(bufs.workspace);
   int* tot = H + static_cast<std::size_t>(pl.grid) * p.num_experts;
-  return prim::launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, true, a, H, tot,
+  return prim::launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, true, p.pdl, a, H, tot,
                                   pl.rows, pl.tile, pl.subtile);
 }
 

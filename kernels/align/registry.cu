@@ -141,15 +141,18 @@ template <class IdT>
 struct Baseline {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
+    const prim::LaunchAttrs at = launch_attrs(p);
     int* cursor = static_cast<int*>(b.workspace);
-    fill_sorted_scalar_kernel<<<clamp_grid(ceil_div<long long>(a.max_padded, 256), 1024), 256, 0,
-                                s>>>(a);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = prim::opt_in_smem(baseline_count_kernel<IdT>, smem); e != cudaSuccess) return e;
-    baseline_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    return launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = prim::launch_ex(fill_sorted_scalar_kernel,
+                                              clamp_grid(ceil_div<long long>(a.max_padded, 256), 1024), 256, 0, s,
+                                              at, a);
+        e != cudaSuccess)
+      return e;
+    if (const cudaError_t e = prim::launch_with_smem(baseline_count_kernel<IdT>, 1, kCountThreads, scan_smem(p), s,
+                                                     at, a, cursor);
+        e != cudaSuccess)
+      return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s, at);
   }
 };
 const char* baseline_na(const Problem& p, const DeviceCaps& caps) {
@@ -167,9 +170,8 @@ const char* small_batch_na(const Problem& p, const DeviceCaps&) {
 template <class IdT>
 struct SmallBatch {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    small_batch_kernel<IdT, 0><<<1, kSmallBatchThreads, small_batch_smem(p.num_experts), s>>>(
-        make_args(p, b));
-    return cudaGetLastError();
+    return prim::launch_ex(small_batch_kernel<IdT, 0>, 1, kSmallBatchThreads, small_batch_smem(p.num_experts), s,
+                           launch_attrs(p), make_args(p, b));
   }
 };
 
@@ -178,12 +180,13 @@ template <class IdT>
 struct Vecpad {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
+    const prim::LaunchAttrs at = launch_attrs(p);
     int* cursor = static_cast<int*>(b.workspace);
-    const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = prim::opt_in_smem(vecpad_count_kernel<IdT>, smem); e != cudaSuccess) return e;
-    vecpad_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    return launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e =
+            prim::launch_with_smem(vecpad_count_kernel<IdT>, 1, kCountThreads, scan_smem(p), s, at, a, cursor);
+        e != cudaSuccess)
+      return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s, at);
   }
 };
 
@@ -192,12 +195,13 @@ template <class IdT>
 struct Blelloch {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
+    const prim::LaunchAttrs at = launch_attrs(p);
     int* cursor = static_cast<int*>(b.workspace);
-    const std::size_t smem = blelloch_smem(p);
-    if (const cudaError_t e = prim::opt_in_smem(blelloch_count_kernel<IdT>, smem); e != cudaSuccess) return e;
-    blelloch_count_kernel<IdT><<<1, kCountThreads, smem, s>>>(a, cursor, next_pow2(p.num_experts));
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    return launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = prim::launch_with_smem(blelloch_count_kernel<IdT>, 1, kCountThreads, blelloch_smem(p),
+                                                     s, at, a, cursor, next_pow2(p.num_experts));
+        e != cudaSuccess)
+      return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s, at);
   }
 };
 const char* blelloch_na(const Problem& p, const DeviceCaps& caps) {
@@ -209,12 +213,13 @@ template <class IdT>
 struct Warpscan {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
+    const prim::LaunchAttrs at = launch_attrs(p);
     int* cursor = static_cast<int*>(b.workspace);
-    const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = prim::opt_in_smem(warpscan_count_kernel<IdT, false>, smem); e != cudaSuccess) return e;
-    warpscan_count_kernel<IdT, false><<<1, kCountThreads, smem, s>>>(a, cursor);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    return launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = prim::launch_with_smem(warpscan_count_kernel<IdT, false>, 1, kCountThreads,
+                                                     scan_smem(p), s, at, a, cursor);
+        e != cudaSuccess)
+      return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s, at);
   }
 };
 
@@ -223,17 +228,16 @@ template <class IdT>
 struct FillOverlap {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     const Args a = make_args(p, b);
-    if (small_batch_fits(p)) {  // one launch: fill threads + compute threads
-      small_batch_kernel<IdT, kOverlapFillThreads>
-          <<<1, kOverlapFillThreads + kSmallBatchThreads, small_batch_smem(p.num_experts), s>>>(a);
-      return cudaGetLastError();
-    }
+    const prim::LaunchAttrs at = launch_attrs(p);
+    if (small_batch_fits(p))  // one launch: fill threads + compute threads
+      return prim::launch_ex(small_batch_kernel<IdT, kOverlapFillThreads>, 1,
+                             kOverlapFillThreads + kSmallBatchThreads, small_batch_smem(p.num_experts), s, at, a);
     int* cursor = static_cast<int*>(b.workspace);
-    const std::size_t smem = scan_smem(p);
-    if (const cudaError_t e = prim::opt_in_smem(warpscan_count_kernel<IdT, true>, smem); e != cudaSuccess) return e;
-    warpscan_count_kernel<IdT, true><<<2, kCountThreads, smem, s>>>(a, cursor);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    return launch_scatter_atomic<IdT>(a, cursor, s);
+    if (const cudaError_t e = prim::launch_with_smem(warpscan_count_kernel<IdT, true>, 2, kCountThreads,
+                                                     scan_smem(p), s, at, a, cursor);
+        e != cudaSuccess)
+      return e;
+    return launch_scatter_atomic<IdT>(a, cursor, s, at);
   }
 };
 std::size_t fill_overlap_workspace(const Problem& p, const DeviceCaps& caps) {

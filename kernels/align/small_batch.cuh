@@ -32,6 +32,8 @@ __global__ void small_batch_kernel(Args a) {
   int* cnt = sm + E + 1;                    // (C + 1) x E; row r + 1 = thread r
   const bool filler = static_cast<int>(threadIdx.x) < kFillThreads;
   const int t = static_cast<int>(threadIdx.x) - kFillThreads;
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
 
   if constexpr (kFillThreads == 0) {
     fill_range_scalar(a.sorted, 0, a.max_padded, a.numel, threadIdx.x, blockDim.x);

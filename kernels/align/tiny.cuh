@@ -109,7 +109,9 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
   char* extra = reinterpret_cast<char*>(sm4) + ((sizeof(int) * ((n + 3) / 4 * 4 + 2 * E + 1) + 15) & ~std::size_t{15});
   const int t = threadIdx.x;
   Probe::mark(0);
-  Place::begin(pp, extra);
+  Place::begin(pp, extra);  // shared memory only
+  prim::pdl_wait();         // the ids (and, for Place, hidden) may come from the previous kernel
+  prim::pdl_launch_dependents();
 
   // 1. Rank every slot inside its expert. The first loads go out before the
   // counters are zeroed, so their latency overlaps the zeroing barrier.
@@ -341,18 +343,16 @@ inline const char* tiny_not_applicable(const Problem& p, const DeviceCaps& caps)
 
 template <class IdT, int kThreads, bool kWide>
 inline cudaError_t launch_tiny_as(const Args& a, const TinyPlan& pl, std::size_t smem,
-                                  cudaStream_t s) {
-  if (const cudaError_t e = prim::opt_in_smem(tiny_kernel<IdT, kThreads, kWide>, smem); e != cudaSuccess)
-    return e;
-  tiny_kernel<IdT, kThreads, kWide><<<pl.grid, kThreads, smem, s>>>(a, pl.chunk, TinyPlaceNone::Params{});
-  return cudaGetLastError();
+                                  cudaStream_t s, prim::LaunchAttrs at) {
+  return prim::launch_with_smem(tiny_kernel<IdT, kThreads, kWide>, pl.grid, kThreads, smem, s, at, a, pl.chunk,
+                                TinyPlaceNone::Params{});
 }
 
 template <class IdT, int kThreads>
 inline cudaError_t launch_tiny_threads(const Args& a, const TinyPlan& pl, std::size_t smem,
-                                       cudaStream_t s) {
-  if (a.numel > kTinyNarrow * kThreads) return launch_tiny_as<IdT, kThreads, true>(a, pl, smem, s);
-  return launch_tiny_as<IdT, kThreads, false>(a, pl, smem, s);
+                                       cudaStream_t s, prim::LaunchAttrs at) {
+  if (a.numel > kTinyNarrow * kThreads) return launch_tiny_as<IdT, kThreads, true>(a, pl, smem, s, at);
+  return launch_tiny_as<IdT, kThreads, false>(a, pl, smem, s, at);
 }
 
 template <class IdT>
@@ -360,10 +360,11 @@ inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream
                                const TinyPlan& pl) {
   const Args a = make_args(p, bufs);
   const std::size_t smem = tiny_smem(p.numel, p.num_experts);
+  const prim::LaunchAttrs at = launch_attrs(p);
   switch (pl.threads) {
-    case 512: return launch_tiny_threads<IdT, 512>(a, pl, smem, s);
-    case 1024: return launch_tiny_threads<IdT, 1024>(a, pl, smem, s);
-    default: return launch_tiny_threads<IdT, 256>(a, pl, smem, s);
+    case 512: return launch_tiny_threads<IdT, 512>(a, pl, smem, s, at);
+    case 1024: return launch_tiny_threads<IdT, 1024>(a, pl, smem, s, at);
+    default: return launch_tiny_threads<IdT, 256>(a, pl, smem, s, at);
   }
 }
 

@@ -5,9 +5,13 @@
 //   count  (G blocks): each warp histograms its contiguous sub-tile into its
 //          own shared row (shared atomics; 16-byte id loads, 4 in flight per
 //          lane); the block's totals go to H[block][e]. It lets the next
-//          kernel launch at once.
-//   place  (G blocks, launched early through PDL): recomputes the same rows
-//          for its tile WHILE `count` still runs, then waits for it
+//          kernel launch at once (once its own grid dependency is met: with
+//          Problem::pdl `count` itself overlaps the previous kernel, and waits
+//          for it before touching the ids or H).
+//   place  (G blocks, launched early through PDL whatever Problem::pdl
+//          says): recomputes the same rows for its tile WHILE `count` still
+//          runs (safe: `count` triggers only after its own wait, so whatever
+//          wrote the ids has completed; primitives/pdl.cuh), then waits for it
 //          (griddepcontrol.wait), reads the whole G x E table (G is capped so
 //          that this stays small) into per-expert totals and "before me" sums,
 //          scans the E padded totals, writes its share of padding rows, tail
@@ -38,7 +42,10 @@ template <class IdT, bool kPlace>
 __global__ void __launch_bounds__(1024)
     twopass_kernel(Args a, int* __restrict__ H, int rows, std::int64_t tile,
                    std::int64_t subtile) {
-  if constexpr (!kPlace) pdl_launch_dependents();  // `place` may start its own counting now
+  if constexpr (!kPlace) {
+    prim::pdl_wait();        // the ids, and H the previous launch's `place` may still read
+    pdl_launch_dependents();  // `place` may start its own counting now
+  }
   extern __shared__ int sm[];
   const int E = a.num_experts;
   int* rowmem = sm;
@@ -77,6 +84,7 @@ __global__ void __launch_bounds__(1024)
     return;
   } else {
     prim::pdl_wait();  // `count` has finished and its H is visible
+    pdl_launch_dependents();
     const int GE = G * E;
     for (int i = t; i < GE; i += nt) {
       const int k = i / E, e = i - k * E;
@@ -186,9 +194,10 @@ inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStr
     return e;
   if (const cudaError_t e = prim::opt_in_smem(twopass_kernel<IdT, true>, pl.smem_place); e != cudaSuccess)
     return e;
-  twopass_kernel<IdT, false><<<pl.grid, pl.threads, pl.smem_count, s>>>(a, H, pl.rows, pl.tile,
-                                                                       pl.subtile);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (const cudaError_t e = prim::launch_ex(twopass_kernel<IdT, false>, dim3(pl.grid), dim3(pl.threads),
+                                            pl.smem_count, s, launch_attrs(p), a, H, pl.rows, pl.tile, pl.subtile);
+      e != cudaSuccess)
+    return e;
   return prim::launch_ex(twopass_kernel<IdT, true>, dim3(pl.grid), dim3(pl.threads), pl.smem_place, s,
                          prim::LaunchAttrs{true, false}, a, H, pl.rows, pl.tile, pl.subtile);
 }

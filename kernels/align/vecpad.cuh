@@ -13,6 +13,8 @@ template <class IdT>
 __global__ void vecpad_count_kernel(Args a, int* __restrict__ cursor) {
   extern __shared__ int cs[];
   const int t = threadIdx.x, nt = blockDim.x, E = a.num_experts;
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
   // The scatter kernel runs after this one, so padding everything first is safe.
   fill_range(a.sorted, 0, a.max_padded, a.numel, t, nt);
   for (int e = t; e < E; e += nt) cs[e] = 0;

@@ -17,6 +17,8 @@ __global__ void warpscan_count_kernel(Args a, int* __restrict__ cursor) {
   extern __shared__ int cs[];
   __shared__ int warp_sums[kWarp + 1];
   const int t = threadIdx.x, nt = blockDim.x, E = a.num_experts;
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
   if constexpr (kFillBlock) {
     if (blockIdx.x == 1) {
       fill_range(a.sorted, 0, a.max_padded, a.numel, t, nt);

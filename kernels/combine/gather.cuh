@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "primitives/pdl.cuh"
+
 namespace moekit::combine::detail {
 
 __device__ __forceinline__ float load_f32(const float* p) { return *p; }
@@ -29,6 +31,7 @@ __global__ void gather_combine_kernel(const T* __restrict__ x, const std::int32_
                                       std::int64_t hidden, float scaling) {
   __shared__ std::int32_t rows[kMaxTopk];
   __shared__ float wt[kMaxTopk];
+  prim::pdl_wait();  // expert_out, inverse and weights; out the previous kernel may still read
   for (std::int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     __syncthreads();  // the previous token's rows are no longer read
     for (int j = threadIdx.x; j < topk; j += blockDim.x) {
@@ -58,6 +61,7 @@ __global__ void gather_combine_kernel(const T* __restrict__ x, const std::int32_
       for (int v = 0; v < kVec; ++v) store(out + t * hidden + c + v, __fmul_rn(acc[v], scaling));
     }
   }
+  prim::pdl_launch_dependents();  // one block per token: (a grid of many waves: as each block finishes, primitives/pdl.cuh)
 }
 
 }  // namespace moekit::combine::detail

@@ -15,12 +15,15 @@
 #include "combine/slices.cuh"
 #include "combine/tma.cuh"
 #include "common/cuda_check.cuh"
+#include "primitives/launch.cuh"
 #include "primitives/smem.cuh"
 
 namespace moekit::combine {
 namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+prim::LaunchAttrs attrs(const Problem& p) { return prim::LaunchAttrs{p.pdl, false}; }
 
 template <class T>
 cudaError_t launch_typed(const Problem& p, const Buffers& b, Stream s) {
@@ -33,12 +36,10 @@ cudaError_t launch_typed(const Problem& p, const Buffers& b, Stream s) {
       static_cast<unsigned>(std::clamp<std::int64_t>((p.hidden / per_thread + 31) / 32 * 32, 32, 512));
   const unsigned grid = clamp_grid(p.tokens);
   if (vec)
-    detail::gather_combine_kernel<T, V><<<grid, threads, 0, s>>>(x, b.inverse, b.weights, out, p.tokens, p.topk,
-                                                                 p.hidden, p.scaling);
-  else
-    detail::gather_combine_kernel<T, 1><<<grid, threads, 0, s>>>(x, b.inverse, b.weights, out, p.tokens, p.topk,
-                                                                 p.hidden, p.scaling);
-  return cudaGetLastError();
+    return prim::launch_ex(detail::gather_combine_kernel<T, V>, grid, threads, 0, s, attrs(p), x, b.inverse,
+                           b.weights, out, p.tokens, p.topk, p.hidden, p.scaling);
+  return prim::launch_ex(detail::gather_combine_kernel<T, 1>, grid, threads, 0, s, attrs(p), x, b.inverse, b.weights,
+                         out, p.tokens, p.topk, p.hidden, p.scaling);
 }
 
 // The element type behind p.dtype, for one launcher template.
@@ -76,10 +77,9 @@ struct Slices {
     const DeviceCaps& caps = device_caps();
     const unsigned grid = clamp_grid(
         std::min<std::int64_t>(p.tokens * slices, std::int64_t{policy_for(caps).slices_blocks_per_sm} * caps.sm_count));
-    detail::slices_combine_kernel<T, kVec, kCols><<<grid, detail::kSliceThreads, 0, s>>>(
-        static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out), p.tokens, p.topk, p.hidden,
-        slices, p.scaling);
-    return cudaGetLastError();
+    return prim::launch_ex(detail::slices_combine_kernel<T, kVec, kCols>, grid, detail::kSliceThreads, 0, s, attrs(p),
+                           static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out), p.tokens,
+                           p.topk, p.hidden, slices, p.scaling);
   }
   static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
     constexpr int V = static_cast<int>(16 / sizeof(T));
@@ -113,11 +113,9 @@ struct Tma {
     const Policy& pol = policy_for(caps);
     const unsigned grid =
         clamp_grid(std::min<std::int64_t>(p.tokens * segs, std::int64_t{pol.tma_blocks_per_sm} * caps.sm_count));
-    if (const cudaError_t e = prim::opt_in_smem(detail::tma_combine_kernel<T>, smem); e != cudaSuccess) return e;
-    detail::tma_combine_kernel<T><<<grid, detail::kTmaThreads, smem, s>>>(
-        static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out), p.tokens, p.topk,
-        p.hidden, seg, segs, p.scaling);
-    return cudaGetLastError();
+    return prim::launch_with_smem(detail::tma_combine_kernel<T>, grid, detail::kTmaThreads, smem, s, attrs(p),
+                                  static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out),
+                                  p.tokens, p.topk, p.hidden, seg, segs, p.scaling);
   }
 };
 
@@ -151,22 +149,30 @@ struct Scatter {
     if (cudaError_t e = cudaMemsetAsync(acc, 0, std::size_t(n) * 4, s); e != cudaSuccess) return e;
     const int sms = std::max(device_caps().sm_count, 1);
     const std::int64_t slots = p.tokens * p.topk;
-    detail::row_slots_kernel<<<clamp_grid(std::min<std::int64_t>(ceil_div<std::int64_t>(slots, 256), 4 * sms)), 256,
-                               0, s>>>(b.inverse, slots, row_slot);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    // Right after the memsets: without the attribute (a memset node cannot be
+    // a programmatic predecessor, primitives/pdl.cuh); the kernels after it
+    // launch with PDL when asked.
+    if (cudaError_t e = prim::launch_ex(detail::row_slots_kernel,
+                                        clamp_grid(std::min<std::int64_t>(ceil_div<std::int64_t>(slots, 256), 4 * sms)),
+                                        256, 0, s, prim::LaunchAttrs{}, b.inverse, slots, row_slot);
+        e != cudaSuccess)
+      return e;
     if (p.rows > 0) {
       auto x = static_cast<const T*>(b.expert_out);
       const unsigned threads = static_cast<unsigned>(std::clamp<std::int64_t>((p.hidden / 4 + 31) / 32 * 32, 32, 256));
       const unsigned grid = clamp_grid(std::min<std::int64_t>(p.rows, 8 * std::int64_t{sms}));
-      if (p.hidden % 4 == 0)
-        detail::scatter_rows_kernel<T, 4><<<grid, threads, 0, s>>>(x, row_slot, b.weights, acc, p.rows, p.topk, p.hidden);
-      else
-        detail::scatter_rows_kernel<T, 1><<<grid, threads, 0, s>>>(x, row_slot, b.weights, acc, p.rows, p.topk, p.hidden);
-      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+      const std::int32_t* map = row_slot;
+      const cudaError_t e =
+          p.hidden % 4 == 0
+              ? prim::launch_ex(detail::scatter_rows_kernel<T, 4>, grid, threads, 0, s, attrs(p), x, map, b.weights,
+                                acc, p.rows, p.topk, p.hidden)
+              : prim::launch_ex(detail::scatter_rows_kernel<T, 1>, grid, threads, 0, s, attrs(p), x, map, b.weights,
+                                acc, p.rows, p.topk, p.hidden);
+      if (e != cudaSuccess) return e;
     }
-    detail::finish_kernel<T><<<clamp_grid(std::min<std::int64_t>(ceil_div<std::int64_t>(n, 256), 8 * sms)), 256, 0, s>>>(
-        acc, static_cast<T*>(b.out), n, p.scaling);
-    return cudaGetLastError();
+    return prim::launch_ex(detail::finish_kernel<T>,
+                           clamp_grid(std::min<std::int64_t>(ceil_div<std::int64_t>(n, 256), 8 * sms)), 256, 0, s,
+                           attrs(p), static_cast<const float*>(acc), static_cast<T*>(b.out), n, p.scaling);
   }
 };
 std::string any_limits(const DeviceCaps&) { return "any (inverse one-to-one, as permute writes it)"; }

@@ -18,6 +18,8 @@ namespace moekit::combine::detail {
 // row_slot[inverse[s]] = s for every kept slot (row_slot starts at -1).
 __global__ void row_slots_kernel(const std::int32_t* __restrict__ inverse, std::int64_t slots,
                                  std::int32_t* __restrict__ row_slot) {
+  prim::pdl_wait();  // launched after a memset, without the attribute: no-op then (pdl.cuh)
+  prim::pdl_launch_dependents();
   for (std::int64_t s = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; s < slots;
        s += std::int64_t(gridDim.x) * blockDim.x) {
     const std::int32_t r = inverse[s];
@@ -31,6 +33,8 @@ template <class T, int kVec>
 __global__ void scatter_rows_kernel(const T* __restrict__ x, const std::int32_t* __restrict__ row_slot,
                                     const float* __restrict__ w, float* __restrict__ acc, std::int64_t rows,
                                     int topk, std::int64_t hidden) {
+  prim::pdl_wait();  // row_slot from row_slots_kernel
+  prim::pdl_launch_dependents();
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const std::int32_t s = row_slot[r];
     if (s < 0) continue;
@@ -57,6 +61,8 @@ __global__ void scatter_rows_kernel(const T* __restrict__ x, const std::int32_t*
 
 template <class T>
 __global__ void finish_kernel(const float* __restrict__ acc, T* __restrict__ out, std::int64_t n, float scaling) {
+  prim::pdl_wait();  // the accumulators
+  prim::pdl_launch_dependents();
   for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += std::int64_t(gridDim.x) * blockDim.x)
     store(out + i, __fmul_rn(acc[i], scaling));

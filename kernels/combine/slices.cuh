@@ -40,6 +40,8 @@ __global__ void __launch_bounds__(kSliceThreads)
   constexpr std::int64_t kStride = std::int64_t{kSliceThreads} * kVec;  // between a thread's columns
   __shared__ std::int32_t rows[kMaxTopk];
   __shared__ float wt[kMaxTopk];
+  prim::pdl_wait();  // expert_out, inverse and weights; out the previous kernel may still read
+  prim::pdl_launch_dependents();
   for (std::int64_t it = blockIdx.x; it < tokens * slices; it += gridDim.x) {
     const std::int64_t t = it / slices;
     const std::int64_t c0 = (it - t * slices) * kStride * kCols + std::int64_t(threadIdx.x) * kVec;

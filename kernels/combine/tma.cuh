@@ -32,6 +32,8 @@ __global__ void __launch_bounds__(kTmaThreads)
   __shared__ float wt[kMaxTopk];
   const T* stage = reinterpret_cast<const T*>(buf);
   if (threadIdx.x == 0) prim::bulk_barrier_init(&bar);
+  prim::pdl_wait();  // expert_out, inverse and weights; out the previous kernel may still read
+  prim::pdl_launch_dependents();
   unsigned parity = 0;
   for (std::int64_t it = blockIdx.x; it < tokens * segs; it += gridDim.x) {
     const std::int64_t t = it / segs, c0 = (it - t * segs) * seg;

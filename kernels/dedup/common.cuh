@@ -9,6 +9,7 @@
 
 #include "dedup/dedup.hpp"
 #include "primitives/lane_mask.cuh"
+#include "primitives/pdl.cuh"
 #include "primitives/smem.cuh"
 #include "primitives/vec_io.cuh"
 #include "primitives/warp_scan.cuh"

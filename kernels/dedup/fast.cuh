@@ -367,7 +367,9 @@ template <int THREADS, int IPT, int RADIX_BITS, bool BITMAP, bool BUCKETS,
           template <int, int, int> class SORT = MatchRadixSort>
 __global__ void __launch_bounds__(THREADS) dedup_fast_kernel(const std::int32_t* __restrict__ in,
                                                              std::int32_t* __restrict__ out, int n) {
+  prim::pdl_wait();  // the indices; out the previous kernel may still read
   FastKernel<THREADS, IPT, RADIX_BITS, BITMAP, BUCKETS, SORT>::run(in, out, n);
+  prim::pdl_launch_dependents();  // one block per batch row: (a grid of many waves: as each block finishes, primitives/pdl.cuh)
 }
 
 }  // namespace moekit::dedup::detail

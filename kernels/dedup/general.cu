@@ -5,6 +5,7 @@
 #include "common/cuda_check.cuh"
 #include "dedup/general.cuh"
 #include "dedup/launchers.hpp"
+#include "primitives/launch.cuh"
 
 namespace moekit::dedup::detail {
 
@@ -61,16 +62,21 @@ LaunchStatus general_launch(const Problem& p, const Buffers& b, Stream stream) {
   auto* sorted = reinterpret_cast<std::uint32_t*>(base + l.sorted);
   auto* offsets = reinterpret_cast<int*>(base + l.offsets);
   const int n = static_cast<int>(p.row_len());
-  dedup_segment_offsets_kernel<<<clamp_grid(ceil_div<long long>(p.batch + 1LL, 256)), 256, 0, stream>>>(
-      offsets, p.batch, n);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  // The two kernels around CUB's sort launch with PDL when asked; the sort's
+  // own launches are CUB's (its kernels wait for the offsets as a stream
+  // would, and the unique pass waits for the sort in its pdl_wait()).
+  const prim::LaunchAttrs at{p.pdl, false};
+  if (const cudaError_t e = prim::launch_ex(dedup_segment_offsets_kernel,
+                                            clamp_grid(ceil_div<long long>(p.batch + 1LL, 256)), 256, 0, stream, at,
+                                            offsets, p.batch, n);
+      e != cudaSuccess)
+    return e;
   std::size_t temp_bytes = l.temp_bytes;
   if (const cudaError_t e = segmented_sort(base + l.temp, temp_bytes, p, b.indices, sorted, offsets, stream);
       e != cudaSuccess)
     return e;
-  dedup_unique_sorted_kernel<kThreads, kItems>
-      <<<clamp_grid(p.batch, 65536), kThreads, 0, stream>>>(sorted, b.out, p.batch, n);
-  return cudaGetLastError();
+  return prim::launch_ex(dedup_unique_sorted_kernel<kThreads, kItems>, clamp_grid(p.batch, 65536), kThreads, 0,
+                         stream, at, static_cast<const std::uint32_t*>(sorted), b.out, p.batch, n);
 }
 
 }  // namespace moekit::dedup::detail

@@ -13,6 +13,8 @@ namespace moekit::dedup::detail {
 
 // offsets[i] = i * n for i in [0, batch]: segment i is [offsets[i], offsets[i+1]).
 __global__ void dedup_segment_offsets_kernel(int* offsets, int batch, int n) {
+  prim::pdl_wait();  // the previous launch's sort may still read the offsets
+  prim::pdl_launch_dependents();
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i <= batch; i += gridDim.x * blockDim.x) offsets[i] = i * n;
 }
 
@@ -25,6 +27,7 @@ __global__ void __launch_bounds__(THREADS) dedup_unique_sorted_kernel(const std:
   using Scan = cub::BlockScan<int, THREADS>;
   __shared__ typename Scan::TempStorage scan;
   const int tid = static_cast<int>(threadIdx.x);
+  prim::pdl_wait();  // CUB's sort
 
   for (int b = blockIdx.x; b < batch; b += gridDim.x) {
     const std::uint32_t* seg = sorted + static_cast<std::int64_t>(b) * n;
@@ -58,6 +61,7 @@ __global__ void __launch_bounds__(THREADS) dedup_unique_sorted_kernel(const std:
     }
     for (std::int64_t i = written + tid; i < n; i += THREADS) out_row[i] = -1;
   }
+  prim::pdl_launch_dependents();  // up to 65536 blocks: (a grid of many waves: as each block finishes, primitives/pdl.cuh)
 }
 
 }  // namespace moekit::dedup::detail

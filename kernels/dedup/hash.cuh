@@ -76,7 +76,9 @@ struct HashKernel {
 template <int THREADS, int IPT>
 __global__ void __launch_bounds__(THREADS) dedup_hash_kernel(const std::int32_t* __restrict__ in,
                                                              std::int32_t* __restrict__ out, int n) {
+  prim::pdl_wait();  // the indices; out the previous kernel may still read
   HashKernel<THREADS, IPT>::run(in, out, n);
+  prim::pdl_launch_dependents();  // one block per batch row: (a grid of many waves: as each block finishes, primitives/pdl.cuh)
 }
 
 }  // namespace moekit::dedup::detail

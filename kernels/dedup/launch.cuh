@@ -8,6 +8,7 @@
 
 #include "dedup/common.cuh"
 #include "dedup/dedup.hpp"
+#include "primitives/launch.cuh"
 
 namespace moekit::dedup::detail {
 
@@ -15,10 +16,8 @@ template <auto Kernel, class Storage, int THREADS>
 inline cudaError_t launch_rows(const Problem& p, const Buffers& b, Stream stream) {
   if (p.batch <= 0) return cudaSuccess;
   constexpr std::size_t smem = sizeof(Storage);
-  if (const cudaError_t e = prim::opt_in_smem(Kernel, smem); e != cudaSuccess) return e;
-  Kernel<<<static_cast<unsigned>(p.batch), THREADS, smem, stream>>>(b.indices, b.out,
-                                                                    static_cast<int>(p.row_len()));
-  return cudaGetLastError();
+  return prim::launch_with_smem(Kernel, static_cast<unsigned>(p.batch), THREADS, smem, stream,
+                                prim::LaunchAttrs{p.pdl, false}, b.indices, b.out, static_cast<int>(p.row_len()));
 }
 
 }  // namespace moekit::dedup::detail

@@ -28,9 +28,13 @@ struct Problem {
   // the ids and weights are inputs. route.scaling is 1: the routed scaling
   // factor is applied once, by combine (combine.scaling).
   bool routed = false;
-  route::Problem route;      // when routed; route.pdl: launch it with PDL
+  route::Problem route;      // when routed
   permute::Problem permute;  // T, K, E, B, layout, row bytes
   combine::Problem combine;  // rows = permute's row capacity (expert_out = permuted)
+  // Every stage launches with programmatic dependent launch (sm_90+;
+  // primitives/pdl.cuh), so each overlaps the previous stage's tail: set only
+  // where the device has it. The stages' own pdl fields are not read.
+  bool pdl = false;
 };
 
 // Device pointers.

@@ -136,15 +136,19 @@ LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s
   const Slices sl = slices(p, caps);
   switch (st) {
     case Stage::route: {
+      route::Problem rp = p.route;
+      rp.pdl = p.pdl;
       route::Buffers rb;
       rb.logits = b.logits;
       rb.bias = b.bias;
       rb.topk_ids = b.topk_ids;
       rb.topk_weights = b.topk_weights;
       rb.workspace = slice(b.workspace, sl, 0);
-      return route_pick(p, caps).launch(p.route, rb, s);
+      return route_pick(p, caps).launch(rp, rb, s);
     }
     case Stage::permute: {
+      permute::Problem pp = p.permute;
+      pp.pdl = p.pdl;
       permute::Buffers pb;
       pb.hidden = b.hidden;
       pb.topk_ids = b.topk_ids;
@@ -155,16 +159,18 @@ LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s
       pb.num_tokens_post_pad = b.num_tokens_post_pad;
       pb.expert_offsets = b.expert_offsets;
       pb.workspace = slice(b.workspace, sl, 1);
-      return permute_pick(p, caps).launch(p.permute, pb, s);
+      return permute_pick(p, caps).launch(pp, pb, s);
     }
     case Stage::combine: {
+      combine::Problem cp = p.combine;
+      cp.pdl = p.pdl;
       combine::Buffers cb;
       cb.expert_out = b.permuted;  // identity experts: their output is their input
       cb.inverse = b.inverse;
       cb.weights = b.topk_weights;
       cb.out = b.out;
       cb.workspace = slice(b.workspace, sl, 2);
-      return combine_pick(p, caps).launch(p.combine, cb, s);
+      return combine_pick(p, caps).launch(cp, cb, s);
     }
   }
   return 1;  // cudaErrorInvalidValue

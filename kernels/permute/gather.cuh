@@ -19,6 +19,8 @@ __global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__
                                    const std::int32_t* __restrict__ sorted, const std::int32_t* __restrict__ total,
                                    std::int32_t* __restrict__ inverse, std::int64_t numel, int topk,
                                    std::int64_t row_vecs, std::int64_t rows) {
+  prim::pdl_wait();  // align's outputs; the rows the previous kernel may still read
+  prim::pdl_launch_dependents();
   const std::int64_t limit = *total;  // rows past num_tokens_post_pad are left alone
   for (std::int64_t r = blockIdx.x; r < rows && r < limit; r += gridDim.x) {
     const std::int32_t slot = sorted[r];
@@ -40,6 +42,8 @@ __global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__
 __global__ void compact_offsets_kernel(const std::int32_t* __restrict__ expert_ids,
                                        const std::int32_t* __restrict__ total, std::int64_t* __restrict__ offsets,
                                        int experts) {
+  prim::pdl_wait();  // align's expert_ids and num_tokens_post_pad
+  prim::pdl_launch_dependents();
   const int n = *total;
   for (int e = blockIdx.x * blockDim.x + threadIdx.x; e <= experts; e += gridDim.x * blockDim.x) {
     int lo = 0, hi = n;  // first row whose expert is >= e

@@ -13,6 +13,7 @@
 #include "permute/policy.hpp"
 #include "permute/scatter.cuh"
 #include "permute/tma.cuh"
+#include "primitives/launch.cuh"
 #include "primitives/smem.cuh"
 
 namespace moekit::permute {
@@ -28,14 +29,21 @@ int word_bytes(const Problem& p, const Buffers& b) {
   return 2;
 }
 
+// `first`: the launch attributes of L's first kernel (after_align).
 template <template <class> class L>
-cudaError_t by_word(const Problem& p, const Buffers& b, Stream s) {
+cudaError_t by_word(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs first) {
   switch (word_bytes(p, b)) {
-    case 16: return L<uint4>::run(p, b, s);
-    case 4: return L<unsigned>::run(p, b, s);
-    default: return L<unsigned short>::run(p, b, s);
+    case 16: return L<uint4>::run(p, b, s, first);
+    case 4: return L<unsigned>::run(p, b, s, first);
+    default: return L<unsigned short>::run(p, b, s, first);
   }
 }
+
+// Every kernel launches with PDL when p.pdl, except the one right after
+// run_align's memset of inverse: a memset node cannot be a programmatic
+// predecessor (primitives/pdl.cuh), so that kernel waits for it as usual.
+prim::LaunchAttrs attrs(const Problem& p) { return prim::LaunchAttrs{p.pdl, false}; }
+prim::LaunchAttrs after_align(const Problem& p) { return prim::LaunchAttrs{p.pdl && p.align.numel == 0, false}; }
 
 unsigned copy_grid(std::int64_t items) {
   return clamp_grid(std::min<std::int64_t>(
@@ -59,31 +67,34 @@ LaunchStatus run_align(const Problem& p, const Buffers& b, Stream s) {
   ab.expert_ids = b.expert_ids;
   ab.num_tokens_post_pad = b.num_tokens_post_pad;
   ab.workspace = b.workspace;
-  if (const LaunchStatus e = align::launch_ep(align_step(p, device_caps()), p.align, ab, s); e != 0) return e;
+  align::Problem ap = p.align;
+  ap.pdl = p.pdl;
+  if (const LaunchStatus e = align::launch_ep(align_step(p, device_caps()), ap, ab, s); e != 0) return e;
   const std::size_t slots = static_cast<std::size_t>(p.align.numel);
   if (slots > 0) return cudaMemsetAsync(b.inverse, 0xff, slots * 4, s);  // dropped slots stay -1
   return cudaSuccess;
 }
 
+bool has_rows(const Problem& p) { return p.row_bytes > 0 && p.align.max_num_tokens_padded > 0; }
+
+// After the rows kernels, or right after run_align when there are none.
 cudaError_t run_offsets(const Problem& p, const Buffers& b, Stream s) {
   if (p.layout != Layout::compact) return cudaSuccess;
   const int E = p.align.num_experts;
-  detail::compact_offsets_kernel<<<clamp_grid(ceil_div(E + 1, 256)), 256, 0, s>>>(b.expert_ids, b.num_tokens_post_pad,
-                                                                                 b.expert_offsets, E);
-  return cudaGetLastError();
+  return prim::launch_ex(detail::compact_offsets_kernel, clamp_grid(ceil_div(E + 1, 256)), 256, 0, s,
+                         has_rows(p) ? attrs(p) : after_align(p), static_cast<const std::int32_t*>(b.expert_ids),
+                         static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.expert_offsets, E);
 }
-
-bool has_rows(const Problem& p) { return p.row_bytes > 0 && p.align.max_num_tokens_padded > 0; }
 
 // inverse from align's rows, padding rows zeroed (scatter and tma).
 template <class V>
 struct RowsPass {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs at) {
     const std::int64_t rows = p.align.max_num_tokens_padded;
-    detail::rows_pass_kernel<V><<<copy_grid(ceil_div<std::int64_t>(rows, 8)), 256, 0, s>>>(
-        static_cast<V*>(b.permuted), b.sorted_token_ids, b.num_tokens_post_pad, b.inverse, p.align.numel,
-        p.row_bytes / std::int64_t(sizeof(V)), rows);
-    return cudaGetLastError();
+    return prim::launch_ex(detail::rows_pass_kernel<V>, copy_grid(ceil_div<std::int64_t>(rows, 8)), 256, 0, s, at,
+                           static_cast<V*>(b.permuted), static_cast<const std::int32_t*>(b.sorted_token_ids),
+                           static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.inverse, p.align.numel,
+                           p.row_bytes / std::int64_t(sizeof(V)), rows);
   }
 };
 
@@ -91,22 +102,23 @@ struct RowsPass {
 
 template <class V>
 struct GatherRows {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs at) {
     const std::int64_t row_vecs = p.row_bytes / static_cast<std::int64_t>(sizeof(V));
     const std::int64_t rows = p.align.max_num_tokens_padded;
     const unsigned threads = static_cast<unsigned>(std::clamp<std::int64_t>((row_vecs + 31) / 32 * 32, 32, 256));
     // Grid-stride over the rows: most of the padded buffer is unused at small T.
-    detail::gather_rows_kernel<V><<<copy_grid(rows), threads, 0, s>>>(
-        static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted), b.sorted_token_ids, b.num_tokens_post_pad,
-        b.inverse, p.align.numel, p.topk, row_vecs, rows);
-    return cudaGetLastError();
+    return prim::launch_ex(detail::gather_rows_kernel<V>, copy_grid(rows), threads, 0, s, at,
+                           static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
+                           static_cast<const std::int32_t*>(b.sorted_token_ids),
+                           static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.inverse, p.align.numel, p.topk,
+                           row_vecs, rows);
   }
 };
 
 LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s) {
   if (const LaunchStatus e = run_align(p, b, s); e != 0) return e;
   if (has_rows(p)) {
-    if (const cudaError_t e = by_word<GatherRows>(p, b, s); e != cudaSuccess) return e;
+    if (const cudaError_t e = by_word<GatherRows>(p, b, s, after_align(p)); e != cudaSuccess) return e;
   }
   return run_offsets(p, b, s);
 }
@@ -115,22 +127,22 @@ LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s) {
 
 template <class V>
 struct ScatterTokens {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs first) {
     const std::int64_t row_vecs = p.row_bytes / static_cast<std::int64_t>(sizeof(V));
     const std::int64_t slices =
         ceil_div<std::int64_t>(row_vecs, std::int64_t{detail::kScatterThreads} * detail::kScatterUnroll);
-    if (const cudaError_t e = RowsPass<V>::run(p, b, s); e != cudaSuccess) return e;
+    if (const cudaError_t e = RowsPass<V>::run(p, b, s, first); e != cudaSuccess) return e;
     if (p.tokens == 0) return cudaSuccess;
-    detail::scatter_tokens_kernel<V><<<copy_grid(p.tokens * slices), detail::kScatterThreads, 0, s>>>(
-        static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted), b.inverse, p.tokens, p.topk, row_vecs, slices);
-    return cudaGetLastError();
+    return prim::launch_ex(detail::scatter_tokens_kernel<V>, copy_grid(p.tokens * slices), detail::kScatterThreads, 0,
+                           s, attrs(p), static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
+                           static_cast<const std::int32_t*>(b.inverse), p.tokens, p.topk, row_vecs, slices);
   }
 };
 
 LaunchStatus launch_scatter(const Problem& p, const Buffers& b, Stream s) {
   if (const LaunchStatus e = run_align(p, b, s); e != 0) return e;
   if (has_rows(p)) {
-    if (const cudaError_t e = by_word<ScatterTokens>(p, b, s); e != cudaSuccess) return e;
+    if (const cudaError_t e = by_word<ScatterTokens>(p, b, s, after_align(p)); e != cudaSuccess) return e;
   }
   return run_offsets(p, b, s);
 }
@@ -142,9 +154,9 @@ LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s) {
   if (has_rows(p)) {
     // Bulk copies need 16-byte aligned rows: otherwise scatter's copy.
     if (word_bytes(p, b) != 16) {
-      if (const cudaError_t e = by_word<ScatterTokens>(p, b, s); e != cudaSuccess) return e;
+      if (const cudaError_t e = by_word<ScatterTokens>(p, b, s, after_align(p)); e != cudaSuccess) return e;
     } else {
-      if (const cudaError_t e = RowsPass<uint4>::run(p, b, s); e != cudaSuccess) return e;
+      if (const cudaError_t e = RowsPass<uint4>::run(p, b, s, after_align(p)); e != cudaSuccess) return e;
       if (p.tokens > 0) {
         const DeviceCaps& caps = device_caps();
         const std::int64_t seg = std::min<std::int64_t>(p.row_bytes, detail::kTmaSegment);
@@ -152,11 +164,12 @@ LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s) {
         const std::size_t smem = detail::tma_smem(p.row_bytes);
         const unsigned grid = clamp_grid(std::min<std::int64_t>(
             p.tokens * segs, std::int64_t{policy_for(caps).tma_blocks_per_sm} * std::max(caps.sm_count, 1)));
-        if (const cudaError_t e = prim::opt_in_smem(detail::tma_tokens_kernel, smem); e != cudaSuccess) return e;
-        detail::tma_tokens_kernel<<<grid, 32, smem, s>>>(static_cast<const char*>(b.hidden),
-                                                         static_cast<char*>(b.permuted), b.inverse, p.tokens, p.topk,
-                                                         p.row_bytes, segs);
-        if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+        if (const cudaError_t e = prim::launch_with_smem(
+                detail::tma_tokens_kernel, grid, 32, smem, s, attrs(p), static_cast<const char*>(b.hidden),
+                static_cast<char*>(b.permuted), static_cast<const std::int32_t*>(b.inverse), p.tokens, p.topk,
+                p.row_bytes, segs);
+            e != cudaSuccess)
+          return e;
       }
     }
   }
@@ -190,7 +203,6 @@ template <class V, int kThreads, bool kWide>
 cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, const FusedPlan& f) {
   using Place = detail::PermutePlace<V>;
   auto kernel = align::detail::tiny_kernel<std::int32_t, kThreads, kWide, align::detail::TinyNoProbe, Place>;
-  if (const cudaError_t e = prim::opt_in_smem(kernel, f.smem); e != cudaSuccess) return e;
   align::Buffers ab;
   ab.topk_ids = b.topk_ids;
   ab.expert_map = p.align.map_size > 0 ? b.expert_map : nullptr;
@@ -205,13 +217,13 @@ cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, const 
   pp.topk = p.topk;
   pp.row_vecs = static_cast<std::uint32_t>(p.row_bytes / std::int64_t(sizeof(V)));
   pp.div_row_vecs = prim::FastDivU32(std::max<std::uint32_t>(pp.row_vecs, 1));
-  kernel<<<f.tiny.grid, kThreads, f.smem, s>>>(align::detail::make_args(p.align, ab), f.tiny.chunk, pp);
-  return cudaGetLastError();
+  return prim::launch_with_smem(kernel, f.tiny.grid, kThreads, f.smem, s, attrs(p),
+                                align::detail::make_args(p.align, ab), f.tiny.chunk, pp);
 }
 
 template <class V>
 struct Fused {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs) {
     const FusedPlan f = fused_plan(p, device_caps());
     const bool wide = p.align.numel > align::detail::kTinyNarrow * f.tiny.threads;
     if (f.tiny.threads == 256)
@@ -223,9 +235,9 @@ struct Fused {
 LaunchStatus launch_fused(const Problem& p, const Buffers& b, Stream s) {
   // No early exit at zero rows: num_tokens_post_pad (0) and the offsets are still written.
   if (p.row_bytes == 0) {  // no data: the index half alone, with a 2-byte word
-    return Fused<unsigned short>::run(p, b, s);
+    return Fused<unsigned short>::run(p, b, s, attrs(p));
   }
-  return by_word<Fused>(p, b, s);
+  return by_word<Fused>(p, b, s, attrs(p));
 }
 
 // ---- variant facts ----

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "primitives/pdl.cuh"
+
 namespace moekit::permute::detail {
 
 // One warp per row of [0, num_tokens_post_pad): a slot's row records
@@ -19,6 +21,8 @@ template <class V>
 __global__ void rows_pass_kernel(V* __restrict__ permuted, const std::int32_t* __restrict__ sorted,
                                  const std::int32_t* __restrict__ total, std::int32_t* __restrict__ inverse,
                                  std::int64_t numel, std::int64_t row_vecs, std::int64_t rows) {
+  prim::pdl_wait();  // align's outputs; the rows the previous kernel may still read
+  prim::pdl_launch_dependents();
   const std::int64_t limit = min(static_cast<std::int64_t>(*total), rows);
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = std::int64_t(gridDim.x) * (blockDim.x / 32);
@@ -46,6 +50,8 @@ __global__ void __launch_bounds__(kScatterThreads)
                           std::int64_t row_vecs, std::int64_t slices) {
   constexpr int U = kScatterUnroll, kSlice = kScatterThreads * U;
   __shared__ std::int32_t rows[kScatterMaxTopk];
+  prim::pdl_wait();  // inverse from the rows pass
+  prim::pdl_launch_dependents();
   for (std::int64_t w = blockIdx.x; w < tokens * slices; w += gridDim.x) {
     const std::int64_t t = w / slices, c0 = (w - t * slices) * kSlice;
     __syncthreads();  // the previous item's rows are no longer read

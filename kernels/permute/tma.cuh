@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "primitives/bulk_copy.cuh"
+#include "primitives/pdl.cuh"
 
 namespace moekit::permute::detail {
 
@@ -42,6 +43,9 @@ __global__ void __launch_bounds__(32)
     prim::bulk_barrier_init(&bar[0]);
     prim::bulk_barrier_init(&bar[1]);
   }
+  // inverse from the rows pass; hidden (bulk loads) from whatever wrote it.
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
   __syncwarp();
   std::int64_t it = blockIdx.x;
   if (lane == 0 && it < items) {

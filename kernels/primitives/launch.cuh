@@ -55,13 +55,16 @@ inline cudaError_t launch_with_smem(void (*kernel)(Params...), dim3 grid, dim3 b
 
 //! A grid-barrier kernel's launch: cooperative when asked (every block
 //! resident, or the launch fails instead of a grid barrier hanging), after the
-//! shared-memory opt-in. `cooperative = false` only for measurements.
+//! shared-memory opt-in, with PDL when `pdl`. `cooperative = false` only for
+//! measurements. With PDL the grid may be launched while the previous one
+//! still holds SMs; its blocks pdl_wait() before the first grid barrier, and
+//! the previous grid never waits for them, so the barrier cannot deadlock.
 template <class... Params, class... Actual>
 inline cudaError_t launch_cooperative(void (*kernel)(Params...), int grid, int threads,
-                                      std::size_t smem, cudaStream_t s, bool cooperative,
+                                      std::size_t smem, cudaStream_t s, bool cooperative, bool pdl,
                                       Actual&&... args) {
   return launch_with_smem(kernel, dim3(grid), dim3(threads), smem, s,
-                          LaunchAttrs{false, cooperative}, std::forward<Actual>(args)...);
+                          LaunchAttrs{pdl, cooperative}, std::forward<Actual>(args)...);
 }
 
 }  // namespace moekit::prim

@@ -2,8 +2,42 @@
 //! Programmatic dependent launch (PDL, sm_90+): a kernel launched with the
 //! attribute may start while the previous kernel in its stream finishes.
 //! Device side: where it waits for that kernel and when it lets its own
-//! dependents start; host side: the launch attribute. Before sm_90 the
-//! device calls compile to nothing and launches ignore the attribute.
+//! dependents start; host side: the launch attribute (launch.cuh's launch_ex
+//! with LaunchAttrs{.pdl = true} is the one place launches set it). Before
+//! sm_90 the device calls compile to nothing and launches ignore the attribute;
+//! without the attribute both calls return at once, so a kernel calls them
+//! whether or not its launch asked for PDL.
+//!
+//! The rule every moekit kernel follows:
+//!  1. pdl_wait() before its first global memory access that another kernel
+//!     may be part of: reading its inputs (the previous kernel may still be
+//!     writing them) and writing its outputs or workspace (the previous kernel,
+//!     e.g. the previous launch of the same op in a timing graph, may still be
+//!     reading them). Only work on registers, shared memory and kernel
+//!     arguments goes before it.
+//!  2. pdl_launch_dependents() as early as is safe, which for memory is
+//!     anywhere: the dependent's own pdl_wait() waits for this whole grid to
+//!     complete and flush, so the trigger only decides when the next grid is
+//!     scheduled (it fires once every block has triggered or exited). moekit
+//!     triggers right after pdl_wait() in every kernel whose grid fits one
+//!     wave (a fixed or device-sized grid: the decode kernels, the count
+//!     blocks, grid-stride copies sized per SM, cooperative grids): the next
+//!     launch's blocks then get resident while this one runs, and their own
+//!     pdl_wait() holds them. A kernel whose grid can exceed one wave (one
+//!     block per token or batch row, or per 256 elements) triggers at the end
+//!     of each block instead: triggered early, the next grid's waiting blocks
+//!     take SM slots this grid's later blocks still need (measured: the
+//!     spread-pdl variant fell to ~43% of the copy bandwidth past one wave;
+//!     flat-pdl, which triggers after its stores, was never slower than
+//!     without PDL).
+//!     Never before pdl_wait(): that keeps one more promise, that when a grid
+//!     launches the grid two launches back has completed, so a kernel may
+//!     read data older than its direct predecessor before its own pdl_wait()
+//!     (twopass's `place` kernel counts the ids while `count` runs).
+//!
+//! A memset (or memcpy) node cannot be a programmatic predecessor: a launch
+//! sequence with a cudaMemsetAsync launches the kernel right after it without
+//! the attribute (it waits for the memset as usual).
 #pragma once
 
 #include <cuda_runtime.h>

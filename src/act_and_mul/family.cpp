@@ -53,8 +53,13 @@ class ActJob final : public Job {
   void adopt_reference() override { out_ = ref_; }
 
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
-    return var_.resolve("act-and-mul", requested, p_, caps, act::find, act::pick_auto);
+    p_.pdl = pdl_for(caps);  // before the pick: auto takes the -pdl variants only with PDL
+    auto rv = var_.resolve("act-and-mul", requested, p_, caps, act::find, act::pick_auto);
+    // spread-pdl and flat-pdl launch with PDL whatever --pdl says (where the device has it).
+    pdl_ = caps.pdl && act::launches_with_pdl(*var_.v, p_);
+    return rv;
   }
+  std::string_view pdl() const override { return pdl_name(pdl_); }
   std::size_t input_bytes() const override { return in_.data.size(); }
   void upload(int copies) override {
     var_.allocate(p_);
@@ -84,6 +89,7 @@ class ActJob final : public Job {
  private:
   npy::Array in_, out_, ref_;
   act::Problem p_;
+  bool pdl_ = false;  // what the resolved variant's launches do
   ResolvedVariant<act::Variant> var_;
   std::vector<DeviceBuffer> d_in_;
   DeviceBuffer d_out_;

@@ -61,8 +61,10 @@ class AlignJob final : public Job {
   // E + 1 groups with the bucket, the global experts and no map with vllm semantics).
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
     caps_ = &caps;
+    p_.pdl = pdl_for(caps);
     return var_.resolve("align", requested, align::variant_problem(p_), caps, align::find, align::pick_auto);
   }
+  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return ids_.data.size(); }
   void upload(int copies) override {
     var_.allocate_bytes(align::ep_workspace_bytes(*var_.v, p_, *caps_), align::ep_zeroed_workspace(*var_.v, p_, *caps_));

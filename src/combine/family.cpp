@@ -46,8 +46,10 @@ class CombineJob final : public Job {
   }
   void adopt_reference() override { out_ = ref_; }
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
+    p_.pdl = pdl_for(caps);
     return var_.resolve("combine", requested, p_, caps, combine::find, combine::pick_auto);
   }
+  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return x_.data.size(); }
   void upload(int copies) override {
     var_.allocate(p_);

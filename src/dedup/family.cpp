@@ -42,8 +42,10 @@ class DedupJob final : public Job {
   void adopt_reference() override { got_ = ref_; }
 
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
+    p_.pdl = pdl_for(caps);
     return var_.resolve("dedup", requested, p_, caps, dedup::find, dedup::pick_auto);
   }
+  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return in_.data.size(); }
   void upload(int copies) override {
     var_.allocate(p_);

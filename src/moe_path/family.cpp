@@ -46,7 +46,7 @@ struct Args {
   std::string logits, bias, ids, weights, hidden, dtype, model;
   std::int64_t tokens = -1, hidden_size = 4096;
   std::int32_t experts = 0, topk = 0, block_size = 64, groups = 1, topk_groups = 0;
-  std::string scoring = "softmax", layout = "padded", pdl = "on", dist = "uniform", gen_dtype = "bf16";
+  std::string scoring = "softmax", layout = "padded", dist = "uniform", gen_dtype = "bf16";
   bool renormalize = false, no_renormalize = false;
   double scaling = 1.0;
 };
@@ -71,8 +71,7 @@ class PathJob final : public Job {
     std::vector<float> weights;         // not routed
   };
 
-  PathJob(Host h, moe_path::Problem p, bool pdl_wanted, Report& r)
-      : h_(std::move(h)), p_(p), pdl_wanted_(pdl_wanted), report_(&r) {
+  PathJob(Host h, moe_path::Problem p, Report& r) : h_(std::move(h)), p_(p), report_(&r) {
     in_.logits = p_.routed ? h_.wide_logits.data() : nullptr;
     in_.bias = h_.bias.empty() ? nullptr : h_.bias.data();
     in_.hidden = h_.hidden.data.data();
@@ -84,18 +83,7 @@ class PathJob final : public Job {
   void adopt_reference() override { got_ = ref_; }
 
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
-    p_.route.pdl = p_.routed && pdl_wanted_ && caps.pdl;
-    if (caps.present()) {
-      const std::string mode = p_.route.pdl ? "on" : "off";
-      report_->pdl = mode;
-      for (auto& [k, v] : report_->params)
-        if (k == "pdl") v = mode;  // what the launch does
-      if (pdl_wanted_ && !p_.routed)
-        report_->notes.push_back("--pdl on: no stage launches with PDL here (route is the only stage that can; "
-                                 "permute and combine have no PDL launch)");
-      else if (p_.route.pdl)
-        report_->notes.push_back("PDL: the route stage launches with it; permute and combine have no PDL launch");
-    }
+    p_.pdl = pdl_for(caps);  // every stage (moe_path::Problem::pdl)
     auto rv = var_.resolve("moe-path", requested, p_, caps, moe_path::find, moe_path::pick_auto);
     if (caps.present()) {
       std::string picks;
@@ -110,6 +98,7 @@ class PathJob final : public Job {
     return rv;
   }
 
+  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return h_.hidden.data.size() + h_.logits.data.size(); }
 
   void upload(int copies) override {
@@ -270,7 +259,6 @@ class PathJob final : public Job {
   Host h_;
   moe_path::Inputs in_;
   moe_path::Problem p_;
-  bool pdl_wanted_;
   Report* report_;
   moe_path::Outputs ref_, got_;
   std::int64_t near_ties_ = -1;
@@ -327,9 +315,6 @@ class PathFamily final : public Family {
                      ->capture_default_str();
     // Routing options make no sense with given ids (--model's are simply not used there).
     for (auto* o : {g_.scoring, g_.groups, g_.topk_groups, g_.renormalize, g_.no_renormalize}) o->excludes(ids);
-    s.add_option("--pdl", a_.pdl, "programmatic dependent launch where a stage has it (route; sm_90+): on or off")
-        ->check(CLI::IsMember({"on", "off"}))
-        ->capture_default_str();
     auto* tok = s.add_option("--tokens", a_.tokens, "without input files: generate this many tokens");
     for (auto* f : {lg, ids, hid}) tok->excludes(f);
     g_.hidden_size = s.add_option("--hidden-size", a_.hidden_size, "without --hidden: H of the generated rows")
@@ -542,10 +527,9 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
               {"bias", opt_if(routed, router.bias ? "yes" : "no")},
               {"renormalize", opt_if(routed, renormalize ? "yes" : "no")},
               {"scaling", fmt::format("{:g}", p.combine.scaling)},
-              {"model", opt_if(m != nullptr, a.model)},
-              {"pdl", a.pdl}};
+              {"model", opt_if(m != nullptr, a.model)}};
   r.dtype = std::string(npy::dtype_name(hdt));
-  return std::make_unique<PathJob>(std::move(h), p, a.pdl == "on", r);
+  return std::make_unique<PathJob>(std::move(h), p, r);
 }
 
 }  // namespace

@@ -39,8 +39,10 @@ class PermuteJob final : public Job {
   void reference() override { ref_ = permute::reference(p_, hidden_.data.data(), wide_, map_); }
   void adopt_reference() override { got_ = ref_; }
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
+    p_.pdl = pdl_for(caps);
     return var_.resolve("permute", requested, p_, caps, permute::find, permute::pick_auto);
   }
+  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return hidden_.data.size() + ids_.data.size(); }
   void upload(int copies) override {
     var_.allocate(p_);

@@ -31,7 +31,6 @@ struct Args {
   std::int32_t groups = 1, topk_groups = 0;
   bool renormalize = false;
   double scaling = 1.0;
-  std::string pdl = "on";
   bool then_align = false;
   std::int32_t block_size = 0;
   std::string align_variant = "auto";
@@ -46,9 +45,9 @@ struct GenArgs {
 
 class RouteJob final : public Job {
  public:
-  RouteJob(npy::Array logits, std::vector<float> wide, std::vector<float> bias, route::Problem p, bool pdl_wanted,
+  RouteJob(npy::Array logits, std::vector<float> wide, std::vector<float> bias, route::Problem p,
            std::int32_t block_size, std::string align_variant, Report& r)
-      : logits_(std::move(logits)), wide_(std::move(wide)), bias_(std::move(bias)), p_(p), pdl_wanted_(pdl_wanted),
+      : logits_(std::move(logits)), wide_(std::move(wide)), bias_(std::move(bias)), p_(p),
         align_variant_(std::move(align_variant)), report_(&r) {
     if (block_size > 0) {
       then_align_ = true;
@@ -66,10 +65,8 @@ class RouteJob final : public Job {
   }
 
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
-    p_.pdl = pdl_wanted_ && caps.pdl;
-    if (caps.present()) report_->pdl = p_.pdl ? "on" : "off";
-    for (auto& [k, v] : report_->params)
-      if (k == "pdl" && caps.present()) v = p_.pdl ? "on" : "off";  // what the launch does
+    p_.pdl = pdl_for(caps);
+    ap_.pdl = p_.pdl;  // --then-align: align's launches too
     auto rv = var_.resolve("route", requested, p_, caps, route::find, route::pick_auto);
     if (then_align_ && route::fuses_align(*var_.v)) {
       align_exact_ = false;  // slots inside an expert in atomic order
@@ -83,6 +80,7 @@ class RouteJob final : public Job {
     }
     return rv;
   }
+  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return logits_.data.size(); }
   void upload(int copies) override {
     var_.allocate(p_);
@@ -209,7 +207,6 @@ class RouteJob final : public Job {
   npy::Array logits_;
   std::vector<float> wide_, bias_;
   route::Problem p_;
-  bool pdl_wanted_;
   bool then_align_ = false, align_exact_ = false;
   std::string align_variant_;
   align::Problem ap_;
@@ -263,10 +260,6 @@ class RouteFamily final : public Family {
     s.add_option("--topk-groups", a_.topk_groups, "groups kept KG (default: all G)");
     s.add_flag("--renormalize", a_.renormalize, "divide the weights by their sum");
     s.add_option("--routed-scaling-factor", a_.scaling, "multiply the weights by this")->capture_default_str();
-    s.add_option("--pdl", a_.pdl,
-                 "programmatic dependent launch: on (where the GPU has it, sm_90+) or off")
-        ->check(CLI::IsMember({"on", "off"}))
-        ->capture_default_str();
     auto* ta = s.add_flag("--then-align", a_.then_align, "also run align on the ids (needs -B): its outputs too");
     s.add_option("-B,--block-size", a_.block_size, "with --then-align: align block size")->needs(ta);
     s.add_option("--align-variant", a_.align_variant, "with --then-align: align variant or auto")
@@ -353,11 +346,10 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
               {"scoring", a.scoring},
               {"bias", p.bias ? "yes" : "no"},
               {"renormalize", p.renormalize ? "yes" : "no"},
-              {"scaling", fmt::format("{:g}", p.scaling)},
-              {"pdl", a.pdl}};
+              {"scaling", fmt::format("{:g}", p.scaling)}};
   if (a.then_align) r.params.push_back({"block_size", std::to_string(a.block_size)});
   r.dtype = std::string(npy::dtype_name(in.dtype));
-  return std::make_unique<RouteJob>(std::move(in), std::move(wide), std::move(bias), p, a.pdl == "on",
+  return std::make_unique<RouteJob>(std::move(in), std::move(wide), std::move(bias), p,
                                     a.then_align ? a.block_size : 0, a.align_variant, r);
 }
 

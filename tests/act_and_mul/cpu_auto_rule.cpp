@@ -27,7 +27,8 @@ TEST_CASE("act-and-mul auto: first applicable row; the H100 threshold is 2^19 ou
   for (const DeviceCaps* caps : {&sm90, &sm80})
     for (std::int64_t t : {1, 7, 64, 256, 512, 1024, 4096, 65536})
       for (std::int64_t d : {1, 64, 511, 512, 513, 1024, 2048, 14336}) {
-        const act::Problem p{t, d, act::DType::bf16, act::Activation::silu};
+        // The job sets pdl where the device has it (--pdl on, the default).
+        const act::Problem p{t, d, act::DType::bf16, act::Activation::silu, caps->pdl};
         std::string_view want;
         for (const auto& r : act::auto_rows())
           if ((r.holds == nullptr || r.holds(p, *caps)) && act::find(r.variant)->not_applicable(p, *caps) == nullptr) {
@@ -43,6 +44,13 @@ TEST_CASE("act-and-mul auto: first applicable row; the H100 threshold is 2^19 ou
           CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread" : "flat"));
         }
       }
+  // --pdl off on an sm_90: the plain layouts, by the same threshold.
+  for (std::int64_t t : {1, 64, 4096, 65536}) {
+    const act::Problem p{t, 4096, act::DType::bf16, act::Activation::silu, false};
+    CHECK(act::pick_auto(p, sm90).info.name == (t * 4096 <= (std::int64_t{1} << 19) ? "spread" : "flat"));
+    CHECK_FALSE(act::launches_with_pdl(act::pick_auto(p, sm90), p));
+    CHECK(act::launches_with_pdl(*act::find("spread-pdl"), p));
+  }
   const std::string text = act::auto_rule();
   for (const auto& r : act::auto_rows()) CHECK(text.find(r.when) != std::string::npos);
 }

@@ -280,12 +280,15 @@ struct Totals {
 };
 
 // Launches variant v on the input at din (h's data, uploaded) into dout and
-// verifies the result: one assertion.
+// verifies the result: one assertion. With `pdl` (where the device has it) the
+// problem asks for programmatic dependent launch and v runs twice back to
+// back, the second launch overlapping the first one's tail.
 void run_case(const act::Variant& v, const HostInput& h, Activation a, const void* din, std::int64_t in_offset,
               test::Guarded& dout, std::int64_t out_offset, const std::vector<std::int64_t>& rows,
-              const unsigned char* ref_rows, Totals& tot) {
+              const unsigned char* ref_rows, Totals& tot, bool pdl = false) {
   Problem p = h.p;
   p.act = a;
+  p.pdl = pdl && device_caps().pdl;
   dout.poison();
   act::Buffers b;
   b.input = din;
@@ -294,7 +297,7 @@ void run_case(const act::Variant& v, const HostInput& h, Activation a, const voi
   const bool zeroed = needs_zeroed_workspace(v, p, caps);
   const test::Workspace ws(v.workspace_bytes(p, caps), zeroed);
   b.workspace = ws.get();
-  std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr); });
+  std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr); }, p.pdl ? 2 : 1);
   if (why.empty()) {
     const auto got = dout.read();
     const Outcome o = verify(p, rows, ref_rows, got.body());
@@ -315,7 +318,8 @@ void run_case(const act::Variant& v, const HostInput& h, Activation a, const voi
   if (!why.empty()) ++tot.failed;
   test::expect_ok(std::string(v.info.name) + " " + name(a) + " " + name(p.dtype) + " tokens=" +
                       std::to_string(p.tokens) + " d=" + std::to_string(p.d) + " in+" + std::to_string(in_offset) +
-                      " out+" + std::to_string(out_offset) + " seed=" + std::to_string(h.seed),
+                      " out+" + std::to_string(out_offset) + " seed=" + std::to_string(h.seed) +
+                      (p.pdl ? " pdl (twice back to back)" : ""),
                   why);
 }
 
@@ -391,7 +395,9 @@ TEST_CASE("every variant x activation x dtype vs the CPU reference") {
           Problem p = h.p;
           p.act = a;
           const auto ref = reference_rows(p, in_rows, static_cast<std::int64_t>(rows.size()));
-          for (std::size_t vi : run) run_case(vs[vi], h, a, din.data(), 0, dout, 0, rows, ref.data(), tot);
+          // Every other case with PDL, so each variant runs in both modes.
+          for (std::size_t vi : run)
+            run_case(vs[vi], h, a, din.data(), 0, dout, 0, rows, ref.data(), tot, (seed + vi + ai) % 2 == 1);
         }
       }
       if (!full) ++big_k;
@@ -418,7 +424,8 @@ TEST_CASE("unaligned base pointers and rows") {
         Problem p = h.p;
         p.act = a;
         const auto ref = reference_rows(p, h.data.data(), 5);
-        for (const auto& v : vs) run_case(v, h, a, din.data(), 1, dout, 1, rows, ref.data(), tot);
+        for (const auto& v : vs)
+          for (bool pdl : {false, true}) run_case(v, h, a, din.data(), 1, dout, 1, rows, ref.data(), tot, pdl);
       }
     }
   }

@@ -9,7 +9,9 @@
 // zones that must stay poisoned; the workspace is poisoned once and reused, so
 // stale workspace contents are exercised too (variants that keep their
 // workspace zero get it zeroed and must leave it zero after every run). Every
-// variant runs twice per case. Variants that promise stable order (and `auto`
+// variant runs twice per case: once without programmatic dependent launch,
+// then (where the device has PDL) launched twice back to back with
+// Problem::pdl, so the second launch overlaps the first one's tail. Variants that promise stable order (and `auto`
 // when it picks one) must match the reference bit for bit. Every (variant,
 // case, run) is one assertion whose failure names the variant, the shape,
 // the id dtype and the seed; each test case ends with a one-line summary.
@@ -220,7 +222,9 @@ void run_case(const Case& c, Stats& st) {
       sorted.poison();
       eids.poison();
       total.poison();
-      std::string why = test::launch_and_sync([&] { return launch_ep(v, p, b, nullptr); });
+      Problem pr = p;
+      pr.pdl = rep == 1 && caps.pdl;
+      std::string why = test::launch_and_sync([&] { return launch_ep(v, pr, b, nullptr); }, pr.pdl ? 2 : 1);
       ++st.runs;
       if (exact) ++st.exact;
       if (why.empty()) {
@@ -238,7 +242,7 @@ void run_case(const Case& c, Stats& st) {
           if (!r.ok) why = r.first_difference;
         }
       }
-      expect_ok(what + " run " + std::to_string(rep), why);
+      expect_ok(what + " run " + std::to_string(rep) + (pr.pdl ? " (pdl, twice back to back)" : ""), why);
       if (!why.empty()) {
         ++st.failed;
         break;

@@ -27,7 +27,7 @@ struct Cmd {
   std::int64_t tokens = 0;
   int experts = 0;
   double overlap = 0;
-  std::string dist, out, variant;
+  std::string dist, out, variant, pdl;
   bool flag = false;
   Cmd() {
     sub = app.add_subcommand("k", "");
@@ -37,6 +37,7 @@ struct Cmd {
     sub->add_option("--dist", dist);
     sub->add_option("--out", out);
     sub->add_option("--variant", variant);
+    sub->add_option("--pdl", pdl);
     sub->add_flag("--flag", flag);
   }
 };
@@ -68,6 +69,11 @@ TEST_CASE("sweep: numeric options and --variant expand, text options never do") 
   CHECK(cells[11].args[7] == "zipf:1,2");  // --dist is text: left alone
   CHECK(cells[11].args[9] == "--variant=b");
   CHECK(expand_sweep(*c.sub, {"moekit", "k", "--tokens", "4", "--overlap", "0.5"}).empty());
+  // --pdl is text but list-valued, like --variant
+  const auto pd = expand_sweep(*c.sub, {"moekit", "k", "--pdl", "on,off", "--tokens", "4"});
+  REQUIRE(pd.size() == 2);
+  CHECK(pd[0].label == "pdl=on");
+  CHECK(pd[1].args[3] == "off");
   // floats sweep; --out gets a folder per cell
   const auto f = expand_sweep(*c.sub, {"moekit", "k", "--overlap", "0.1,0.9", "--out", "res"});
   REQUIRE(f.size() == 2);
@@ -138,4 +144,21 @@ TEST_CASE("records: append one line, read both record shapes") {
   CHECK(r[1].line == 2);
   CHECK(r[0].number("tokens") == 4);
   CHECK_THROWS_AS(records::append_line(dir.path.string(), "{}\n"), InputError);  // a folder
+}
+
+TEST_CASE("records: a run with PDL on is its own cell; off matches runs from before --pdl") {
+  TempDir dir;
+  const std::string p = (dir.path / "r.jsonl").string();
+  const std::string head = "{\"op\":\"demo\",\"variant\":\"v\",\"params\":{\"tokens\":4},\"device\":\"G\"";
+  records::append_line(p, head + ",\"pdl\":\"on\"}\n");
+  records::append_line(p, head + ",\"pdl\":\"off\"}\n");
+  records::append_line(p, head + ",\"pdl\":\"n/a\"}\n");
+  records::append_line(p, head + "}\n");
+  const auto r = records::read_file(p);
+  REQUIRE(r.size() == 4);
+  CHECK(r[0].key() != r[1].key());
+  CHECK(r[1].key() == r[2].key());
+  CHECK(r[1].key() == r[3].key());
+  CHECK(r[0].params_text() == "pdl=on tokens=4");
+  CHECK(r[1].params_text() == "tokens=4");
 }

@@ -10,7 +10,7 @@ import os
 import struct
 import xml.etree.ElementTree as ET
 
-from cli_harness import case, expect, load_npy, run, save_npy, tmp
+from cli_harness import SKIP, case, expect, has_gpu, load_npy, run, save_npy, tmp
 
 
 def one_line_error(p, *words):
@@ -57,6 +57,52 @@ def sweep_of_a_common_option_in_every_family():
         p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--variant", "auto,auto", "--format", "csv", code=0)
         rows = p.stdout.strip().splitlines()
         expect(len(rows) == 3 and rows[0].startswith("op,") and rows[1].startswith(fam.COMMAND + ","), p.stdout)
+
+
+@case()
+def pdl_option_in_every_family():
+    # --pdl on|off is a common option, registered once; a CPU run launches no
+    # kernel, so every report says n/a whatever was asked.
+    for fam in FAMILIES:
+        base = [fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu"]
+        for mode in ("on", "off"):
+            o = json.loads(run(*base, "--pdl", mode, "--format", "json", code=0).stdout)
+            expect(o["pdl"] == "n/a" and "pdl" not in o["params"], f"{fam.COMMAND} --pdl {mode}: {o}")
+            p = run(*base, "--pdl", mode, code=0)
+            expect(p.stdout.splitlines()[0].endswith(", pdl=n/a"), f"{fam.COMMAND}: {p.stdout}")
+            head, row = run(*base, "--pdl", mode, "--format", "csv", code=0).stdout.strip().splitlines()
+            cols = dict(zip(head.split(","), row.split(",")))
+            expect(cols.get("pdl") == "n/a", f"{fam.COMMAND}: {head} / {row}")
+        o = json.loads(run(*base, "--format", "json", code=0).stdout)  # the default
+        expect(o["pdl"] == "n/a", o)
+        p = run(*base, "--pdl", "maybe", code=2)
+        one_line_error(p, "--pdl")
+        help_text = run(fam.COMMAND, "--help", code=0).stdout
+        expect(help_text.count("--pdl") == 1, f"{fam.COMMAND}: --pdl registered once: {help_text}")
+        # a list sweeps: one cell per mode
+        p = run(*base, "--pdl", "on,off", "--format", "json", code=0)
+        objs = [json.loads(l) for l in p.stdout.splitlines()]
+        expect(len(objs) == 2 and all(o["pdl"] == "n/a" for o in objs), f"{fam.COMMAND}: {p.stdout}")
+        p = run(*base, "--pdl", "off,on", code=0)
+        expect("== sweep cell 1/2: pdl=off" in p.stdout and "== sweep cell 2/2: pdl=on" in p.stdout, p.stdout)
+
+
+@case("gpu")
+def pdl_on_and_off_on_the_gpu():
+    # On a GPU the report says what the launch did: off with --pdl off; with
+    # --pdl on (the default), on where the device has PDL (sm_90+).
+    if not has_gpu():
+        return SKIP
+    for fam in FAMILIES:
+        seen = {}
+        for mode in ("on", "off", None):
+            args = [fam.COMMAND, *fam.SMALL_ARGS, "--device", "gpu", "--bench", "--iters", 5, "--format", "json"]
+            if mode:
+                args += ["--pdl", mode]
+            o = json.loads(run(*args, code=0).stdout)
+            expect(o["check"]["result"] == "pass" and o["pdl"] in ("on", "off"), f"{fam.COMMAND} {mode}: {o}")
+            seen[mode] = o["pdl"]
+        expect(seen["off"] == "off" and seen[None] == seen["on"], f"{fam.COMMAND}: {seen}")
 
 
 @case()

@@ -167,9 +167,13 @@ std::string describe(const Case& c, const dd::Variant& v, const std::string& ext
 }
 
 // Runs `v` on the case (input at element offset in_off, output at out_off
-// between poisoned guard zones) and compares with `ref`: one assertion.
-void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, int out_off = 0) {
+// between poisoned guard zones) and compares with `ref`: one assertion. With
+// `pdl` (where the device has it) the problem asks for programmatic dependent
+// launch and v runs twice back to back, the second overlapping the first.
+void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, int out_off = 0, bool pdl = false) {
   const moekit::DeviceCaps& caps = moekit::device_caps();
+  dd::Problem p = c.p;
+  p.pdl = pdl && caps.pdl;
   if (v.not_applicable(c.p, caps) != nullptr) {
     ++g_tally.skipped;
     return;
@@ -184,7 +188,7 @@ void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, 
   b.indices = d_in.as<std::int32_t>();
   b.out = d_out.as<std::int32_t>();
   b.workspace = d_ws.get();
-  std::string why = moekit::test::launch_and_sync([&] { return v.launch(c.p, b, nullptr); });
+  std::string why = moekit::test::launch_and_sync([&] { return v.launch(p, b, nullptr); }, p.pdl ? 2 : 1);
   if (why.empty()) {
     const auto got = d_out.read();
     if (!got.guard_ok) {
@@ -196,9 +200,10 @@ void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, 
       if (!r.ok) why = r.first_difference;
     }
   }
-  const std::string extra = in_off || out_off ? " (offset in " + std::to_string(in_off) + " out " +
-                                                    std::to_string(out_off) + ")"
-                                              : "";
+  const std::string extra = (in_off || out_off ? " (offset in " + std::to_string(in_off) + " out " +
+                                                     std::to_string(out_off) + ")"
+                                               : std::string()) +
+                            (p.pdl ? " pdl (twice back to back)" : "");
   moekit::test::expect_ok(describe(c, v, extra), why);
   ++(why.empty() ? g_tally.passed : g_tally.failed);
 }
@@ -206,7 +211,8 @@ void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, 
 // Every variant on one case, and `auto` must always apply.
 void run_all(const Case& c) {
   const V ref = dd::reference(c.p, c.in);
-  for (const dd::Variant& v : dd::variants()) run_one(v, c, ref);
+  for (const dd::Variant& v : dd::variants())
+    for (bool pdl : {false, true}) run_one(v, c, ref, 0, 0, pdl);
   const dd::Variant& a = dd::pick_auto(c.p);
   CHECK_MESSAGE(a.not_applicable(c.p, moekit::device_caps()) == nullptr, "auto picked an inapplicable variant");
 }
