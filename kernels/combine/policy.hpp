@@ -12,17 +12,12 @@ namespace moekit::combine {
 
 struct Policy {
   int slices_blocks_per_sm = 0;  // grid cap of slices (grid-stride beyond)
-  // slices loads two 16-byte vectors per thread and row up to this K (more
-  // loads in flight where a token has few rows).
-  int slices_two_vectors_max_topk = 0;
   int tma_blocks_per_sm = 0;     // grid cap of tma
 };
 
 // sm_90: from the H100 run of 2026-11-23 (docs/bench/combine.md): grid caps
 // as first set; slices was the fastest variant in all 13 cells of the sweep.
-// slices_two_vectors_max_topk: PROVISIONAL (4) until the next run compares
-// Mixtral's K = 2 cells against the one-vector numbers above.
-inline constexpr Policy kPolicySm90 = {.slices_blocks_per_sm = 16, .slices_two_vectors_max_topk = 4, .tma_blocks_per_sm = 6};
+inline constexpr Policy kPolicySm90 = {.slices_blocks_per_sm = 16, .tma_blocks_per_sm = 6};
 // sm_80: not measured: the sm_90 values, per SM.
 inline constexpr Policy kPolicySm80 = kPolicySm90;
 

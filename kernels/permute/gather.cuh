@@ -20,7 +20,6 @@ __global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__
                                    std::int32_t* __restrict__ inverse, std::int64_t numel, int topk,
                                    std::int64_t row_vecs, std::int64_t rows) {
   prim::pdl_wait();  // align's outputs; the rows the previous kernel may still read
-  prim::pdl_launch_dependents();
   const std::int64_t limit = *total;  // rows past num_tokens_post_pad are left alone
   for (std::int64_t r = blockIdx.x; r < rows && r < limit; r += gridDim.x) {
     const std::int32_t slot = sorted[r];
@@ -33,6 +32,7 @@ __global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__
       for (std::int64_t i = threadIdx.x; i < row_vecs; i += blockDim.x) out[i] = V{};
     }
   }
+  prim::pdl_launch_dependents();  // at the end: a long row copy (primitives/pdl.cuh)
 }
 
 // offsets[e] = the first row of expert e (rows are in expert order; experts

@@ -22,7 +22,6 @@ __global__ void rows_pass_kernel(V* __restrict__ permuted, const std::int32_t* _
                                  const std::int32_t* __restrict__ total, std::int32_t* __restrict__ inverse,
                                  std::int64_t numel, std::int64_t row_vecs, std::int64_t rows) {
   prim::pdl_wait();  // align's outputs; the rows the previous kernel may still read
-  prim::pdl_launch_dependents();
   const std::int64_t limit = min(static_cast<std::int64_t>(*total), rows);
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = std::int64_t(gridDim.x) * (blockDim.x / 32);
@@ -35,6 +34,7 @@ __global__ void rows_pass_kernel(V* __restrict__ permuted, const std::int32_t* _
       for (std::int64_t i = lane; i < row_vecs; i += 32) out[i] = V{};
     }
   }
+  prim::pdl_launch_dependents();  // at the end: a long row copy (primitives/pdl.cuh)
 }
 
 constexpr int kScatterThreads = 128;
@@ -51,7 +51,6 @@ __global__ void __launch_bounds__(kScatterThreads)
   constexpr int U = kScatterUnroll, kSlice = kScatterThreads * U;
   __shared__ std::int32_t rows[kScatterMaxTopk];
   prim::pdl_wait();  // inverse from the rows pass
-  prim::pdl_launch_dependents();
   for (std::int64_t w = blockIdx.x; w < tokens * slices; w += gridDim.x) {
     const std::int64_t t = w / slices, c0 = (w - t * slices) * kSlice;
     __syncthreads();  // the previous item's rows are no longer read
@@ -74,6 +73,7 @@ __global__ void __launch_bounds__(kScatterThreads)
       }
     }
   }
+  prim::pdl_launch_dependents();  // at the end: a long row copy (primitives/pdl.cuh)
 }
 
 }  // namespace moekit::permute::detail

@@ -45,7 +45,6 @@ __global__ void __launch_bounds__(32)
   }
   // inverse from the rows pass; hidden (bulk loads) from whatever wrote it.
   prim::pdl_wait();
-  prim::pdl_launch_dependents();
   __syncwarp();
   std::int64_t it = blockIdx.x;
   if (lane == 0 && it < items) {
@@ -80,6 +79,7 @@ __global__ void __launch_bounds__(32)
     stage ^= 1;
   }
   prim::bulk_wait_all();
+  prim::pdl_launch_dependents();  // at the end: a long row copy (primitives/pdl.cuh)
 }
 
 }  // namespace moekit::permute::detail
