@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -65,8 +66,12 @@ Problem make_problem(std::int64_t numel, std::int32_t num_experts, std::int32_t 
                                  map_size, num_experts));
 
   // All arithmetic in int64: numel <= 2^63 and E*(B-1) < 2^41, no overflow here.
+  // Every slot opens at most one group's blocks, so at most min(numel, groups)
+  // groups pad: the tight bound, which is what vLLM and SGLang allocate
+  // (numel * B when numel < groups). The padding fill costs bandwidth per row,
+  // so the bound is what a decode call pays for.
   const std::int64_t groups = static_cast<std::int64_t>(num_experts) + (bucket ? 1 : 0);
-  std::int64_t padded = numel + groups * (block_size - 1);
+  std::int64_t padded = numel + std::min(numel, groups) * (block_size - 1);
   if (pad_sorted_ids) padded = (padded + block_size - 1) / block_size * block_size;
   const std::int64_t blocks = (padded + block_size - 1) / block_size;
   // Kernels form block_index * B and cumsum + B in int32: require the whole

@@ -37,13 +37,34 @@ TEST_CASE("make_problem derives the buffer sizes") {
   CHECK(p.max_num_tokens_padded == 0);
   CHECK(p.max_num_blocks == 0);
   p = make_problem(0, 5, 1024, false, 7, false);
-  CHECK(p.max_num_tokens_padded == 5 * 1023);
-  CHECK(p.max_num_blocks == 5);
+  CHECK(p.max_num_tokens_padded == 0);  // no slot, no group pads
+  CHECK(p.max_num_blocks == 0);
   CHECK(p.map_size == 7);
   // Largest that fits: exactly INT32_MAX entries with B = 1.
   const std::int64_t imax = std::numeric_limits<std::int32_t>::max();
   p = make_problem(imax, 1, 1, false, 0, false);
   CHECK(p.max_num_tokens_padded == imax);
+}
+
+TEST_CASE("make_problem: fewer slots than experts size the buffer as vLLM and SGLang do") {
+  // numel + min(numel, E) * (B - 1): numel * B when numel < E.
+  Problem p = make_problem(8, 256, 128, false, 0, false);
+  CHECK(p.max_num_tokens_padded == 8 * 128);
+  CHECK(p.max_num_blocks == 8);
+  p = make_problem(2048, 256, 128, false, 0, false);
+  CHECK(p.max_num_tokens_padded == 2048 + 256 * 127);
+  p = make_problem(3, 256, 5, false, 0, true);
+  CHECK(p.max_num_tokens_padded == 15);
+  p = make_problem(1, 4096, 1024, false, 0, false, Invalid::bucket);
+  CHECK(p.max_num_tokens_padded == 1024);
+  // The reference lays out every slot of the worst case (each slot its own
+  // expert) within that bound, and fills the rest with the padding value.
+  std::vector<std::int64_t> ids = {7, 3, 250, 0, 255, 100, 101, 9};
+  const Outputs o = reference(make_problem(8, 256, 128, false, 0, false), ids, {});
+  CHECK(o.num_tokens_post_pad == 8 * 128);
+  CHECK(o.sorted_token_ids.size() == 8 * 128);
+  CHECK(o.sorted_token_ids[128] == 1);  // expert 3's slot, second block
+  CHECK(o.sorted_token_ids[129] == 8);  // then the padding value numel
 }
 
 TEST_CASE("make_problem rejects bad arguments and int32 overflow") {
@@ -113,8 +134,8 @@ TEST_CASE("reference: numel 0") {
   const Problem p = make_problem(0, 2, 3, false, 0, false);
   const Outputs o = ref_of(p, {});
   CHECK(o.num_tokens_post_pad == 0);
-  CHECK(o.sorted_token_ids == V{0, 0, 0, 0});
-  CHECK(o.expert_ids == V{-1, -1});
+  CHECK(o.sorted_token_ids.empty());  // no slot: no group pads, the buffers are empty
+  CHECK(o.expert_ids.empty());
 }
 
 TEST_CASE("reference agrees with a stable sort by expert on random inputs") {
@@ -253,9 +274,9 @@ TEST_CASE("make_problem: the bucket is one more group; vllm maps have E entries"
   CHECK(p.max_num_tokens_padded == 7 + 4 * 1);
   CHECK(p.max_num_blocks == 6);
   CHECK(row_groups(p) == 4);
-  p = make_problem(0, 5, 1024, false, 0, true, Invalid::bucket);
-  CHECK(p.max_num_tokens_padded == 6144);  // 6 * 1023, rounded up to 6 blocks
-  CHECK(p.max_num_blocks == 6);
+  p = make_problem(2, 5, 1024, false, 0, true, Invalid::bucket);
+  CHECK(p.max_num_tokens_padded == 2048);  // 2 + 2 * 1023: two slots pad at most two groups
+  CHECK(p.max_num_blocks == 2);
   // drop and reject size like today.
   CHECK(make_problem(7, 3, 2, false, 0, false, Invalid::drop).max_num_tokens_padded == 7 + 3);
   // E + the bucket must stay within kMaxExperts.
@@ -365,8 +386,8 @@ TEST_CASE("reference: all-invalid input and 0 tokens with the bucket") {
   const Problem z = bucket_problem(0, 2, 3);
   const Outputs oz = ref_of(z, {});
   CHECK(oz.num_tokens_post_pad == 0);
-  CHECK(oz.sorted_token_ids == V(6, 0));
-  CHECK(oz.expert_ids == V{-1, -1});
+  CHECK(oz.sorted_token_ids.empty());
+  CHECK(oz.expert_ids.empty());
   CHECK(check(z, oz, oz, true).ok);
 }
 
@@ -403,8 +424,8 @@ TEST_CASE("reference: vllm semantics align per global expert, then map expert_id
     const Problem pb = make_problem(4, 4, 2, true, 4, false, Invalid::bucket, MapSemantics::vllm);
     const Outputs ob = ref_of(pb, {2, 4, -1, 1}, map);
     CHECK(ob.num_tokens_post_pad == 6);
-    CHECK(ob.sorted_token_ids == V{3, 4, 0, 4, 1, 2, 4, 4, 4});
-    CHECK(ob.expert_ids == V{-1, 0, -1, -1, -1});
+    CHECK(ob.sorted_token_ids == V{3, 4, 0, 4, 1, 2, 4, 4});  // 4 + min(4, 5) * 1 rows
+    CHECK(ob.expert_ids == V{-1, 0, -1, -1});
     CHECK(ob.block_groups == V{1, 2, 4});
   }
 }

@@ -225,6 +225,6 @@ TEST_CASE("permute: all-invalid input and 0 tokens") {
   const auto z = permute::make_problem(0, 2, 2, 4, 4, Layout::padded, 0, Invalid::bucket);
   const auto oz = permute::reference(z, nullptr, {});
   CHECK(oz.aligned.num_tokens_post_pad == 0);
-  CHECK(oz.aligned.sorted_token_ids.size() == 3 * 3);  // (E + the bucket) * (B - 1)
+  CHECK(oz.aligned.sorted_token_ids.empty());  // no slot pads no group
   CHECK(permute::check(z, nullptr, {}, oz, oz).ok);
 }
