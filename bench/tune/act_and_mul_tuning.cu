@@ -42,10 +42,10 @@ LaunchStatus launch_candidate(const Problem& p, const Buffers& b, Stream s) {
     const unsigned grid = clamp_grid(blocks);
     if (nvec < kU32Limit)
       detail::flat_kernel<T, kAct, kN, kUnroll, false, detail::kPdlNone>
-          <<<grid, kBlock, 0, s>>>(in, out, nvec, dv, FastDivU32(static_cast<std::uint32_t>(dv)));
+          <<<grid, kBlock, 0, s>>>(in, out, nvec, dv, FastDivU32(static_cast<std::uint32_t>(dv)), true);
     else
       detail::flat_kernel<T, kAct, kN, kUnroll, true, detail::kPdlNone><<<grid, kBlock, 0, s>>>(in, out, nvec, dv,
-                                                                                             FastDivU32());
+                                                                                             FastDivU32(), true);
   } else {
     const std::int64_t n = p.tokens * p.d;
     const unsigned grid = clamp_grid(ceil_div<std::int64_t>(ceil_div<std::int64_t>(n, kN), kBlock));

@@ -135,9 +135,11 @@ __global__ void __launch_bounds__(1024, 2) row_block_kernel(const T* __restrict_
 // N = 16 / sizeof(T) is the bandwidth shape; small N shortens each thread's
 // dependent math chain, which is what a latency-bound (few-token) launch waits
 // for. kWide: nvec >= 2^32 (64-bit division instead of FastDivU32).
+// stream: evict-first loads (inputs larger than the L2 share in policy.hpp),
+// else plain loads that keep an L2-resident input's hits.
 template <class T, Activation A, int N, int U, bool kWide, int kPdl>
 __global__ void flat_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t nvec,
-                            std::int64_t dv, FastDivU32 div_dv) {
+                            std::int64_t dv, FastDivU32 div_dv, bool stream) {
   constexpr int V = N;
   pdl_begin<kPdl>();
   const std::int64_t chunk = static_cast<std::int64_t>(blockDim.x) * U;
@@ -151,8 +153,8 @@ __global__ void flat_kernel(const T* __restrict__ in, T* __restrict__ out, std::
         const std::int64_t t =
             kWide ? v / dv : static_cast<std::int64_t>(div_dv.div(static_cast<std::uint32_t>(v)));
         const std::int64_t src = v + t * dv;
-        xv[u].load(in + src * V);
-        yv[u].load(in + (src + dv) * V);
+        xv[u].load(in + src * V, stream);
+        yv[u].load(in + (src + dv) * V, stream);
       }
     }
 #pragma unroll

@@ -95,12 +95,14 @@ cudaError_t launch_flat_typed(const Problem& p, const Buffers& b, Stream s) {
     const std::int64_t dv = p.d / N;
     const std::int64_t nvec = p.tokens * dv;
     const unsigned grid = clamp_grid(ceil_div<std::int64_t>(nvec, std::int64_t{kBlock}));
+    const bool stream =
+        stream_loads(p.tokens * 2 * p.d * static_cast<std::int64_t>(sizeof(T)), moekit::device_caps());
     if (nvec < kU32Limit) {
       return launch_plain(kUsePdl, detail::flat_kernel<T, A, N, 1, false, kPdl>, grid, kBlock, s, in, out, nvec, dv,
-                          FastDivU32(static_cast<std::uint32_t>(dv)));
+                          FastDivU32(static_cast<std::uint32_t>(dv)), stream);
     } else {
       return launch_plain(kUsePdl, detail::flat_kernel<T, A, N, 1, true, kPdl>, grid, kBlock, s, in, out, nvec, dv,
-                          FastDivU32());
+                          FastDivU32(), stream);
     }
   } else {
     const std::int64_t n = p.tokens * p.d;
@@ -178,7 +180,9 @@ const std::array<Variant, 6> kVariants{{
 // Latency-bound up to one wave of spread blocks (act_and_mul/policy.hpp).
 bool small(const Problem& p, const DeviceCaps& caps) { return p.tokens * p.d <= small_max_outputs(caps); }
 // p.pdl: --pdl on and the device has PDL (the job sets it from DeviceCaps::pdl).
-bool small_pdl(const Problem& p, const DeviceCaps& caps) { return p.pdl && small(p, caps); }
+bool small_pdl(const Problem& p, const DeviceCaps& caps) {
+  return p.pdl && p.tokens * p.d <= small_max_outputs(caps, true);
+}
 bool has_pdl(const Problem& p, const DeviceCaps&) { return p.pdl; }
 
 // flat-pdl measured no slower than flat in any bandwidth-bound cell on the
@@ -186,11 +190,14 @@ bool has_pdl(const Problem& p, const DeviceCaps&) { return p.pdl; }
 // previous grid's tail); without PDL (--pdl off, or no PDL hardware) it is flat.
 const std::array<AutoRow<Problem>, 4> kAutoRows = {{
     {"spread-pdl",
-     "tokens*d <= one wave of spread outputs (2 x 128 x policy.spread_blocks_per_sm x SMs, down to a "
-     "power of two: latency-bound) and PDL (--pdl on, sm_90+)",
+     "PDL (--pdl on, sm_90+) and tokens*d <= one PDL wave of spread outputs (2 x 128 x "
+     "policy.spread_pdl_blocks_per_sm x SMs, down to a power of two)",
      small_pdl},
-    {"spread", "tokens*d <= one wave of spread outputs", small},
-    {"flat-pdl", "PDL (--pdl on, sm_90+; bandwidth-bound)", has_pdl},
+    {"flat-pdl", "PDL (--pdl on, sm_90+; past the PDL wave)", has_pdl},
+    {"spread",
+     "tokens*d <= one wave of spread outputs (2 x 128 x policy.spread_blocks_per_sm x SMs, down to a "
+     "power of two: latency-bound)",
+     small},
     {"flat", "", nullptr},
 }};
 

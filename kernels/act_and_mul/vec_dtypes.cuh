@@ -74,6 +74,14 @@ struct alignas(N * sizeof(T)) VecN {
   __device__ __forceinline__ void load(const T* p) {
     *reinterpret_cast<Raw*>(v) = __ldcs(reinterpret_cast<const Raw*>(p));
   }
+  // Plain load: for an input small enough to still sit in L2 from whoever
+  // wrote it (the rule: act::keep_in_l2 in policy.hpp).
+  __device__ __forceinline__ void load_cached(const T* p) {
+    *reinterpret_cast<Raw*>(v) = *reinterpret_cast<const Raw*>(p);
+  }
+  __device__ __forceinline__ void load(const T* p, bool stream) {
+    if (stream) load(p); else load_cached(p);
+  }
   __device__ __forceinline__ void store(T* p) const { *reinterpret_cast<Raw*>(p) = *reinterpret_cast<const Raw*>(v); }
 
   __device__ __forceinline__ void to_float(float (&f)[N]) const {

@@ -120,6 +120,25 @@ __device__ __forceinline__ int padded(int count, int block_size) {
   return (count + block_size - 1) / block_size * block_size;
 }
 
+// Division by the block size B: a shift when B is a power of two (the usual
+// case), else a real division (~20 dependent instructions, paid per use).
+struct DivB {
+  int B, shift;  // shift < 0: B is not a power of two
+  __device__ __forceinline__ int div(int x) const { return shift >= 0 ? x >> shift : x / B; }
+  // ceil(x / B) for 0 <= x < 2^31, in unsigned arithmetic (x + B - 1 may pass 2^31).
+  __device__ __forceinline__ int div_up(int x) const {
+    const unsigned u = static_cast<unsigned>(x) + static_cast<unsigned>(B) - 1u;
+    return static_cast<int>(shift >= 0 ? u >> shift : u / static_cast<unsigned>(B));
+  }
+  __device__ __forceinline__ int pad(int c) const {
+    return shift >= 0 ? (c + B - 1) & -B : padded(c, B);
+  }
+};
+
+__device__ __forceinline__ DivB make_divb(int b) {
+  return DivB{b, (b & (b - 1)) == 0 ? __ffs(b) - 1 : -1};
+}
+
 // Owner of row `pos` < total: the last expert e with cs[e] <= pos (empty
 // experts share their start with the next one, so "last" skips them).
 __device__ __forceinline__ int owner_of(const int* cs, int num_experts, int pos) {

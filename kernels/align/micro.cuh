@@ -8,17 +8,16 @@
 // left costs bandwidth, not latency: every row of sorted_token_ids that is not
 // a slot holds the padding value. So every block
 //   1. issues warp 0's id loads, then fills its whole chunk [r0, r1) with the
-//      padding value while the ids are in flight (nothing in that fill depends
-//      on them);
-//   2. warp 0 finds the distinct experts, their first rows (ascending) and the
-//      row of each slot; one barrier publishes them;
-//   3. overwrites the slot rows that fall in its chunk (the barrier orders
-//      these stores after the block's own fill of the same rows; no other block
-//      writes those rows) and writes the expert_ids of the blocks whose first
-//      row is in the chunk, by binary search over the <= 32 first rows.
-// Compared with `tiny` this drops the counter zeroing, the E-wide scan and
-// every pass over experts that hold no slot: the body no longer grows with E,
-// only the fill does.
+//      padding value and the expert_ids of the chunk's blocks with -1 while
+//      the ids are in flight (nothing in that fill depends on them);
+//   2. warp 0 lays out the slots in registers: lane i holds slot i's row, the
+//      first lane of each expert its first row and padded count;
+//   3. after one barrier (it orders the fill before the overwrites), warp 0
+//      writes the slot rows in the chunk and, on each expert's first lane, the
+//      expert_ids of its blocks whose first row is in the chunk.
+// Nothing goes through shared memory, and the only work after the barrier is
+// warp 0's stores (ncu, H100: the barrier wait was half of the stall cycles of
+// the version that published the layout in shared memory and searched it).
 #pragma once
 
 #include <algorithm>
@@ -33,10 +32,6 @@ constexpr int kMicroThreads = 256;
 
 template <class IdT, int kThreads = kMicroThreads>
 __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
-  __shared__ int s_row[kWarp];    // row of slot i, -1 if dropped
-  __shared__ int s_first[kWarp];  // k-th smallest distinct expert: its first row
-  __shared__ int s_expert[kWarp];  // ... and its id
-  __shared__ int s_total, s_distinct;
   const int t = threadIdx.x;
   const int n = a.numel;
   prim::pdl_wait();  // the ids; the fill below overwrites rows the previous kernel may read
@@ -44,74 +39,49 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   IdT raw = IdT(-1);
   if (t < n) raw = __ldg(static_cast<const IdT*>(a.ids) + t);
 
+  const DivB db = make_divb(a.block_size);
   const int r0 = static_cast<int>(blockIdx.x) * chunk;
   const int r1 = r0 + min(chunk, max(a.max_padded - r0, 0));  // r0 <= max_padded by the grid
+  // Blocks whose first row lies in [r0, r1): this block's share of expert_ids.
+  const int j0 = db.div_up(r0);
+  const int j1 = min(db.div_up(r1), a.max_blocks);
   fill_range(a.sorted, r0, r1, a.numel, t, kThreads);
+  for (int j = j0 + t; j < j1; j += kThreads) a.eids[j] = -1;
 
+  // Warp 0's layout, in registers (other warps keep e = -1 and write nothing).
+  int e = -1, first = 0, mine = 0, row = 0, total = 0;
+  bool leader = false;
   if (t < kWarp) {
     const int lane = t;
-    const int e = t < n ? expert_of<IdT>(raw, a) : -1;
+    e = t < n ? expert_of<IdT>(raw, a) : -1;
     const unsigned peers = warp_peers(e, expert_bits(a.num_experts));
-    const bool leader = e >= 0 && lane == __ffs(peers) - 1;
-    const int mine = leader ? padded(__popc(peers), a.block_size) : 0;
+    leader = e >= 0 && lane == __ffs(peers) - 1;
+    mine = leader ? db.pad(__popc(peers)) : 0;
     // First row of my expert = padded counts of the smaller distinct experts.
     // Eight lanes per step: the 16 shuffles of a step issue back to back
     // (one at a time, each waited for, 32 slots cost ~0.8 µs more than 8).
-    int first = 0, below = 0;
 #pragma unroll 1
-    for (int j0 = 0; j0 < n; j0 += 8) {
-      int ej[8], pj[8];
+    for (int k0 = 0; k0 < n; k0 += 8) {
+      int ek[8], pk[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        ej[k] = __shfl_sync(kFullMask, e, j0 + k);  // lanes past n hold mine = 0
-        pj[k] = __shfl_sync(kFullMask, mine, j0 + k);
+        ek[k] = __shfl_sync(kFullMask, e, k0 + k);  // lanes past n hold mine = 0
+        pk[k] = __shfl_sync(kFullMask, mine, k0 + k);
       }
 #pragma unroll
-      for (int k = 0; k < 8; ++k)
-        if (pj[k] > 0 && ej[k] < e) {
-          first += pj[k];
-          ++below;
-        }
+      for (int k = 0; k < 8; ++k) first += ek[k] < e ? pk[k] : 0;
     }
-    s_row[lane] = e >= 0 ? first + __popc(peers & lanemask_lt(threadIdx.x & (kWarp - 1))) : -1;
-    if (leader) {
-      s_first[below] = first;
-      s_expert[below] = e;
-    }
-    const int total = __reduce_add_sync(kFullMask, mine);
-    const int distinct = __popc(__ballot_sync(kFullMask, leader));
-    if (lane == 0) {
-      s_total = total;
-      s_distinct = distinct;
-    }
+    row = first + __popc(peers & lanemask_lt(lane));
+    total = __reduce_add_sync(kFullMask, mine);
   }
-  __syncthreads();
-
-  const int total = s_total;
-  if (blockIdx.x == 0 && t == 0) *a.total = total;
-  if (t < n) {
-    const int row = s_row[t];
-    if (row >= r0 && row < r1) a.sorted[row] = t;
-  }
-  // expert_ids of the blocks whose first row lies in [r0, r1).
-  const int B = a.block_size;
-  const int used = total / B;
-  // Unsigned 32-bit: r1 + B - 1 < 2^32, and a 64-bit division is a long subroutine.
-  const int j0 = static_cast<int>((static_cast<unsigned>(r0) + B - 1) / B);
-  const int j1 = min(static_cast<int>((static_cast<unsigned>(r1) + B - 1) / B), a.max_blocks);
-  const int last = s_distinct - 1;
-  for (int j = j0 + t; j < j1; j += kThreads) {
-    int v = -1;
-    if (j < used) {  // the last distinct expert whose first row is <= j*B
-      const int pos = j * B;
-      int lo = 0, hi = last;
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (s_first[mid] <= pos) lo = mid; else hi = mid - 1;
-      }
-      v = s_expert[lo];
+  __syncthreads();  // the fill above lands before the overwrites below
+  if (t < kWarp) {
+    if (blockIdx.x == 0 && t == 0) *a.total = total;
+    if (e >= 0 && row >= r0 && row < r1) a.sorted[row] = t;
+    if (leader) {  // first and mine are multiples of B
+      const int jb1 = min(db.div(first + mine), j1);
+      for (int j = max(db.div(first), j0); j < jb1; ++j) a.eids[j] = e;
     }
-    a.eids[j] = v;
   }
 }
 

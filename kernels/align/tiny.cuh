@@ -48,20 +48,6 @@ inline std::size_t tiny_smem(std::int64_t numel, int num_experts) {
                         2 * static_cast<std::size_t>(num_experts) + 1);
 }
 
-// Division by the block size B: a shift when B is a power of two (the usual
-// case), else a real division (~20 dependent instructions, paid per use).
-struct TinyDivB {
-  int B, shift;  // shift < 0: B is not a power of two
-  __device__ __forceinline__ int div(int x) const { return shift >= 0 ? x >> shift : x / B; }
-  __device__ __forceinline__ int pad(int c) const {
-    return shift >= 0 ? (c + B - 1) & -B : padded(c, B);
-  }
-};
-
-__device__ __forceinline__ TinyDivB tiny_divb(int b) {
-  return TinyDivB{b, (b & (b - 1)) == 0 ? __ffs(b) - 1 : -1};
-}
-
 __device__ __forceinline__ int tiny_pack(int e, int* cnt) {
   return e >= 0 ? e | (atomicAdd(cnt + e, 1) << kTinyExpertBits) : -1;
 }
@@ -178,7 +164,7 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
   // and one shuffle chain more per expert group.)
   constexpr int kWarps = kThreads / kWarp;
   const int lane = t & (kWarp - 1), w = t / kWarp;
-  const TinyDivB db = tiny_divb(a.block_size);
+  const DivB db = make_divb(a.block_size);
   const int per = (E + kThreads - 1) / kThreads * kWarp;
   const int lo = min(w * per, E), hi = min(lo + per, E);
   {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "act_and_mul/act_and_mul.hpp"
+#include "act_and_mul/policy.hpp"
 
 using namespace moekit;
 
@@ -22,7 +23,7 @@ DeviceCaps fake(int major, int sms, bool pdl) {
 
 }  // namespace
 
-TEST_CASE("act-and-mul auto: first applicable row; the H100 threshold is 2^19 outputs") {
+TEST_CASE("act-and-mul auto: first applicable row; the H100 thresholds are 2^18 outputs (PDL) and 2^19") {
   const DeviceCaps sm90 = fake(9, 132, true), sm80 = fake(8, 108, false);
   for (const DeviceCaps* caps : {&sm90, &sm80})
     for (std::int64_t t : {1, 7, 64, 256, 512, 1024, 4096, 65536})
@@ -36,16 +37,16 @@ TEST_CASE("act-and-mul auto: first applicable row; the H100 threshold is 2^19 ou
             break;
           }
         CHECK(act::pick_auto(p, *caps).info.name == want);
-        if (caps == &sm90) {  // the rule before the table: 2^19 outputs, PDL on sm_90
-          const bool small = t * d <= (std::int64_t{1} << 19);
+        if (caps == &sm90) {  // the rule before the table: 2^18 outputs with PDL on sm_90
+          const bool small = t * d <= (std::int64_t{1} << 18);
           CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread-pdl" : "flat-pdl"));
         } else {
           const bool small = t * d <= (std::int64_t{1} << 18);  // 108 SMs: one wave is 442368 outputs
           CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread" : "flat"));
         }
       }
-  // --pdl off on an sm_90: the plain layouts, by the same threshold.
-  for (std::int64_t t : {1, 64, 4096, 65536}) {
+  // --pdl off on an sm_90: the plain layouts, up to one 16-block wave.
+  for (std::int64_t t : {1, 64, 96, 128, 129, 4096, 65536}) {
     const act::Problem p{t, 4096, act::DType::bf16, act::Activation::silu, false};
     CHECK(act::pick_auto(p, sm90).info.name == (t * 4096 <= (std::int64_t{1} << 19) ? "spread" : "flat"));
     CHECK_FALSE(act::launches_with_pdl(act::pick_auto(p, sm90), p));
@@ -53,4 +54,17 @@ TEST_CASE("act-and-mul auto: first applicable row; the H100 threshold is 2^19 ou
   }
   const std::string text = act::auto_rule();
   for (const auto& r : act::auto_rows()) CHECK(text.find(r.when) != std::string::npos);
+}
+
+TEST_CASE("act-and-mul loads: plain while the input fits L2 / keep_in_l2_divisor, streaming beyond") {
+  DeviceCaps h100 = fake(9, 132, true);
+  h100.l2_bytes = 50 * 1024 * 1024;
+  const std::int64_t share = static_cast<std::int64_t>(h100.l2_bytes) / act::policy_for(h100).keep_in_l2_divisor;
+  CHECK(share == 6553600);  // 6.25 MiB on the H100's 50 MiB
+  CHECK_FALSE(act::stream_loads(128 * 2 * 4096 * 2, h100));  // 128 x 4096 bf16: 2 MiB
+  CHECK_FALSE(act::stream_loads(share, h100));
+  CHECK(act::stream_loads(share + 1, h100));
+  CHECK(act::stream_loads(1024 * 2 * 4096 * 2, h100));  // 16 MiB
+  DeviceCaps none;  // no device, or an unknown L2: stream
+  CHECK(act::stream_loads(1, none));
 }
