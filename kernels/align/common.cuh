@@ -29,6 +29,7 @@ using prim::fill_range_scalar;
 using prim::lanemask_lt;
 using prim::warp_inclusive_scan;
 using prim::warp_peers;
+using prim::warp_peers_below;
 
 // Bits that tell experts 0..E-1 apart (for warp_peers).
 __device__ __forceinline__ int expert_bits(int num_experts) { return prim::key_bits(num_experts); }

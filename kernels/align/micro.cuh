@@ -54,25 +54,34 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   if (t < kWarp) {
     const int lane = t;
     e = t < n ? expert_of<IdT>(raw, a) : -1;
-    const unsigned peers = warp_peers(e, expert_bits(a.num_experts));
+    unsigned below;  // lanes holding a smaller expert
+    const unsigned peers = warp_peers_below(e, expert_bits(a.num_experts), below);
     leader = e >= 0 && lane == __ffs(peers) - 1;
     mine = leader ? db.pad(__popc(peers)) : 0;
     // First row of my expert = padded counts of the smaller distinct experts.
-    // Eight lanes per step: the 16 shuffles of a step issue back to back
-    // (one at a time, each waited for, 32 slots cost ~0.8 µs more than 8).
+    if (n <= db.B) {
+      // No expert holds more than B slots: each pads to exactly B rows, so
+      // the sums are B times a count of first lanes (the usual decode case).
+      const unsigned leaders = __ballot_sync(kFullMask, leader);
+      first = db.B * __popc(below & leaders);
+      total = db.B * __popc(leaders);
+    } else {
+      // Eight lanes per step: the 16 shuffles of a step issue back to back
+      // (one at a time, each waited for, 32 slots cost ~0.8 µs more than 8).
 #pragma unroll 1
-    for (int k0 = 0; k0 < n; k0 += 8) {
-      int ek[8], pk[8];
+      for (int k0 = 0; k0 < n; k0 += 8) {
+        int ek[8], pk[8];
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        ek[k] = __shfl_sync(kFullMask, e, k0 + k);  // lanes past n hold mine = 0
-        pk[k] = __shfl_sync(kFullMask, mine, k0 + k);
+        for (int k = 0; k < 8; ++k) {
+          ek[k] = __shfl_sync(kFullMask, e, k0 + k);  // lanes past n hold mine = 0
+          pk[k] = __shfl_sync(kFullMask, mine, k0 + k);
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) first += ek[k] < e ? pk[k] : 0;
       }
-#pragma unroll
-      for (int k = 0; k < 8; ++k) first += ek[k] < e ? pk[k] : 0;
+      total = __reduce_add_sync(kFullMask, mine);
     }
     row = first + __popc(peers & lanemask_lt(lane));
-    total = __reduce_add_sync(kFullMask, mine);
   }
   __syncthreads();  // the fill above lands before the overwrites below
   if (t < kWarp) {

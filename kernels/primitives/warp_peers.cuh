@@ -27,4 +27,22 @@ __device__ __forceinline__ unsigned warp_peers(int key, int nbits) {
   return peers;
 }
 
+//! warp_peers plus the lanes holding a smaller key: `below` gets the lanes
+//! whose key is >= 0 and less than this lane's (0 for a key < 0). The same
+//! nbits + 1 votes, taken from the top bit down: a lane is below me once it
+//! agrees with me on the higher bits and has a 0 where I have a 1.
+__device__ __forceinline__ unsigned warp_peers_below(int key, int nbits, unsigned& below) {
+  const unsigned valid = __ballot_sync(kFullWarpMask, key >= 0);
+  unsigned peers = key >= 0 ? valid : ~valid;
+  unsigned lt = 0;
+  for (int bit = nbits - 1; bit >= 0; --bit) {
+    const bool set = (key >> bit) & 1;
+    const unsigned m = __ballot_sync(kFullWarpMask, set);
+    if (set) lt |= peers & ~m;
+    peers &= set ? m : ~m;
+  }
+  below = key >= 0 ? lt : 0u;
+  return peers;
+}
+
 }  // namespace moekit::prim
