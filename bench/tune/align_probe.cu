@@ -11,7 +11,10 @@
 //                                per phase per block and global-timer block
 //                                start skew, from an instrumented copy
 //   probe_align twopass          `twopass` over grid x counting warps
-//   probe_align micro            `micro` at 1 token over threads x rows per block
+//   probe_align micro            `micro` over threads x rows per thread, 1-16
+//                                tokens, next to tiny and relay
+//   probe_align relay            `relay` over threads x fill rows per thread,
+//                                plain and cooperative launches, next to tiny
 //   probe_align onepass          `onepass` over threads x loads x grid, with
 //                                and without the cooperative attribute, next
 //                                to tiny / twopass / auto
@@ -36,6 +39,7 @@
 #include "bench_ids.hpp"
 #include "align/micro.cuh"
 #include "align/onepass.cuh"
+#include "align/relay.cuh"
 #include "align/tiny.cuh"
 #include "align/twopass.cuh"
 #include "common/device.hpp"
@@ -193,6 +197,8 @@ struct Setup {
     total = DeviceBuffer(4);
     ws = DeviceBuffer(std::size_t(64) << 20);
   }
+  // The relay kernel's last block holds kRelayLoads slots per thread.
+  bool numel_ok(int threads) const { return p.numel <= std::int64_t{threads} * ad::kRelayLoads; }
   align::Buffers buffers(int copy) const {
     align::Buffers b;
     b.topk_ids = ids[static_cast<std::size_t>(copy)].get();
@@ -317,35 +323,96 @@ int twopass_mode() {
   return 0;
 }
 
-// `micro` at 1 token with 64-512 threads per block and 512-2048 rows per
-// block (the default is 256 threads x 1024 rows).
+// `micro` (1, 2 or 4 slots per lane by numel) with 64-512 threads per block
+// and 4 or 8 rows per thread (the default is 256 threads x 1024 rows), next
+// to `tiny` and `relay`.
+template <int S>
+double micro_at(Setup& su, int threads, int rows_per_thread) {
+  const auto run = [&](auto kernel) {
+    const int chunk = threads * rows_per_thread;
+    const auto f = [&su, kernel, threads, chunk](cudaStream_t s, int c) {
+      const std::int64_t rows = std::max<std::int64_t>(su.p.max_num_tokens_padded, 1);
+      const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
+      kernel<<<grid, threads, 0, s>>>(ad::make_args(su.p, su.buffers(c)), chunk);
+    };
+    return su.verify(f) ? bench_like(f, su.copies) : 1e9;
+  };
+  switch (threads) {
+    case 64: return run(ad::micro_kernel<std::int32_t, S, true, 64>);
+    case 128: return run(ad::micro_kernel<std::int32_t, S, true, 128>);
+    case 256: return run(ad::micro_kernel<std::int32_t, S, true, 256>);
+    default: return run(ad::micro_kernel<std::int32_t, S, true, 512>);
+  }
+}
+
 int micro_mode() {
   std::mt19937_64 rng(13);
   spin_ms(20);
-  std::printf("| E, topk | default | 64/512 | 128/512 | 128/1024 | 256/512 | 256/2048 | 512/1024 | "
-              "512/2048 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const Shape& sh : {Shape{8, 2, false}, Shape{64, 8, false}, Shape{256, 8, false},
-                          Shape{512, 8, false}}) {
-    Setup su(sh, 1, rng);
-    const auto run = [&](auto kernel, int threads, int chunk) {
-      const auto f = [&su, kernel, threads, chunk](cudaStream_t s, int c) {
-        const std::int64_t rows = std::max<std::int64_t>(su.p.max_num_tokens_padded, 1);
-        const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
-        kernel<<<grid, threads, 0, s>>>(ad::make_args(su.p, su.buffers(c)), chunk);
-      };
+  std::printf("| E, topk | tokens | default | 64/4 | 64/8 | 128/4 | 128/8 | 256/4 | 256/8 | 512/4 | tiny | relay |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  struct Row {
+    Shape sh;
+    int tokens;
+  };
+  for (const Row& r : {Row{{8, 2, false}, 1}, Row{{256, 8, false}, 1}, Row{{256, 8, false}, 4},
+                       Row{{256, 8, false}, 8}, Row{{8, 2, false}, 64}, Row{{64, 8, false}, 16},
+                       Row{{128, 8, false}, 16}, Row{{256, 8, false}, 16}, Row{{512, 8, false}, 16},
+                       Row{{4096, 8, false}, 16}}) {
+    Setup su(r.sh, r.tokens, rng);
+    const auto prod = [&](const char* v) {
+      const auto f = variant_launch(su, v);
       return su.verify(f) ? bench_like(f, su.copies) : 1e9;
     };
-    const double d = bench_like(variant_launch(su, "micro"), su.copies);
-    std::printf("| %d, %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", sh.E,
-                sh.topk, d, run(ad::micro_kernel<std::int32_t, 64>, 64, 512),
-                run(ad::micro_kernel<std::int32_t, 128>, 128, 512),
-                run(ad::micro_kernel<std::int32_t, 128>, 128, 1024),
-                run(ad::micro_kernel<std::int32_t, 256>, 256, 512),
-                run(ad::micro_kernel<std::int32_t, 256>, 256, 2048),
-                run(ad::micro_kernel<std::int32_t, 512>, 512, 1024),
-                run(ad::micro_kernel<std::int32_t, 512>, 512, 2048));
+    const auto at = [&](int threads, int rpt) {
+      switch (ad::micro_per_lane(su.p.numel)) {
+        case 1: return micro_at<1>(su, threads, rpt);
+        case 2: return micro_at<2>(su, threads, rpt);
+        default: return micro_at<4>(su, threads, rpt);
+      }
+    };
+    std::printf("| %d, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E,
+                r.sh.topk, r.tokens, prod("micro"), at(64, 4), at(64, 8), at(128, 4), at(128, 8), at(256, 4),
+                at(256, 8), at(512, 4), prod("tiny"), prod("relay"));
     std::fflush(stdout);
   }
+  return 0;
+}
+
+// `relay` (product launch: cooperative, policy shape) against plain <<<>>>
+// launches of the same kernel with threads x fill rows per thread, next to
+// `tiny` and `auto`.
+int relay_mode() {
+  std::mt19937_64 rng(14);
+  spin_ms(20);
+  const DeviceCaps& caps = device_caps();
+  std::printf("| E, topk | tokens | tiny | relay | auto | 256/4 | 256/16 | 512/4 | 1024/4 | 1024/1 |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Shape& sh : {Shape{8, 2, false}, Shape{64, 8, false}, Shape{256, 8, false}, Shape{512, 8, false}})
+    for (int tok : {1, 16, 64, 256}) {
+      Setup su(sh, tok, rng);
+      const auto run = [&](auto kernel, int threads, int rpt) {
+        const std::int64_t rows = std::max<std::int64_t>(su.p.max_num_tokens_padded, 1);
+        const std::int64_t fills = std::min<std::int64_t>(ceil_div<std::int64_t>(rows, std::int64_t{threads} * rpt),
+                                                          caps.sm_count - 1);
+        const int chunk = static_cast<int>(ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, fills), 4) * 4);
+        const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk)) + 1;
+        const std::size_t smem = ad::relay_smem(su.p.num_experts);
+        const auto f = [&su, kernel, threads, chunk, grid, smem](cudaStream_t s, int c) {
+          const align::Buffers b = su.buffers(c);
+          kernel<<<grid, threads, smem, s>>>(ad::make_args(su.p, b), static_cast<unsigned*>(b.workspace), chunk);
+        };
+        return su.numel_ok(threads) && su.verify(f) ? bench_like(f, su.copies) : 1e9;
+      };
+      const auto prod = [&](const char* v) {
+        const auto f = variant_launch(su, v);
+        return su.verify(f) ? bench_like(f, su.copies) : 1e9;
+      };
+      std::printf("| %d, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", sh.E, sh.topk, tok,
+                  prod("tiny"), prod("relay"), prod("auto"), run(ad::relay_kernel<std::int32_t, 256>, 256, 4),
+                  run(ad::relay_kernel<std::int32_t, 256>, 256, 16), run(ad::relay_kernel<std::int32_t, 512>, 512, 4),
+                  run(ad::relay_kernel<std::int32_t, 1024>, 1024, 4), run(ad::relay_kernel<std::int32_t, 1024>, 1024, 1));
+      std::fflush(stdout);
+    }
   return 0;
 }
 
@@ -722,11 +789,12 @@ int main(int argc, char** argv) {
     if (mode == "twopass") return twopass_mode();
     if (mode == "onepass") return onepass_mode();
     if (mode == "micro") return micro_mode();
+    if (mode == "relay") return relay_mode();
     if (mode == "phases") return phases();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "probe_align: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | onepass | micro | ncu\n");
+  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | onepass | micro | relay | ncu\n");
   return 2;
 }

@@ -1,23 +1,29 @@
-// Variant `micro` (decode-sized inputs: numel <= 32): ONE launch, no
-// workspace, no atomics, no scan over the E experts. Stable rows.
+// Variant `micro` (decode-sized inputs: numel <= 128): ONE launch, no
+// workspace, no atomics, no shared memory, no block barrier and no scan over
+// the E experts. Stable rows.
 //
-// With at most 32 slots the whole layout is a function of at most 32 distinct
-// experts, so one warp computes it from ballots and shuffles alone: a slot's
-// rank is the number of earlier lanes holding its expert, an expert's first row
-// is the sum of the padded counts of the distinct experts below it. What is
-// left costs bandwidth, not latency: every row of sorted_token_ids that is not
-// a slot holds the padding value. So every block
-//   1. issues warp 0's id loads, then fills its whole chunk [r0, r1) with the
-//      padding value and the expert_ids of the chunk's blocks with -1 while
-//      the ids are in flight (nothing in that fill depends on them);
-//   2. warp 0 lays out the slots in registers: lane i holds slot i's row, the
-//      first lane of each expert its first row and padded count;
-//   3. after one barrier (it orders the fill before the overwrites), warp 0
-//      writes the slot rows in the chunk and, on each expert's first lane, the
-//      expert_ids of its blocks whose first row is in the chunk.
-// Nothing goes through shared memory, and the only work after the barrier is
-// warp 0's stores (ncu, H100: the barrier wait was half of the stall cycles of
-// the version that published the layout in shared memory and searched it).
+// With at most 32 S slots (S = 1, 2 or 4 per lane) the whole layout is a
+// function of at most 32 S distinct experts, which one warp computes from
+// ballots alone: a slot's rank is the number of earlier slots holding its
+// expert; an expert's first block is the sum of the block counts of the
+// distinct experts below it, summed bit by bit of the counts (one ballot per
+// bit and column: one bit while numel <= B). What is left costs bandwidth,
+// not latency: every row of sorted_token_ids that is not a slot holds the
+// padding value. So EVERY warp of every block
+//   1. issues the id loads (the same few lines for every warp);
+//   2. fills its slice of the block's rows with the padding value, and the
+//      expert_ids of the blocks that start in the slice with -1, while the ids
+//      are in flight (nothing in that fill depends on them);
+//   3. lays out the slots in its registers, and after a __syncwarp (it orders
+//      the warp's fill before its overwrites) writes the slot rows and the
+//      expert_ids that fall in its slice.
+// Warps never wait for each other. The previous design (warp 0 computed the
+// layout, one barrier ordered every warp's fill before warp 0's stores) was
+// 0.35-0.45 us slower than SGLang's one-CTA kernel at one token; its code was
+// 12.7 KB of SASS (warp 0's divergent branch made every shuffle and ballot a
+// collective with a fallback path, and a 16-shuffle loop served numel > B).
+// The layout costs S * S mask updates per expert bit and lane, which is why S
+// stops at 4 (docs/bench/align-notes.md).
 #pragma once
 
 #include <algorithm>
@@ -27,75 +33,99 @@
 
 namespace moekit::align::detail {
 
-constexpr int kMicroMaxNumel = kWarp;  // one slot per lane of one warp
-constexpr int kMicroThreads = 256;
+constexpr int kMicroMaxPerLane = 4;
+constexpr int kMicroMaxNumel = kMicroMaxPerLane * kWarp;
+// 4 warps: every warp computes the whole layout, so more warps per SM only
+// queue more copies of it (probe_align micro, H100: 128 threads x 8 rows per
+// thread against 256 x 4: equal at one token, 0.1 us faster at 64 slots,
+// 0.3-0.7 us at 128 slots; 64 threads no faster).
+constexpr int kMicroThreads = 128;
 
-template <class IdT, int kThreads = kMicroThreads>
+// kS: slots per lane (slot s * 32 + lane); kPow2: B is a power of two
+// (shifts only: less code to fetch).
+template <class IdT, int kS, bool kPow2, int kThreads = kMicroThreads>
 __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
-  const int t = threadIdx.x;
+  constexpr int kWarps = kThreads / kWarp;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, w = static_cast<int>(threadIdx.x) / kWarp;
   const int n = a.numel;
   prim::pdl_wait();  // the ids; the fill below overwrites rows the previous kernel may read
   prim::pdl_launch_dependents();
-  IdT raw = IdT(-1);
-  if (t < n) raw = __ldg(static_cast<const IdT*>(a.ids) + t);
+  IdT raw[kS];
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    const int i = s * kWarp + lane;
+    raw[s] = i < n ? __ldg(static_cast<const IdT*>(a.ids) + i) : IdT(-1);
+  }
 
-  const DivB db = make_divb(a.block_size);
-  const int r0 = static_cast<int>(blockIdx.x) * chunk;
-  const int r1 = r0 + min(chunk, max(a.max_padded - r0, 0));  // r0 <= max_padded by the grid
-  // Blocks whose first row lies in [r0, r1): this block's share of expert_ids.
+  const DivB<kPow2> db = make_divb<kPow2>(a.block_size);
+  // The block's rows [cb, ce) (cb <= max_padded by the grid), this warp's
+  // slice [r0, r1) of them (a multiple of 4 rows: 16-byte aligned slices when
+  // the chunk is), and the expert_ids [j0, j1) of the blocks starting in it.
+  const int sub = (chunk + 4 * kWarps - 1) / (4 * kWarps) * 4;
+  const int cb = static_cast<int>(blockIdx.x) * chunk;
+  const int ce = cb + min(chunk, max(a.max_padded - cb, 0));
+  const int r0 = cb + min(w * sub, ce - cb);
+  const int r1 = r0 + min(sub, ce - r0);
   const int j0 = db.div_up(r0);
   const int j1 = min(db.div_up(r1), a.max_blocks);
-  fill_range(a.sorted, r0, r1, a.numel, t, kThreads);
-  for (int j = j0 + t; j < j1; j += kThreads) a.eids[j] = -1;
-
-  // Warp 0's layout, in registers (other warps keep e = -1 and write nothing).
-  int e = -1, first = 0, mine = 0, row = 0, total = 0;
-  bool leader = false;
-  if (t < kWarp) {
-    const int lane = t;
-    e = t < n ? expert_of<IdT>(raw, a) : -1;
-    unsigned below;  // lanes holding a smaller expert
-    const unsigned peers = warp_peers_below(e, expert_bits(a.num_experts), below);
-    leader = e >= 0 && lane == __ffs(peers) - 1;
-    mine = leader ? db.pad(__popc(peers)) : 0;
-    // First row of my expert = padded counts of the smaller distinct experts.
-    if (n <= db.B) {
-      // No expert holds more than B slots: each pads to exactly B rows, so
-      // the sums are B times a count of first lanes (the usual decode case).
-      const unsigned leaders = __ballot_sync(kFullMask, leader);
-      first = db.B * __popc(below & leaders);
-      total = db.B * __popc(leaders);
-    } else {
-      // Eight lanes per step: the 16 shuffles of a step issue back to back
-      // (one at a time, each waited for, 32 slots cost ~0.8 µs more than 8).
+  fill_range(a.sorted, r0, r1, n, lane, kWarp);
 #pragma unroll 1
-      for (int k0 = 0; k0 < n; k0 += 8) {
-        int ek[8], pk[8];
+  for (int j = j0 + lane; j < j1; j += kWarp) a.eids[j] = -1;
+
+  // The layout: for each of my slots its expert, rank and row; the first
+  // slot of each expert (its leader) holds the expert's block count nb.
+  int e[kS];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          ek[k] = __shfl_sync(kFullMask, e, k0 + k);  // lanes past n hold mine = 0
-          pk[k] = __shfl_sync(kFullMask, mine, k0 + k);
-        }
+  for (int s = 0; s < kS; ++s) e[s] = s * kWarp + lane < n ? expert_of<IdT>(raw[s], a) : -1;
+  unsigned peers[kS][kS], below[kS][kS];
+  warp_peers_below<kS>(e, expert_bits(a.num_experts), peers, below);
+  int rank[kS], nb[kS];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) first += ek[k] < e ? pk[k] : 0;
-      }
-      total = __reduce_add_sync(kFullMask, mine);
+  for (int s = 0; s < kS; ++s) {
+    int r = __popc(peers[s][s] & lanemask_lt(lane)), c = 0;
+#pragma unroll
+    for (int h = 0; h < kS; ++h) {
+      c += __popc(peers[s][h]);
+      if (h < s) r += __popc(peers[s][h]);
     }
-    row = first + __popc(peers & lanemask_lt(lane));
+    rank[s] = r;
+    nb[s] = e[s] >= 0 && r == 0 ? db.div_up(c) : 0;
   }
-  __syncthreads();  // the fill above lands before the overwrites below
-  if (t < kWarp) {
-    if (blockIdx.x == 0 && t == 0) *a.total = total;
-    if (e >= 0 && row >= r0 && row < r1) a.sorted[row] = t;
-    if (leader) {  // first and mine are multiples of B
-      const int jb1 = min(db.div(first + mine), j1);
-      for (int j = max(db.div(first), j0); j < jb1; ++j) a.eids[j] = e;
+  // First block of each of my experts (blocks of the smaller distinct
+  // experts) and all blocks, one ballot per bit of the block counts
+  // (<= ceil(n / B)) and column.
+  int fb[kS] = {}, tb = 0;
+  const int most = db.div_up(n);
+#pragma unroll 1
+  for (int bit = 0; (1 << bit) <= most; ++bit) {
+#pragma unroll
+    for (int h = 0; h < kS; ++h) {
+      const unsigned m = __ballot_sync(kFullMask, (nb[h] >> bit) & 1);
+      tb += __popc(m) << bit;
+#pragma unroll
+      for (int s = 0; s < kS; ++s) fb[s] += __popc(m & below[s][h]) << bit;
+    }
+  }
+  __syncwarp();  // this warp's fill above lands before its overwrites below
+  if (blockIdx.x == 0 && threadIdx.x == 0) *a.total = tb * db.B;
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    if (e[s] < 0) continue;
+    const int row = fb[s] * db.B + rank[s];
+    if (row >= r0 && row < r1) a.sorted[row] = s * kWarp + lane;
+    if (nb[s] > 0) {
+      const int jb1 = min(fb[s] + nb[s], j1);
+#pragma unroll 1
+      for (int j = max(fb[s], j0); j < jb1; ++j) a.eids[j] = e[s];
     }
   }
 }
 
+// Slots per lane for numel slots.
+inline int micro_per_lane(std::int64_t numel) { return numel <= kWarp ? 1 : numel <= 2 * kWarp ? 2 : 4; }
+
 inline const char* micro_not_applicable(const Problem& p, const DeviceCaps&) {
-  if (p.numel > kMicroMaxNumel) return "needs numel <= 32 (one slot per lane of one warp)";
+  if (p.numel > kMicroMaxNumel) return "needs numel <= 128 (4 slots per lane of one warp)";
   return nullptr;
 }
 
@@ -116,7 +146,15 @@ template <class IdT>
 inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, int chunk) {
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
   const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
-  return prim::launch_ex(micro_kernel<IdT>, grid, kMicroThreads, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
+  const bool p2 = is_pow2(p.block_size);
+  const auto go = [&](auto kernel) {
+    return prim::launch_ex(kernel, grid, kMicroThreads, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
+  };
+  switch (micro_per_lane(p.numel)) {
+    case 1: return p2 ? go(micro_kernel<IdT, 1, true>) : go(micro_kernel<IdT, 1, false>);
+    case 2: return p2 ? go(micro_kernel<IdT, 2, true>) : go(micro_kernel<IdT, 2, false>);
+    default: return p2 ? go(micro_kernel<IdT, 4, true>) : go(micro_kernel<IdT, 4, false>);
+  }
 }
 
 template <class IdT>

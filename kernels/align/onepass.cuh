@@ -37,12 +37,6 @@ namespace moekit::align::detail {
 // line) the E global counters.
 constexpr int kOnePassHeader = 32;
 
-__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // cs[0, E) := exclusive scan of the padded totals C[0, E) (read from L2),
 // cs[E] := their sum, which is returned. Each warp owns a contiguous,
 // 32-aligned range of experts and walks it lane by lane: no shared-memory bank
@@ -148,7 +142,7 @@ __global__ void __launch_bounds__(1024)
   if (t == 0) {
     __threadfence();
     atomicAdd(ws, 1u);
-    while (ld_acquire_gpu(ws) < static_cast<unsigned>(G)) {
+    while (prim::ld_acquire_gpu(ws) < static_cast<unsigned>(G)) {
     }
   }
   __syncthreads();

@@ -14,6 +14,16 @@ namespace moekit::align {
 
 struct Policy {
   // --- auto (docs/align.md) ---
+  // `micro` up to micro_max_slots (micro_max_slots_small_blocks when B <
+  // small_block: its layout sums block counts bit by bit, more bits for small
+  // B), then `relay` up to relay_max_slots where E >= relay_min_experts or
+  // B < small_block (where tiny's per-block passes over E and over the
+  // experts meeting its rows weigh most).
+  std::int64_t micro_max_slots = 0;
+  std::int64_t micro_max_slots_small_blocks = 0;
+  int small_block = 0;
+  std::int64_t relay_max_slots = 0;
+  int relay_min_experts = 0;
   // `tiny` up to this many slots (its few shared counters contend in every
   // block when E <= 16; onepass's per-block E-wide passes cost more when
   // E >= 1024), then onepass.
@@ -34,6 +44,10 @@ struct Policy {
   // --- micro: rows per block, and blocks per SM before chunks grow.
   int micro_rows_per_block = 0;
   int micro_blocks_per_sm = 0;
+  // --- relay: threads of every block at least (more for more slots), and
+  // rows of sorted_token_ids per thread of a fill block.
+  int relay_min_threads = 0;
+  int relay_rows_per_thread = 0;
   // --- onepass: blocks per SM (one: residency certain without an occupancy
   // query) and padding rows per thread before the grid grows.
   int onepass_blocks_per_sm = 0;
@@ -44,8 +58,14 @@ struct Policy {
 };
 
 // sm_90: measured on the H100 (bench_align; probe_align sweep / onepass /
-// twopass; docs/bench/align.md, docs/align.md).
+// twopass / micro / relay; micro, relay and tiny against SGLang on the same
+// ids: docs/bench/align-notes.md "micro for up to 128 slots, relay").
 inline constexpr Policy kPolicySm90 = {
+    .micro_max_slots = 128,
+    .micro_max_slots_small_blocks = 64,
+    .small_block = 64,
+    .relay_max_slots = 256,
+    .relay_min_experts = 128,
     .tiny_max_slots_few_experts = 4096,
     .tiny_max_slots = 8192,
     .tiny_max_slots_many_experts = 16384,
@@ -58,6 +78,8 @@ inline constexpr Policy kPolicySm90 = {
     .tiny_rows_per_thread = 16,
     .micro_rows_per_block = 1024,
     .micro_blocks_per_sm = 2,
+    .relay_min_threads = 256,
+    .relay_rows_per_thread = 4,
     .onepass_blocks_per_sm = 1,
     .onepass_pad_rows_per_thread = 8,
     .twopass_max_grid_few_experts = 128,
@@ -75,6 +97,16 @@ inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
 
 inline const Policy& policy_for(const DeviceCaps& caps) {
   return policy_row_for<Policy>(kPolicyRows, caps);
+}
+
+// Slots up to which `auto` picks micro for block size B.
+inline std::int64_t micro_max_slots(const Policy& pol, int block_size) {
+  return block_size < pol.small_block ? pol.micro_max_slots_small_blocks : pol.micro_max_slots;
+}
+
+// Whether `auto` picks relay (after micro).
+inline bool relay_preferred(const Policy& pol, std::int64_t numel, int num_experts, int block_size) {
+  return numel <= pol.relay_max_slots && (num_experts >= pol.relay_min_experts || block_size < pol.small_block);
 }
 
 // Slots up to which `auto` picks tiny for E experts.

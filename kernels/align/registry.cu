@@ -16,6 +16,7 @@
 #include "align/onepass.cuh"
 #include "align/oneshot.cuh"
 #include "align/persistent.cuh"
+#include "align/relay.cuh"
 #include "align/scatter.cuh"
 #include "align/small_batch.cuh"
 #include "align/tiny.cuh"
@@ -112,6 +113,11 @@ std::string tiny_limits(const DeviceCaps& c) {
   return o;
 }
 std::string micro_limits(const DeviceCaps&) { return "numel <= " + num(kMicroMaxNumel); }
+std::string relay_limits(const DeviceCaps& c) {
+  std::string o = "numel <= " + num(kRelayMaxNumel) + ", " + smem_bound(c, "4(E+1) bytes", scan_bytes) +
+                  ", cooperative launch, 2 SMs";
+  return o;
+}
 std::string oneshot_limits(const DeviceCaps& c) {
   return "numel <= " + num(kOneshotMaxNumel) + ", " + smem_bound(c, "8E+4 bytes", oneshot_bytes);
 }
@@ -262,6 +268,15 @@ struct Micro {
 const char* micro_na(const Problem& p, const DeviceCaps& caps) { return micro_not_applicable(p, caps); }
 
 template <class IdT>
+struct Relay {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_relay<IdT>(p, b, s);
+  }
+};
+const char* relay_na(const Problem& p, const DeviceCaps& caps) { return relay_not_applicable(p, caps); }
+std::size_t relay_ws(const Problem&, const DeviceCaps&) { return relay_workspace(); }
+
+template <class IdT>
 struct Oneshot {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     return launch_oneshot<IdT>(p, b, s);
@@ -380,7 +395,7 @@ bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
   return needs_zeroed_workspace(auto_pick(p, caps), p, caps);
 }
 
-const std::array<Variant, 14> kVariants = {{
+const std::array<Variant, 15> kVariants = {{
     {{"baseline",
       "fill kernel; one block counts (shared atomics) and scans serially; scatter by a global "
       "atomic per slot"},
@@ -403,9 +418,15 @@ const std::array<Variant, 14> kVariants = {{
       "own chunk of rows; no workspace; unstable"},
      false, tiny_limits, tiny_na, no_workspace, by_dtype<Tiny>},
     {{"micro",
-      "decode: one launch; one warp lays out the <= 32 slots from their distinct experts "
-      "(no scan over E), every block fills its rows while the ids load; stable"},
+      "decode: one launch; every warp lays out the <= 128 slots from ballots over their experts "
+      "(no scan over E, no shared memory, no barrier) and writes its slice of the rows, filled "
+      "while the ids load; stable"},
      true, micro_limits, micro_na, no_workspace, by_dtype<Micro>},
+    {{"relay",
+      "small and mid-sized inputs: one cooperative launch; fill blocks write the padding and -1 "
+      "expert_ids and raise a counter, the last block alone ranks (shared atomics) and scans, "
+      "waits for the counter, writes slots and expert_ids; self-clearing workspace; unstable"},
+     false, relay_limits, relay_na, relay_ws, by_dtype<Relay>, zeroed},
     {{"oneshot",
       "small inputs: one launch, every block counts all slots, blocks split the writes; stable"},
      true, oneshot_limits, oneshot_na, no_workspace, by_dtype<Oneshot>},
@@ -446,8 +467,16 @@ const std::array<Variant, 14> kVariants = {{
 //    twopass does not apply (or first when E >= 4096);
 // warpscan is the last resort (E <= 16384 always fits it). Thresholds: the
 // device's row of align/policy.hpp.
-const std::array<AutoRow<Problem>, 10> kAutoRows = {{
-    {"micro", "", nullptr},
+const std::array<AutoRow<Problem>, 11> kAutoRows = {{
+    {"micro", "numel <= policy.micro_max_slots (policy.micro_max_slots_small_blocks when B < policy.small_block)",
+     [](const Problem& p, const DeviceCaps& caps) {
+       return p.numel <= micro_max_slots(policy_for(caps), p.block_size);
+     }},
+    {"relay",
+     "numel <= policy.relay_max_slots and (E >= policy.relay_min_experts or B < policy.small_block)",
+     [](const Problem& p, const DeviceCaps& caps) {
+       return relay_preferred(policy_for(caps), p.numel, p.num_experts, p.block_size);
+     }},
     {"tiny",
      "numel <= policy.tiny_max_slots (policy.tiny_max_slots_few_experts when E <= 16, "
      "policy.tiny_max_slots_many_experts when E >= 1024)",

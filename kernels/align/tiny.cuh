@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
   // and one shuffle chain more per expert group.)
   constexpr int kWarps = kThreads / kWarp;
   const int lane = t & (kWarp - 1), w = t / kWarp;
-  const DivB db = make_divb(a.block_size);
+  const DivB<> db = make_divb(a.block_size);
   const int per = (E + kThreads - 1) / kThreads * kWarp;
   const int lo = min(w * per, E), hi = min(lo + per, E);
   {
@@ -195,8 +195,8 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
   const int r0 = static_cast<int>(blockIdx.x) * chunk;
   const int r1 = r0 + min(chunk, a.max_padded - r0);
   const std::int32_t pad = a.numel;
-  const int j0 = db.div(r0 + db.B - 1);  // no overflow: r1 + B <= 2^25 here
-  const int j1 = min(db.div(r1 + db.B - 1), a.max_blocks);
+  const int j0 = db.div_up(r0);
+  const int j1 = min(db.div_up(r1), a.max_blocks);
 
   // Pass 2, expert by expert: the final start s and, for every expert whose
   // rows [s, s + padded) meet the chunk, the whole warp writes the padding

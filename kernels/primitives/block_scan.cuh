@@ -16,10 +16,16 @@ constexpr int kBlockScanScratch = kWarpThreads + 1;
 //! chunk, so n may exceed blockDim (E up to 16384 experts); the chunk sums go
 //! through a two-level warp scan: 3 barriers whatever n is (the last one
 //! makes data[] and the total visible to the whole block).
+//! `f` maps each element before it is summed (e.g. a count to its padded
+//! size), so the caller needs no pass and no barrier of its own for that.
 //! Requirements: one-dimensional block, blockDim.x a multiple of 32 and at
 //! most 1024; `data` (n + 1 ints) and `warp_sums` (kBlockScanScratch ints) in
 //! shared memory; every thread of the block calls it.
-__device__ __forceinline__ int block_exclusive_scan(int* data, int n, int* warp_sums) {
+struct ScanIdentity {
+  __device__ int operator()(int x) const { return x; }
+};
+template <class F = ScanIdentity>
+__device__ __forceinline__ int block_exclusive_scan(int* data, int n, int* warp_sums, F f = {}) {
   const int t = threadIdx.x;
   const int nt = blockDim.x;
   const int lane = t & (kWarpThreads - 1);
@@ -29,7 +35,7 @@ __device__ __forceinline__ int block_exclusive_scan(int* data, int n, int* warp_
   const int lo = min(t * per, n);
   const int hi = min(lo + per, n);
   int s = 0;
-  for (int i = lo; i < hi; ++i) s += data[i];
+  for (int i = lo; i < hi; ++i) s += f(data[i]);
   const int incl = warp_inclusive_scan(s);
   if (lane == kWarpThreads - 1) warp_sums[w] = incl;
   __syncthreads();
@@ -42,7 +48,7 @@ __device__ __forceinline__ int block_exclusive_scan(int* data, int n, int* warp_
   __syncthreads();
   int run = warp_sums[w] + incl - s;
   for (int i = lo; i < hi; ++i) {
-    const int x = data[i];
+    const int x = f(data[i]);
     data[i] = run;
     run += x;
   }

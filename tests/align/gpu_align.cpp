@@ -189,7 +189,8 @@ void run_case(const Case& c, Stats& st) {
     bool must = true, known = true;
     if (name == "small-batch") must = c.numel < 1024 && E <= 64;
     if (name == "oneshot") must = c.numel <= 65535;
-    if (name == "micro") must = c.numel <= 32;
+    if (name == "micro") must = c.numel <= 128;
+    if (name == "relay") must = c.numel <= 4096;
     if (name == "onepass") must = c.numel <= 1048576;  // one wave of 1024 x 16-byte loads x 4
     if (name == "tiny") {  // shared memory 4*(numel + 2E + 1) bytes: sure below 160 KiB
       must = c.numel <= 32768;
@@ -296,13 +297,13 @@ bool skipped_in_subset(const char* what) {
 TEST_CASE("sanitizer subset") {
   Stats st;
   std::uint64_t seed = 7;
-  for (std::int64_t n : {0, 7, 1000, 5000, 20000})
+  for (std::int64_t n : {0, 7, 60, 120, 200, 1000, 5000, 20000})
     for (std::int32_t E : {8, 300})
       for (bool i64 : {false, true}) {
         Case c;
         c.numel = n;
         c.E = E;
-        c.B = n == 1000 ? 1 : 64;
+        c.B = n == 1000 ? 1 : n == 120 ? 16 : 64;
         c.dist = static_cast<Dist>(seed % 3);
         c.i64 = i64;
         c.map = E == 300;
@@ -331,8 +332,9 @@ TEST_CASE("sanitizer subset") {
   CHECK(st.runs > 0);
 }
 
-// Every numel up to a few past micro's bound, and tiles that end inside a
-// warp's sub-tile, a block's tile and the last block of the multi-block variants.
+// Every numel up to 40, micro's 1/2/4-slots-per-lane steps and bound, relay's
+// auto bound, and tiles that end inside a warp's sub-tile, a block's tile and
+// the last block of the multi-block variants.
 TEST_CASE("small and tile-edge shapes") {
   if (skipped_in_subset("small and tile-edge shapes")) return;
   Stats st;
@@ -346,6 +348,15 @@ TEST_CASE("small and tile-edge shapes") {
     c.seed = seed++;
     run_case(c, st);
   }
+  for (std::int64_t n : {48, 63, 64, 65, 96, 127, 128, 129, 200, 256, 257})
+    for (std::int32_t E : {1, 5, 128, 300, 4096}) {
+      Case c;
+      c.numel = n;
+      c.E = E;
+      draw_knobs(c, rng, true);
+      c.seed = seed++;
+      run_case(c, st);
+    }
   for (std::int64_t n : {511, 2049, 16 * 512 + 3, 32768, 65536 + 17, 131072 * 3 + 1})
     for (std::int32_t E : {2, 60, 257, 4096}) {
       Case c;

@@ -1,0 +1,29 @@
+//! @file
+//! A counter in global memory that blocks of one grid raise and one thread
+//! waits on: the arrive side (release reduction) and the wait side (acquire
+//! load). A grid barrier, or one block waiting for the others.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace moekit::prim {
+
+//! Adds v to *p with gpu-scope release semantics: the stores this thread made,
+//! and those of its block ordered before a __syncthreads() it passed, are
+//! visible to a thread whose acquire load reads the sum. No return value, so
+//! the thread does not wait for the round trip (a __threadfence() before a
+//! plain atomicAdd waits for every prior store of the thread to complete).
+__device__ __forceinline__ void red_release_gpu(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+//! Loads *p with gpu-scope acquire semantics: the stores that the raising
+//! blocks ordered before their release (or fence) are visible to this thread
+//! after it, and to its block after a following __syncthreads().
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+}  // namespace moekit::prim
