@@ -340,32 +340,19 @@ TEST_CASE("small and tile-edge shapes") {
   Stats st;
   std::uint64_t seed = 5000;
   std::mt19937_64 rng(99);
-  for (std::int64_t n = 0; n <= 40; ++n) {
+  const auto run_at = [&](std::int64_t n, std::int32_t E, bool pad_and_loose) {
     Case c;
     c.numel = n;
-    c.E = std::array<std::int32_t, 6>{1, 3, 8, 64, 256, 16384}[n % 6];
-    draw_knobs(c, rng, true);
+    c.E = E;
+    draw_knobs(c, rng, pad_and_loose);
     c.seed = seed++;
     run_case(c, st);
-  }
+  };
+  for (std::int64_t n = 0; n <= 40; ++n) run_at(n, std::array<std::int32_t, 6>{1, 3, 8, 64, 256, 16384}[n % 6], true);
   for (std::int64_t n : {48, 63, 64, 65, 96, 127, 128, 129, 200, 256, 257})
-    for (std::int32_t E : {1, 5, 128, 300, 4096}) {
-      Case c;
-      c.numel = n;
-      c.E = E;
-      draw_knobs(c, rng, true);
-      c.seed = seed++;
-      run_case(c, st);
-    }
+    for (std::int32_t E : {1, 5, 128, 300, 4096}) run_at(n, E, true);
   for (std::int64_t n : {511, 2049, 16 * 512 + 3, 32768, 65536 + 17, 131072 * 3 + 1})
-    for (std::int32_t E : {2, 60, 257, 4096}) {
-      Case c;
-      c.numel = n;
-      c.E = E;
-      draw_knobs(c, rng, false);
-      c.seed = seed++;
-      run_case(c, st);
-    }
+    for (std::int32_t E : {2, 60, 257, 4096}) run_at(n, E, false);
   report("small and tile-edge shapes", st);
   CHECK(st.runs > 0);
 }
