@@ -1,29 +1,33 @@
 // Variant `micro` (decode-sized inputs: numel <= 128): ONE launch, no
-// workspace, no atomics, no shared memory, no block barrier and no scan over
-// the E experts. Stable rows.
+// workspace, no atomics, no scan over the E experts. Stable rows.
 //
 // With at most 32 S slots (S = 1, 2 or 4 per lane) the whole layout is a
-// function of at most 32 S distinct experts, which one warp computes from
-// ballots alone: a slot's rank is the number of earlier slots holding its
-// expert; an expert's first block is the sum of the block counts of the
-// distinct experts below it, summed bit by bit of the counts (one ballot per
-// bit and column: one bit while numel <= B). What is left costs bandwidth,
-// not latency: every row of sorted_token_ids that is not a slot holds the
-// padding value. So EVERY warp of every block
-//   1. issues the id loads (the same few lines for every warp);
-//   2. fills its slice of the block's rows with the padding value, and the
-//      expert_ids of the blocks that start in the slice with -1, while the ids
-//      are in flight (nothing in that fill depends on them);
-//   3. lays out the slots in its registers, and after a __syncwarp (it orders
-//      the warp's fill before its overwrites) writes the slot rows and the
-//      expert_ids that fall in its slice.
-// Warps never wait for each other. The previous design (warp 0 computed the
-// layout, one barrier ordered every warp's fill before warp 0's stores) was
-// 0.35-0.45 us slower than SGLang's one-CTA kernel at one token; its code was
-// 12.7 KB of SASS (warp 0's divergent branch made every shuffle and ballot a
-// collective with a fallback path, and a 16-shuffle loop served numel > B).
-// The layout costs S * S mask updates per expert bit and lane, which is why S
-// stops at 4 (docs/bench/align-notes.md).
+// function of at most 32 S distinct experts, computed from ballots alone: a
+// slot's rank is the number of earlier slots holding its expert; an expert's
+// first block is the sum of the block counts of the distinct experts below
+// it, summed bit by bit of the counts (one ballot per bit and column: one bit
+// while numel <= B). What is left costs bandwidth, not latency: every row of
+// sorted_token_ids that is not a slot holds the padding value. So every warp
+// of every block fills its slice of the block's rows with the padding value,
+// and the expert_ids of the blocks that start in the slice with -1, while the
+// ids are in flight (nothing in that fill depends on them). Then:
+//  - S = 1: every warp lays out all slots in its registers and, after a
+//    __syncwarp (it orders the warp's fill before its overwrites), writes the
+//    slot rows and expert_ids that fall in its slice. No shared memory, no
+//    block barrier: warps never wait for each other.
+//  - S = 2 or 4: warp h owns column h (slots 32h .. 32h + 31) and publishes
+//    its key ballots in shared memory; after a barrier each owner compares
+//    its slots with every column (S mask updates per expert bit instead of
+//    S * S), publishes its block-count ballots, and after a second barrier
+//    (which also orders every warp's fill) writes its slots anywhere in the
+//    block's rows. With every warp computing every column the layout was ~900
+//    instructions per warp at 128 slots and the kernel instruction-bound
+//    (ncu); split, 128 slots take 0.2-0.5 us less (docs/bench/align-notes.md).
+// The previous design (warp 0 computed the layout, one barrier ordered every
+// warp's fill before warp 0's stores) was 0.35-0.45 us slower than SGLang's
+// one-CTA kernel at one token; its code was 12.7 KB of SASS (warp 0's
+// divergent branch made every shuffle and ballot a collective with a fallback
+// path, and a 16-shuffle loop served numel > B).
 #pragma once
 
 #include <algorithm>
@@ -35,10 +39,10 @@ namespace moekit::align::detail {
 
 constexpr int kMicroMaxPerLane = 4;
 constexpr int kMicroMaxNumel = kMicroMaxPerLane * kWarp;
-// 4 warps: every warp computes the whole layout, so more warps per SM only
-// queue more copies of it (probe_align micro, H100: 128 threads x 8 rows per
-// thread against 256 x 4: equal at one token, 0.1 us faster at 64 slots,
-// 0.3-0.7 us at 128 slots; 64 threads no faster).
+// 4 warps (one per column at S = 4; at S = 1 every warp computes the whole
+// layout, so more warps per SM only queue more copies of it: probe_align
+// micro, H100, 128 threads x 8 rows per thread against 256 x 4, equal at one
+// token, 0.1 us faster at 64 slots, 0.3-0.7 us at 128 slots).
 constexpr int kMicroThreads = 128;
 
 // kS: slots per lane (slot s * 32 + lane); kPow2: B is a power of two
@@ -50,12 +54,11 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   const int n = a.numel;
   prim::pdl_wait();  // the ids; the fill below overwrites rows the previous kernel may read
   prim::pdl_launch_dependents();
-  IdT raw[kS];
-#pragma unroll
-  for (int s = 0; s < kS; ++s) {
-    const int i = s * kWarp + lane;
-    raw[s] = i < n ? __ldg(static_cast<const IdT*>(a.ids) + i) : IdT(-1);
-  }
+  static_assert(kS == 1 || kWarps >= kS, "with kS > 1, warp h owns column h");
+  // kS == 1: every warp loads the <= 32 slots; else warp w < kS column w.
+  const int mine = kS == 1 ? lane : w * kWarp + lane;
+  IdT raw = IdT(-1);
+  if ((kS == 1 || w < kS) && mine < n) raw = __ldg(static_cast<const IdT*>(a.ids) + mine);
 
   const DivB<kPow2> db = make_divb<kPow2>(a.block_size);
   // The block's rows [cb, ce) (cb <= max_padded by the grid), this warp's
@@ -72,52 +75,107 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
 #pragma unroll 1
   for (int j = j0 + lane; j < j1; j += kWarp) a.eids[j] = -1;
 
-  // The layout: for each of my slots its expert, rank and row; the first
-  // slot of each expert (its leader) holds the expert's block count nb.
-  int e[kS];
-#pragma unroll
-  for (int s = 0; s < kS; ++s) e[s] = s * kWarp + lane < n ? expert_of<IdT>(raw[s], a) : -1;
-  unsigned peers[kS][kS], below[kS][kS];
-  warp_peers_below<kS>(e, expert_bits(a.num_experts), peers, below);
-  int rank[kS], nb[kS];
-#pragma unroll
-  for (int s = 0; s < kS; ++s) {
-    int r = __popc(peers[s][s] & lanemask_lt(lane)), c = 0;
-#pragma unroll
-    for (int h = 0; h < kS; ++h) {
-      c += __popc(peers[s][h]);
-      if (h < s) r += __popc(peers[s][h]);
-    }
-    rank[s] = r;
-    nb[s] = e[s] >= 0 && r == 0 ? db.div_up(c) : 0;
-  }
-  // First block of each of my experts (blocks of the smaller distinct
-  // experts) and all blocks, one ballot per bit of the block counts
-  // (<= ceil(n / B)) and column.
-  int fb[kS] = {}, tb = 0;
-  const int most = db.div_up(n);
+  const int nbits = expert_bits(a.num_experts);
+  const int most = db.div_up(n);  // no expert has more blocks
+  if constexpr (kS == 1) {
+    // The layout, in every warp: lane i holds slot i's expert and row; the
+    // first lane of each expert (its leader) the expert's block count nb.
+    const int e = lane < n ? expert_of<IdT>(raw, a) : -1;
+    unsigned below;  // lanes holding a smaller expert
+    const unsigned peers = warp_peers_below(e, nbits, below);
+    const int rank = __popc(peers & lanemask_lt(lane));
+    const int nb = e >= 0 && rank == 0 ? db.div_up(__popc(peers)) : 0;
+    // First block of my expert (blocks of the smaller distinct experts) and
+    // all blocks, one ballot per bit of the block counts (<= ceil(n / B)).
+    int fb = 0, tb = 0;
 #pragma unroll 1
-  for (int bit = 0; (1 << bit) <= most; ++bit) {
-#pragma unroll
-    for (int h = 0; h < kS; ++h) {
-      const unsigned m = __ballot_sync(kFullMask, (nb[h] >> bit) & 1);
+    for (int bit = 0; (1 << bit) <= most; ++bit) {
+      const unsigned m = __ballot_sync(kFullMask, (nb >> bit) & 1);
       tb += __popc(m) << bit;
-#pragma unroll
-      for (int s = 0; s < kS; ++s) fb[s] += __popc(m & below[s][h]) << bit;
+      fb += __popc(m & below) << bit;
     }
-  }
-  __syncwarp();  // this warp's fill above lands before its overwrites below
-  if (blockIdx.x == 0 && threadIdx.x == 0) *a.total = tb * db.B;
-#pragma unroll
-  for (int s = 0; s < kS; ++s) {
-    if (e[s] < 0) continue;
-    const int row = fb[s] * db.B + rank[s];
-    if (row >= r0 && row < r1) a.sorted[row] = s * kWarp + lane;
-    if (nb[s] > 0) {
-      const int jb1 = min(fb[s] + nb[s], j1);
+    __syncwarp();  // this warp's fill above lands before its overwrites below
+    if (blockIdx.x == 0 && threadIdx.x == 0) *a.total = tb * db.B;
+    if (e < 0) return;
+    const int row = fb * db.B + rank;
+    if (row >= r0 && row < r1) a.sorted[row] = lane;
+    const int jb1 = min(fb + nb, j1);
 #pragma unroll 1
-      for (int j = max(fb[s], j0); j < jb1; ++j) a.eids[j] = e[s];
+    for (int j = max(fb, j0); j < jb1; ++j) a.eids[j] = e;
+  } else {
+    // Warp h < kS owns column h (slots 32h .. 32h + 31) and publishes its
+    // ballots; each then compares its slots with every column's ballots
+    // (kS mask updates per expert bit, not kS * kS: at 128 slots the layout
+    // was ~900 instructions per warp, every warp computing all of it).
+    __shared__ unsigned s_key[kS][33];  // [h][0]: valid, [h][1 + b]: bit b of the expert set
+    __shared__ unsigned s_nb[kS][8];    // [h][b]: bit b of the block count (<= 128 blocks)
+    const bool owner = w < kS;
+    const int e = owner && mine < n ? expert_of<IdT>(raw, a) : -1;
+    if (owner) {
+      const unsigned v = __ballot_sync(kFullMask, e >= 0);
+      if (lane == 0) s_key[w][0] = v;
+#pragma unroll 1
+      for (int bit = 0; bit < nbits; ++bit) {
+        const unsigned m = __ballot_sync(kFullMask, (e >> bit) & 1);
+        if (lane == 0) s_key[w][1 + bit] = m;
+      }
     }
+    __syncthreads();  // every column's ballots, and every warp's fill
+    unsigned below[kS];
+    int rank = 0, nb = 0;
+    if (owner) {
+      unsigned peers[kS];
+#pragma unroll
+      for (int h = 0; h < kS; ++h) {
+        peers[h] = e >= 0 ? s_key[h][0] : ~s_key[h][0];
+        below[h] = 0;
+      }
+#pragma unroll 1
+      for (int bit = nbits - 1; bit >= 0; --bit) {
+        const bool set = (e >> bit) & 1;
+#pragma unroll
+        for (int h = 0; h < kS; ++h) {
+          const unsigned m = s_key[h][1 + bit];
+          if (set) below[h] |= peers[h] & ~m;
+          peers[h] &= set ? m : ~m;
+        }
+      }
+      int c = 0;
+#pragma unroll
+      for (int h = 0; h < kS; ++h) {
+        if (e < 0) below[h] = 0;
+        c += __popc(peers[h]);
+        if (h < w) rank += __popc(peers[h]);
+        if (h == w) rank += __popc(peers[h] & lanemask_lt(lane));
+      }
+      nb = e >= 0 && rank == 0 ? db.div_up(c) : 0;
+#pragma unroll 1
+      for (int bit = 0; (1 << bit) <= most; ++bit) {
+        const unsigned m = __ballot_sync(kFullMask, (nb >> bit) & 1);
+        if (lane == 0) s_nb[w][bit] = m;
+      }
+    }
+    __syncthreads();  // every column's block-count ballots
+    if (!owner) return;
+    int fb = 0, tb = 0;
+#pragma unroll 1
+    for (int bit = 0; (1 << bit) <= most; ++bit) {
+#pragma unroll
+      for (int h = 0; h < kS; ++h) {
+        const unsigned m = s_nb[h][bit];
+        tb += __popc(m) << bit;
+        fb += __popc(m & below[h]) << bit;
+      }
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) *a.total = tb * db.B;
+    if (e < 0) return;
+    // Any row of the block's chunk: the barriers ordered every warp's fill.
+    const int row = fb * db.B + rank;
+    if (row >= cb && row < ce) a.sorted[row] = mine;
+    const int jc0 = db.div_up(cb), jc1 = min(db.div_up(ce), a.max_blocks);
+    const int jb1 = min(fb + nb, jc1);
+#pragma unroll 1
+    for (int j = max(fb, jc0); j < jb1; ++j) a.eids[j] = e;
   }
 }
 

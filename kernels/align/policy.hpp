@@ -14,13 +14,10 @@ namespace moekit::align {
 
 struct Policy {
   // --- auto (docs/align.md) ---
-  // `micro` up to micro_max_slots (micro_max_slots_small_blocks when B <
-  // small_block: its layout sums block counts bit by bit, more bits for small
-  // B), then `relay` up to relay_max_slots where E >= relay_min_experts or
-  // B < small_block (where tiny's per-block passes over E and over the
-  // experts meeting its rows weigh most).
+  // `micro` up to micro_max_slots, then `relay` up to relay_max_slots where
+  // E >= relay_min_experts or B < small_block (where tiny's per-block passes
+  // over E and over the experts meeting its rows weigh most).
   std::int64_t micro_max_slots = 0;
-  std::int64_t micro_max_slots_small_blocks = 0;
   int small_block = 0;
   std::int64_t relay_max_slots = 0;
   int relay_min_experts = 0;
@@ -62,7 +59,6 @@ struct Policy {
 // ids: docs/bench/align-notes.md "micro for up to 128 slots, relay").
 inline constexpr Policy kPolicySm90 = {
     .micro_max_slots = 128,
-    .micro_max_slots_small_blocks = 64,
     .small_block = 64,
     .relay_max_slots = 256,
     .relay_min_experts = 128,
@@ -97,11 +93,6 @@ inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
 
 inline const Policy& policy_for(const DeviceCaps& caps) {
   return policy_row_for<Policy>(kPolicyRows, caps);
-}
-
-// Slots up to which `auto` picks micro for block size B.
-inline std::int64_t micro_max_slots(const Policy& pol, int block_size) {
-  return block_size < pol.small_block ? pol.micro_max_slots_small_blocks : pol.micro_max_slots;
 }
 
 // Whether `auto` picks relay (after micro).

@@ -468,10 +468,8 @@ const std::array<Variant, 15> kVariants = {{
 // warpscan is the last resort (E <= 16384 always fits it). Thresholds: the
 // device's row of align/policy.hpp.
 const std::array<AutoRow<Problem>, 11> kAutoRows = {{
-    {"micro", "numel <= policy.micro_max_slots (policy.micro_max_slots_small_blocks when B < policy.small_block)",
-     [](const Problem& p, const DeviceCaps& caps) {
-       return p.numel <= micro_max_slots(policy_for(caps), p.block_size);
-     }},
+    {"micro", "numel <= policy.micro_max_slots",
+     [](const Problem& p, const DeviceCaps& caps) { return p.numel <= policy_for(caps).micro_max_slots; }},
     {"relay",
      "numel <= policy.relay_max_slots and (E >= policy.relay_min_experts or B < policy.small_block)",
      [](const Problem& p, const DeviceCaps& caps) {

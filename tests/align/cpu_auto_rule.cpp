@@ -45,7 +45,7 @@ std::string_view first_row(const align::Problem& p, const DeviceCaps& caps) {
 // The rule as written before the table (registry.cu, H100 thresholds).
 std::string_view legacy_sm90(const align::Problem& p, const DeviceCaps& c) {
   const int E = p.num_experts;
-  if (p.numel <= (p.block_size < 64 ? 64 : 128) && applies("micro", p, c)) return "micro";
+  if (p.numel <= 128 && applies("micro", p, c)) return "micro";
   if (p.numel <= 256 && (E >= 128 || p.block_size < 64) && applies("relay", p, c)) return "relay";
   const bool tiny_size = p.numel <= (E <= 16 ? 4096 : E >= 1024 ? 16384 : 8192);
   if (tiny_size && applies("tiny", p, c)) return "tiny";
