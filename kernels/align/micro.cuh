@@ -134,11 +134,7 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
       for (int bit = nbits - 1; bit >= 0; --bit) {
         const bool set = (e >> bit) & 1;
 #pragma unroll
-        for (int h = 0; h < kS; ++h) {
-          const unsigned m = s_key[h][1 + bit];
-          if (set) below[h] |= peers[h] & ~m;
-          peers[h] &= set ? m : ~m;
-        }
+        for (int h = 0; h < kS; ++h) prim::peers_below_step(set, s_key[h][1 + bit], peers[h], below[h]);
       }
       int c = 0;
 #pragma unroll

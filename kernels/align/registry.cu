@@ -114,9 +114,8 @@ std::string tiny_limits(const DeviceCaps& c) {
 }
 std::string micro_limits(const DeviceCaps&) { return "numel <= " + num(kMicroMaxNumel); }
 std::string relay_limits(const DeviceCaps& c) {
-  std::string o = "numel <= " + num(kRelayMaxNumel) + ", " + smem_bound(c, "4(E+1) bytes", scan_bytes) +
-                  ", cooperative launch, 2 SMs";
-  return o;
+  return "numel <= " + num(kRelayMaxNumel) + ", " + smem_bound(c, "4(E+1) bytes", scan_bytes) +
+         ", cooperative launch, 2 SMs";
 }
 std::string oneshot_limits(const DeviceCaps& c) {
   return "numel <= " + num(kOneshotMaxNumel) + ", " + smem_bound(c, "8E+4 bytes", oneshot_bytes);
@@ -418,9 +417,9 @@ const std::array<Variant, 15> kVariants = {{
       "own chunk of rows; no workspace; unstable"},
      false, tiny_limits, tiny_na, no_workspace, by_dtype<Tiny>},
     {{"micro",
-      "decode: one launch; every warp lays out the <= 128 slots from ballots over their experts "
-      "(no scan over E, no shared memory, no barrier) and writes its slice of the rows, filled "
-      "while the ids load; stable"},
+      "decode: one launch; the <= 128 slots laid out from ballots over their experts (no scan "
+      "over E): every warp alone up to 32 slots (no barrier), above one warp per 32 slots (two "
+      "barriers); rows filled while the ids load; stable"},
      true, micro_limits, micro_na, no_workspace, by_dtype<Micro>},
     {{"relay",
       "small and mid-sized inputs: one cooperative launch; fill blocks write the padding and -1 "

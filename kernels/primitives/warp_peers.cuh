@@ -11,56 +11,30 @@ namespace moekit::prim {
 //! Bits that tell keys 0..count-1 apart (0 for count <= 1).
 __device__ __forceinline__ int key_bits(int count) { return count > 1 ? 32 - __clz(count - 1) : 0; }
 
-//! warp_peers with S keys per lane, and the lanes holding smaller keys: key
-//! s of lane l stands for item s * 32 + l (column s). For each of my keys s
-//! and each column h, peers[s][h] = the lanes whose key h equals my key s
-//! (keys < 0 are one group), below[s][h] = the lanes whose key h is >= 0 and
-//! less than my key s (0 when my key is < 0). S * (nbits + 1) votes, taken
-//! from the top bit down: a lane is below me once it agrees with me on the
-//! higher bits and has a 0 where I have a 1; then S * S mask updates per bit.
-template <int S>
-__device__ __forceinline__ void warp_peers_below(const int (&key)[S], int nbits, unsigned (&peers)[S][S],
-                                                 unsigned (&below)[S][S]) {
-  unsigned valid[S];
-#pragma unroll
-  for (int h = 0; h < S; ++h) valid[h] = __ballot_sync(kFullWarpMask, key[h] >= 0);
-#pragma unroll
-  for (int s = 0; s < S; ++s)
-#pragma unroll
-    for (int h = 0; h < S; ++h) {
-      peers[s][h] = key[s] >= 0 ? valid[h] : ~valid[h];
-      below[s][h] = 0;
-    }
-#pragma unroll 1
-  for (int bit = nbits - 1; bit >= 0; --bit) {
-    unsigned m[S];
-#pragma unroll
-    for (int h = 0; h < S; ++h) m[h] = __ballot_sync(kFullWarpMask, (key[h] >> bit) & 1);
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      const bool set = (key[s] >> bit) & 1;
-#pragma unroll
-      for (int h = 0; h < S; ++h) {
-        if (set) below[s][h] |= peers[s][h] & ~m[h];
-        peers[s][h] &= set ? m[h] : ~m[h];
-      }
-    }
-  }
-#pragma unroll
-  for (int s = 0; s < S; ++s)
-#pragma unroll
-    for (int h = 0; h < S; ++h)
-      if (key[s] < 0) below[s][h] = 0;
+//! One step of the top-down comparison of my key with 32 others (a warp's,
+//! or a column of them published as ballots): `m` = the lanes whose key has
+//! the current bit set, `set` = that bit of my key. `peers` keeps the lanes
+//! that agree with me on every bit so far; `below` gains those that agree on
+//! the higher bits and have a 0 where I have a 1. Start from peers = the
+//! lanes as valid as me, below = 0; clear below afterwards if my key is < 0.
+__device__ __forceinline__ void peers_below_step(bool set, unsigned m, unsigned& peers, unsigned& below) {
+  if (set) below |= peers & ~m;
+  peers &= set ? m : ~m;
 }
 
-//! One key per lane: warp_peers plus `below`, the lanes whose key is >= 0 and
-//! less than this lane's (0 for a key < 0).
+//! warp_peers plus `below`, the lanes whose key is >= 0 and less than this
+//! lane's (0 for a key < 0): the same nbits + 1 votes, taken from the top bit
+//! down. Every lane of the warp must call it.
 __device__ __forceinline__ unsigned warp_peers_below(int key, int nbits, unsigned& below) {
-  const int k[1] = {key};
-  unsigned p[1][1], b[1][1];
-  warp_peers_below<1>(k, nbits, p, b);
-  below = b[0][0];
-  return p[0][0];
+  const unsigned valid = __ballot_sync(kFullWarpMask, key >= 0);
+  unsigned peers = key >= 0 ? valid : ~valid;
+  below = 0;
+  for (int bit = nbits - 1; bit >= 0; --bit) {
+    const bool set = (key >> bit) & 1;
+    peers_below_step(set, __ballot_sync(kFullWarpMask, set), peers, below);
+  }
+  if (key < 0) below = 0;
+  return peers;
 }
 
 //! Lanes of the warp holding the same key as this lane; keys < 0 form one
