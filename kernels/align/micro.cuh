@@ -39,15 +39,18 @@ namespace moekit::align::detail {
 
 constexpr int kMicroMaxPerLane = 4;
 constexpr int kMicroMaxNumel = kMicroMaxPerLane * kWarp;
-// 4 warps (one per column at S = 4; at S = 1 every warp computes the whole
-// layout, so more warps per SM only queue more copies of it: probe_align
-// micro, H100, 128 threads x 8 rows per thread against 256 x 4, equal at one
-// token, 0.1 us faster at 64 slots, 0.3-0.7 us at 128 slots).
-constexpr int kMicroThreads = 128;
+// Threads per block. S = 1: 4 warps (every warp computes the whole layout,
+// so more warps per SM only queue more copies of it: probe_align micro, H100,
+// 128 threads x 8 rows per thread against 256 x 4, equal at one token, 0.1 us
+// faster at 64 slots, 0.3-0.7 us at 128 slots). S = 2 and 4: one warp per
+// column, no warp that only fills (H200, 2026-11-26, align-notes.md "micro:
+// unrolled bit loops": 64 threads at 64 slots 0.02-0.05 us faster than 128).
+template <int kS>
+constexpr int kMicroThreads = kS == 1 ? 128 : kS * kWarp;
 
 // kS: slots per lane (slot s * 32 + lane); kPow2: B is a power of two
-// (shifts only: less code to fetch).
-template <class IdT, int kS, bool kPow2, int kThreads = kMicroThreads>
+// (shifts only: less code to fetch). kThreads: probe_align micro tries others.
+template <class IdT, int kS, bool kPow2, int kThreads = kMicroThreads<kS>>
 __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   constexpr int kWarps = kThreads / kWarp;
   const int lane = static_cast<int>(threadIdx.x) % kWarp, w = static_cast<int>(threadIdx.x) / kWarp;
@@ -55,10 +58,12 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   prim::pdl_wait();  // the ids; the fill below overwrites rows the previous kernel may read
   prim::pdl_launch_dependents();
   static_assert(kS == 1 || kWarps >= kS, "with kS > 1, warp h owns column h");
-  // kS == 1: every warp loads the <= 32 slots; else warp w < kS column w.
+  // kS == 1: every warp loads the <= 32 slots; else warp w < kS column w
+  // (every warp, at the default shape: no owner branch is compiled).
+  const bool owner = kS == 1 || kWarps == kS || w < kS;
   const int mine = kS == 1 ? lane : w * kWarp + lane;
   IdT raw = IdT(-1);
-  if ((kS == 1 || w < kS) && mine < n) raw = __ldg(static_cast<const IdT*>(a.ids) + mine);
+  if (owner && mine < n) raw = __ldg(static_cast<const IdT*>(a.ids) + mine);
 
   const DivB<kPow2> db = make_divb<kPow2>(a.block_size);
   // The block's rows [cb, ce) (cb <= max_padded by the grid), this warp's
@@ -109,12 +114,14 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
     // was ~900 instructions per warp, every warp computing all of it).
     __shared__ unsigned s_key[kS][33];  // [h][0]: valid, [h][1 + b]: bit b of the expert set
     __shared__ unsigned s_nb[kS][8];    // [h][b]: bit b of the block count (<= 128 blocks)
-    const bool owner = w < kS;
     const int e = owner && mine < n ? expert_of<IdT>(raw, a) : -1;
+    // The bit loops are unrolled by 4: their ballots and shared loads then
+    // issue back to back instead of one latency per bit (0.1-0.4 us at E >=
+    // 256: align-notes.md "micro: unrolled bit loops").
     if (owner) {
       const unsigned v = __ballot_sync(kFullMask, e >= 0);
       if (lane == 0) s_key[w][0] = v;
-#pragma unroll 1
+#pragma unroll 4
       for (int bit = 0; bit < nbits; ++bit) {
         const unsigned m = __ballot_sync(kFullMask, (e >> bit) & 1);
         if (lane == 0) s_key[w][1 + bit] = m;
@@ -130,7 +137,7 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
         peers[h] = e >= 0 ? s_key[h][0] : ~s_key[h][0];
         below[h] = 0;
       }
-#pragma unroll 1
+#pragma unroll 4
       for (int bit = nbits - 1; bit >= 0; --bit) {
         const bool set = (e >> bit) & 1;
 #pragma unroll
@@ -201,13 +208,13 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
   const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
   const bool p2 = is_pow2(p.block_size);
-  const auto go = [&](auto kernel) {
-    return prim::launch_ex(kernel, grid, kMicroThreads, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
+  const auto go = [&](auto kernel, int threads) {
+    return prim::launch_ex(kernel, grid, threads, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
   };
   switch (micro_per_lane(p.numel)) {
-    case 1: return p2 ? go(micro_kernel<IdT, 1, true>) : go(micro_kernel<IdT, 1, false>);
-    case 2: return p2 ? go(micro_kernel<IdT, 2, true>) : go(micro_kernel<IdT, 2, false>);
-    default: return p2 ? go(micro_kernel<IdT, 4, true>) : go(micro_kernel<IdT, 4, false>);
+    case 1: return p2 ? go(micro_kernel<IdT, 1, true>, kMicroThreads<1>) : go(micro_kernel<IdT, 1, false>, kMicroThreads<1>);
+    case 2: return p2 ? go(micro_kernel<IdT, 2, true>, kMicroThreads<2>) : go(micro_kernel<IdT, 2, false>, kMicroThreads<2>);
+    default: return p2 ? go(micro_kernel<IdT, 4, true>, kMicroThreads<4>) : go(micro_kernel<IdT, 4, false>, kMicroThreads<4>);
   }
 }
 
