@@ -6,6 +6,15 @@
 // overflow, so it is right for every y. It covers x >= kTail (and x not
 // tiny, |x| >= 2^-125), i.e. all but the rarest inputs.
 //
+// kLowp (16-bit outputs): the fast path takes e^t from ex2.approx (__expf's
+// 2 + 1.173 |t| ulp, CUDA Programming Guide) and the quotient from an
+// approximate reciprocal (1 ulp): at most ~105 f32 ulp for |t| <= 87, against the 4096
+// f32 ulp of half an f16 ulp (2^15 for bf16), so the output stays within 1 ulp
+// of the correctly rounded result. That is 4 instructions per element instead
+// of ~15, and the difference between FlashInfer's speed and ours at 128 x 4096
+// (the math was ~0.6 us of a 2.3 us launch; H200, .dev ablation in
+// docs/bench/act-and-mul-notes.md). f32 outputs keep expf and __fdividef.
+//
 // Slow path (x in the far negative tail, tiny x, non-finite values): there
 // act(x) itself underflows or loses bits in f32, while act(x) * y may still be a
 // normal number when |y| is huge. It writes act(x) = x * g(x) with
@@ -17,6 +26,9 @@
 // supplies host stand-ins for the CUDA qualifiers and intrinsics.
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
+#define MOEKIT_ACT_UNROLL _Pragma("unroll")
+#else
+#define MOEKIT_ACT_UNROLL
 #endif
 
 #include <cstdint>
@@ -78,6 +90,31 @@ __device__ __forceinline__ FF tanh_arg_ff(float x) {
 // |x| < 2^-125, x != 0: act(x) ~ x / 2 would round into the subnormal range.
 __device__ __forceinline__ bool is_tiny(float x) { return fabsf(x) < 0x1p-125f && x != 0.0f; }
 
+// The low-precision fast path's two approximations. Host builds (the
+// emulation test) supply host_* stand-ins that are off by these bounds.
+// 1 / v, 1 ulp, for normal v whose reciprocal is normal (here 1 <= v < 2^126).
+__device__ __forceinline__ float rcp_approx(float v) {
+#if defined(__CUDACC__)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+#else
+  return host_rcp_approx(v);
+#endif
+}
+// e^t as 2^(t log2 e): __expf without its subnormal-result scaling (a result
+// below 2^-126 flushes to 0; here it is only ever added to 1). Error as
+// __expf's: 2 + floor(1.173 |t|) ulp.
+__device__ __forceinline__ float exp_approx(float t) {
+#if defined(__CUDACC__)
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(t * kLog2e.hi));
+  return r;
+#else
+  return host_exp_approx(t);
+#endif
+}
+
 template <Activation A>
 struct ActMath;
 
@@ -86,8 +123,11 @@ struct ActMath;
 template <>
 struct ActMath<Activation::silu> {
   static constexpr float kTail = -80.0f;
+  template <bool kLowp>
   __device__ __forceinline__ static float act(float x) {
-    // __fdividef is 2 ulp for divisors below 2^126; 1 + e^80 is far below.
+    // 1 + e^80 is far below 2^126, where __fdividef (2 ulp) and the
+    // reciprocal stop being accurate.
+    if constexpr (kLowp) return x * rcp_approx(1.0f + exp_approx(-x));
     return __fdividef(x, 1.0f + expf(-x));
   }
   // g(x) = e^x / (1 + e^x) ~ e^x (relative 2^-115) for x < -80.
@@ -104,6 +144,7 @@ struct ActMath<Activation::silu> {
 template <>
 struct ActMath<Activation::gelu> {
   static constexpr float kTail = -4.0f;
+  template <bool>
   __device__ __forceinline__ static float act(float x) { return x * (0.5f * erfcf(-x * kRsqrt2)); }
   // Phi(x) = erfcx(z) e^(-z^2) / 2 with z = -x / sqrt2 > 0: erfcx is smooth and
   // e^(-x^2/2) is taken from the exact square of x.
@@ -122,9 +163,11 @@ struct ActMath<Activation::gelu> {
 template <>
 struct ActMath<Activation::gelu_tanh> {
   static constexpr float kTail = -4.5f;
+  template <bool kLowp>
   __device__ __forceinline__ static float act(float x) {
     const float xc = fminf(x, 10.0f);  // e^(-2u) is 0 beyond: keeps x^3 finite
     const float two_u = xc * fmaf(kTanhC2.hi, xc * xc, kTanhC1.hi);
+    if constexpr (kLowp) return x * rcp_approx(1.0f + exp_approx(-two_u));
     return __fdividef(x, 1.0f + expf(-two_u));
   }
   // g = E / (1 + E), E = e^(2u) computed from a float-float 2u.
@@ -155,12 +198,55 @@ __device__ __noinline__ float act_mul_slow(float x, float y) {
   return ldexpf(xm * ym * gm, ex + ey + gk);
 }
 
-// act(x) * y, computed in f32.
+// Whether act(x) * y takes the fast path (NaN fails the comparison).
 template <Activation A>
+__device__ __forceinline__ bool fast_ok(float x) {
+  return x >= ActMath<A>::kTail && !is_tiny(x);
+}
+
+// fast_ok over a vector, in two accumulators (2 instructions per element
+// instead of a predicate chain per element): `ok` ANDs x >= kTail, `key`
+// takes the minimum of 2|x|_bits - 1, which is below 2^25 - 1 exactly for
+// the tiny x (0 < |x| < 2^-125 = bits 0x01000000; x = 0 wraps to the top).
+struct FastOk {
+  bool ok = true;
+  unsigned key = ~0u;
+  template <Activation A>
+  __device__ __forceinline__ void add(float x) {
+    ok = ok & (x >= ActMath<A>::kTail);
+    const unsigned k = (__float_as_uint(x) << 1) - 1u;
+    key = k < key ? k : key;
+  }
+  __device__ __forceinline__ bool all() const { return ok && key >= (0x01000000u << 1) - 1u; }
+};
+
+// act(x) * y, computed in f32 (kLowp: for a 16-bit output, see the top).
+template <Activation A, bool kLowp = false>
 __device__ __forceinline__ float act_mul(float x, float y) {
-  // NaN fails the comparison and goes to the slow path too.
-  if (x >= ActMath<A>::kTail && !is_tiny(x)) return ActMath<A>::act(x) * y;
+  if (fast_ok<A>(x)) return ActMath<A>::template act<kLowp>(x) * y;
   return act_mul_slow<A>(x, y);
+}
+
+// act_mul over N pairs, in place in x. The fast path runs for every pair
+// without a branch, so the N chains interleave (one branch per element kept
+// them apart: ~50 cycles of latency each, 8 in a row per thread), and the
+// slow path redoes only the pairs that need it, rarely.
+template <Activation A, bool kLowp, int N>
+__device__ __forceinline__ void act_mul_n(float (&x)[N], const float (&y)[N]) {
+  FastOk fast;
+  float r[N];
+  MOEKIT_ACT_UNROLL
+  for (int i = 0; i < N; ++i) {
+    fast.add<A>(x[i]);
+    r[i] = ActMath<A>::template act<kLowp>(x[i]) * y[i];
+  }
+  if (!fast.all()) {
+    MOEKIT_ACT_UNROLL
+    for (int i = 0; i < N; ++i)
+      if (!fast_ok<A>(x[i])) r[i] = act_mul_slow<A>(x[i], y[i]);
+  }
+  MOEKIT_ACT_UNROLL
+  for (int i = 0; i < N; ++i) x[i] = r[i];
 }
 
 }  // namespace moekit::act::detail

@@ -23,10 +23,13 @@ __device__ __forceinline__ float load_float(const T* p) {
   return Dtype<T>::to_float(__ldcs(p));
 }
 
+// 16-bit outputs take the low-precision fast path (act_math.cuh).
+template <class T>
+constexpr bool kLowp = sizeof(T) == 2;
+
 template <class T, Activation A, int N>
 __device__ __forceinline__ void apply(float (&x)[N], const float (&y)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) x[i] = act_mul<A>(x[i], y[i]);
+  act_mul_n<A, kLowp<T>>(x, y);
 }
 
 template <class T, Activation A, int N>
@@ -77,7 +80,7 @@ __global__ void scalar_kernel(const T* __restrict__ in, T* __restrict__ out, std
               : static_cast<std::int64_t>(static_cast<std::uint32_t>(i) / static_cast<std::uint32_t>(d));
     const std::int64_t j = i - t * d;
     const T* row = in + t * 2 * d;
-    out[i] = Dtype<T>::from_float(act_mul<A>(load_float(row + j), load_float(row + d + j)));
+    out[i] = Dtype<T>::from_float(act_mul<A, kLowp<T>>(load_float(row + j), load_float(row + d + j)));
   }
   prim::pdl_launch_dependents();  // one block per 256 elements: (a grid of many waves: as each block finishes, primitives/pdl.cuh)
 }
@@ -112,12 +115,12 @@ __global__ void __launch_bounds__(1024, 2) row_block_kernel(const T* __restrict_
       const std::int64_t start = d - rem;
 #pragma unroll 1
       for (std::int64_t j = start + threadIdx.x; j < d; j += stride) {
-        o[j] = Dtype<T>::from_float(act_mul<A>(load_float(x + j), load_float(y + j)));
+        o[j] = Dtype<T>::from_float(act_mul<A, kLowp<T>>(load_float(x + j), load_float(y + j)));
       }
     } else {
 #pragma unroll 1
       for (std::int64_t j = threadIdx.x; j < d; j += stride) {
-        o[j] = Dtype<T>::from_float(act_mul<A>(load_float(x + j), load_float(y + j)));
+        o[j] = Dtype<T>::from_float(act_mul<A, kLowp<T>>(load_float(x + j), load_float(y + j)));
       }
     }
   }

@@ -5,6 +5,7 @@
 // rules) without a GPU; the GPU test checks the real thing.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -27,6 +28,21 @@ float host_erfcxf(float zf) {
 // __fdividef: x * (1/y), the approximate division the GPU uses.
 float host_fdividef(float x, float y) { return x * (1.0f / y); }
 float host_int_as_float(int i) { return std::bit_cast<float>(i); }
+unsigned host_float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
+// The low-precision path's approximations, each off by its documented worst
+// case (the direction from the argument's last bit, so both occur): __expf
+// 2 + floor(1.173 |t|) ulp (CUDA Programming Guide), rcp.approx 1 ulp; a
+// subnormal e^t may come out as anything from 0 up (ftz).
+float off_by_ulps(float v, int ulps, bool up) {  // v > 0, finite
+  const std::int64_t b = std::int64_t{std::bit_cast<std::uint32_t>(v)} + (up ? ulps : -ulps);
+  return std::bit_cast<float>(static_cast<std::uint32_t>(std::clamp<std::int64_t>(b, 0, 0x7f800000)));
+}
+float host_exp_approx(float t) {
+  const float r = std::exp(t);
+  if (!std::isfinite(r) || r == 0.0f) return r;
+  return off_by_ulps(r, 2 + static_cast<int>(1.173f * std::fabs(t)), std::bit_cast<std::uint32_t>(t) & 1);
+}
+float host_rcp_approx(float v) { return off_by_ulps(1.0f / v, 1, std::bit_cast<std::uint32_t>(v) & 1); }
 }  // namespace
 
 #define __device__
@@ -35,6 +51,7 @@ float host_int_as_float(int i) { return std::bit_cast<float>(i); }
 #define erfcxf host_erfcxf
 #define __fdividef host_fdividef
 #define __int_as_float host_int_as_float
+#define __float_as_uint host_float_as_uint
 using std::isinf;
 using std::isnan;
 using std::signbit;
@@ -50,16 +67,26 @@ using moekit::act::Problem;
 
 namespace {
 
-template <Activation A>
+// What the kernels compute for one pair: the vector path (act_mul_n) and, for
+// scalar tails, act_mul; lowp for 16-bit outputs, as the kernels choose.
+int g_scalar_mismatches = 0;  // act_mul and act_mul_n disagreeing
+
+template <Activation A, bool kLowp>
 float emulate(float x, float y) {
-  return act::detail::act_mul<A>(x, y);
+  float xs[1] = {x};
+  const float ys[1] = {y};
+  act::detail::act_mul_n<A, kLowp>(xs, ys);
+  const float scalar = act::detail::act_mul<A, kLowp>(x, y);
+  if (std::bit_cast<std::uint32_t>(scalar) != std::bit_cast<std::uint32_t>(xs[0])) ++g_scalar_mismatches;
+  return xs[0];
 }
 
+template <bool kLowp>
 float emulate(Activation a, float x, float y) {
   switch (a) {
-    case Activation::silu: return emulate<Activation::silu>(x, y);
-    case Activation::gelu: return emulate<Activation::gelu>(x, y);
-    case Activation::gelu_tanh: return emulate<Activation::gelu_tanh>(x, y);
+    case Activation::silu: return emulate<Activation::silu, kLowp>(x, y);
+    case Activation::gelu: return emulate<Activation::gelu, kLowp>(x, y);
+    case Activation::gelu_tanh: return emulate<Activation::gelu_tanh, kLowp>(x, y);
   }
   return 0;
 }
@@ -139,7 +166,7 @@ TEST_CASE("emulated device math stays within the accuracy contract") {
           x = h ? f16_bits_to_f32(in16[2 * i]) : bf16_bits_to_f32(in16[2 * i]);
           y = h ? f16_bits_to_f32(in16[2 * i + 1]) : bf16_bits_to_f32(in16[2 * i + 1]);
         }
-        const float r = emulate(a, x, y);
+        const float r = dt == DType::f32 ? emulate<false>(a, x, y) : emulate<true>(a, x, y);
         if (dt == DType::f32) {
           out32[i] = std::bit_cast<std::uint32_t>(r);
         } else {
@@ -160,6 +187,7 @@ TEST_CASE("emulated device math stays within the accuracy contract") {
               c.error_unit);
     }
   }
+  CHECK(g_scalar_mismatches == 0);
 }
 
 }  // TEST_SUITE
