@@ -28,20 +28,25 @@ struct Policy {
   int keep_in_l2_divisor = 0;
 };
 
-// sm_90: the crossover measured on the H100 (bench_act, docs/bench/act-and-mul.md):
-// 2^19 outputs = one wave of 16 spread blocks per SM on 132 SMs, rounded down
-// to a power of two.
+// sm_90: the spread / flat crossovers, measured 2026-11-26 on an H200 (132 SMs; the H100 has the
+// same SM count) after the 4-instruction silu (act_math.cuh), `moekit act-and-mul --variant
+// spread,flat` (PDL off) and `spread-pdl,flat-pdl` (PDL on), bf16, tokens 1-128 x d 4096, 14336,
+// 18432 (docs/bench/act-and-mul-notes.md "auto re-fitted"):
+// - PDL off: spread fastest up to 294912 outputs (16 x 18432: 1.76 vs 1.84 us; 64 x 4096: 1.68
+//   vs 1.73), flat from 344064 (24 x 14336: 1.86 vs 1.90; 96 x 4096: 1.90 vs 2.01): a wave of 10
+//   blocks per SM, 337920 outputs.
+// - PDL on: spread-pdl fastest or tied up to 131072 (32 x 4096: 1.16 vs 1.16; 8 x 14336: 1.14 vs
+//   1.15), flat-pdl from 147456 (8 x 18432: 1.17 vs 1.20; 64 x 4096: 1.28 vs 1.61): 4 blocks per
+//   SM, 135168 outputs.
+// (Before that change the slow math made spread win longer: 16 and 8 blocks per SM, rounded
+// down to 2^19 / 2^18, measured on the H100 2026-11-25.)
 // keep_in_l2_divisor: H100 (50 MB L2), 2026-11-25, `moekit act-and-mul --tokens 128,1024 --d 4096
 // --variant spread,flat --bench` with both load kinds (bf16, 16 rotated input copies):
 // a 2 MB input ran 6-18% faster with plain loads (flat 2.51 vs 2.94 µs PDL off,
 // 2.02 vs 2.45 PDL on), a 16 MB input 1-3% faster with streaming loads (8.52 vs
 // 8.76 µs): the switch sits between, at L2 / 8 = 6.25 MB.
-// spread_pdl_blocks_per_sm: same day and machine, `--tokens 1,16,32,48,64,96,128,192,256,1024
-// --d 4096,14336,18432 --variant spread,flat --pdl on`: spread-pdl fastest up to 2^18 outputs
-// (64 x 4096: 1.63 vs 1.92 µs; 16 x 18432: 1.78 vs 1.96), flat-pdl from 393216 (96 x 4096:
-// 2.02 vs 2.25; 32 x 14336: 2.09 vs 2.57). 8 blocks per SM on 132 SMs: 2^18.
 inline constexpr Policy kPolicySm90 = {
-    .spread_blocks_per_sm = 16, .spread_pdl_blocks_per_sm = 8, .keep_in_l2_divisor = 8};
+    .spread_blocks_per_sm = 10, .spread_pdl_blocks_per_sm = 4, .keep_in_l2_divisor = 8};
 // sm_80: not measured yet (no A100 run of `bench_act`): the sm_90 value, per SM.
 inline constexpr Policy kPolicySm80 = kPolicySm90;
 
@@ -55,15 +60,13 @@ inline const Policy& policy_for(const DeviceCaps& caps) {
 }
 
 // Outputs (tokens * d) up to which a problem is latency-bound on `caps`: one
-// wave of spread blocks, rounded down to a power of two (0 without a device).
-// pdl: the --pdl on wave (spread_pdl_blocks_per_sm).
+// wave of spread blocks (0 without a device). pdl: the --pdl on wave
+// (spread_pdl_blocks_per_sm).
 inline std::int64_t small_max_outputs(const DeviceCaps& caps, bool pdl = false) {
   const Policy& pol = policy_for(caps);
   const std::int64_t wave = std::int64_t{kSpreadElemsPerThread} * kSpreadThreads *
                             (pdl ? pol.spread_pdl_blocks_per_sm : pol.spread_blocks_per_sm) * caps.sm_count;
-  std::int64_t p = 1;
-  while (p * 2 <= wave) p *= 2;
-  return wave > 0 ? p : 0;
+  return wave > 0 ? wave : 0;
 }
 
 // Streaming (evict-first) loads for an input of `input_bytes` on `caps`;

@@ -191,12 +191,12 @@ bool has_pdl(const Problem& p, const DeviceCaps&) { return p.pdl; }
 const std::array<AutoRow<Problem>, 4> kAutoRows = {{
     {"spread-pdl",
      "PDL (--pdl on, sm_90+) and tokens*d <= one PDL wave of spread outputs (2 x 128 x "
-     "policy.spread_pdl_blocks_per_sm x SMs, down to a power of two)",
+     "policy.spread_pdl_blocks_per_sm x SMs)",
      small_pdl},
     {"flat-pdl", "PDL (--pdl on, sm_90+; past the PDL wave)", has_pdl},
     {"spread",
-     "tokens*d <= one wave of spread outputs (2 x 128 x policy.spread_blocks_per_sm x SMs, down to a "
-     "power of two: latency-bound)",
+     "tokens*d <= one wave of spread outputs (2 x 128 x policy.spread_blocks_per_sm x SMs: "
+     "latency-bound)",
      small},
     {"flat", "", nullptr},
 }};

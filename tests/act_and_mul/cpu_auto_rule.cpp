@@ -1,5 +1,6 @@
 // The act-and-mul `auto` table is the decision (fake sm_90 / sm_80 devices;
-// no device needed), and its sm_90 threshold is the measured 2^19 outputs.
+// no device needed), and its sm_90 thresholds are the measured waves: 10
+// spread blocks per SM (337920 outputs on 132 SMs), 4 with PDL (135168).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -23,11 +24,11 @@ DeviceCaps fake(int major, int sms, bool pdl) {
 
 }  // namespace
 
-TEST_CASE("act-and-mul auto: first applicable row; the H100 thresholds are 2^18 outputs (PDL) and 2^19") {
+TEST_CASE("act-and-mul auto: first applicable row; the sm_90 thresholds are 135168 outputs (PDL) and 337920") {
   const DeviceCaps sm90 = fake(9, 132, true), sm80 = fake(8, 108, false);
   for (const DeviceCaps* caps : {&sm90, &sm80})
-    for (std::int64_t t : {1, 7, 64, 256, 512, 1024, 4096, 65536})
-      for (std::int64_t d : {1, 64, 511, 512, 513, 1024, 2048, 14336}) {
+    for (std::int64_t t : {1, 7, 33, 64, 66, 256, 264, 512, 1024, 4096, 65536})
+      for (std::int64_t d : {1, 64, 511, 512, 513, 1024, 2048, 2560, 4096, 5120, 14336}) {
         // The job sets pdl where the device has it (--pdl on, the default).
         const act::Problem p{t, d, act::DType::bf16, act::Activation::silu, caps->pdl};
         std::string_view want;
@@ -37,21 +38,30 @@ TEST_CASE("act-and-mul auto: first applicable row; the H100 thresholds are 2^18 
             break;
           }
         CHECK(act::pick_auto(p, *caps).info.name == want);
-        if (caps == &sm90) {  // the rule before the table: 2^18 outputs with PDL on sm_90
-          const bool small = t * d <= (std::int64_t{1} << 18);
+        if (caps == &sm90) {  // the rule before the table: 2 x 128 x 4 x 132 outputs with PDL on sm_90
+          const bool small = t * d <= 135168;
           CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread-pdl" : "flat-pdl"));
         } else {
-          const bool small = t * d <= (std::int64_t{1} << 18);  // 108 SMs: one wave is 442368 outputs
+          const bool small = t * d <= 276480;  // 108 SMs: 2 x 128 x 10 x 108
           CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread" : "flat"));
         }
       }
-  // --pdl off on an sm_90: the plain layouts, up to one 16-block wave.
-  for (std::int64_t t : {1, 64, 96, 128, 129, 4096, 65536}) {
+  // --pdl off on an sm_90: the plain layouts, up to one 10-block wave (337920 outputs: 82.5 rows
+  // of 4096, 16 rows of 18432 but not 24 of 14336).
+  for (std::int64_t t : {1, 64, 82, 83, 96, 128, 4096, 65536}) {
     const act::Problem p{t, 4096, act::DType::bf16, act::Activation::silu, false};
-    CHECK(act::pick_auto(p, sm90).info.name == (t * 4096 <= (std::int64_t{1} << 19) ? "spread" : "flat"));
+    CHECK(act::pick_auto(p, sm90).info.name == (t <= 82 ? "spread" : "flat"));
     CHECK_FALSE(act::launches_with_pdl(act::pick_auto(p, sm90), p));
     CHECK(act::launches_with_pdl(*act::find("spread-pdl"), p));
   }
+  CHECK(act::pick_auto(act::Problem{16, 18432, act::DType::bf16, act::Activation::silu, false}, sm90).info.name ==
+        "spread");
+  CHECK(act::pick_auto(act::Problem{24, 14336, act::DType::bf16, act::Activation::silu, false}, sm90).info.name ==
+        "flat");
+  CHECK(act::pick_auto(act::Problem{32, 4096, act::DType::bf16, act::Activation::silu, true}, sm90).info.name ==
+        "spread-pdl");
+  CHECK(act::pick_auto(act::Problem{8, 18432, act::DType::bf16, act::Activation::silu, true}, sm90).info.name ==
+        "flat-pdl");
   const std::string text = act::auto_rule();
   for (const auto& r : act::auto_rows()) CHECK(text.find(r.when) != std::string::npos);
 }
