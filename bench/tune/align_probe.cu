@@ -337,12 +337,17 @@ double micro_at(Setup& su, int threads, int rows_per_thread) {
     };
     return su.verify(f) ? bench_like(f, su.copies) : 1e9;
   };
+  // With S > 1 a block needs a warp per column.
   switch (threads) {
     case 64:
-      if constexpr (S <= 2) return run(ad::micro_kernel<std::int32_t, S, true, 64>);  // a warp per column
+      if constexpr (S <= 2) return run(ad::micro_kernel<std::int32_t, S, true, 64>);
       return 1e9;
-    case 128: return run(ad::micro_kernel<std::int32_t, S, true, 128>);
-    case 256: return run(ad::micro_kernel<std::int32_t, S, true, 256>);
+    case 128:
+      if constexpr (S <= 4) return run(ad::micro_kernel<std::int32_t, S, true, 128>);
+      return 1e9;
+    case 256:
+      if constexpr (S <= 8) return run(ad::micro_kernel<std::int32_t, S, true, 256>);
+      return 1e9;
     default: return run(ad::micro_kernel<std::int32_t, S, true, 512>);
   }
 }
@@ -369,7 +374,8 @@ int micro_mode() {
       switch (ad::micro_per_lane(su.p.numel)) {
         case 1: return micro_at<1>(su, threads, rpt);
         case 2: return micro_at<2>(su, threads, rpt);
-        default: return micro_at<4>(su, threads, rpt);
+        case 4: return micro_at<4>(su, threads, rpt);
+        default: return micro_at<8>(su, threads, rpt);
       }
     };
     std::printf("| %d, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E,

@@ -1,7 +1,7 @@
-// Variant `micro` (decode-sized inputs: numel <= 128): ONE launch, no
+// Variant `micro` (decode-sized inputs: numel <= 256): ONE launch, no
 // workspace, no atomics, no scan over the E experts. Stable rows.
 //
-// With at most 32 S slots (S = 1, 2 or 4 per lane) the whole layout is a
+// With at most 32 S slots (S = 1, 2, 4 or 8 per lane) the whole layout is a
 // function of at most 32 S distinct experts, computed from ballots alone: a
 // slot's rank is the number of earlier slots holding its expert; an expert's
 // first block is the sum of the block counts of the distinct experts below
@@ -15,7 +15,7 @@
 //    __syncwarp (it orders the warp's fill before its overwrites), writes the
 //    slot rows and expert_ids that fall in its slice. No shared memory, no
 //    block barrier: warps never wait for each other.
-//  - S = 2 or 4: warp h owns column h (slots 32h .. 32h + 31) and publishes
+//  - S >= 2: warp h owns column h (slots 32h .. 32h + 31) and publishes
 //    its key ballots in shared memory; after a barrier each owner compares
 //    its slots with every column (S mask updates per expert bit instead of
 //    S * S), publishes its block-count ballots, and after a second barrier
@@ -37,7 +37,11 @@
 
 namespace moekit::align::detail {
 
-constexpr int kMicroMaxPerLane = 4;
+// 8 columns at most: every owner compares its slots with every column for
+// every expert bit, so a block's layout work grows as S^2 log2(E); at 16
+// columns (512 slots, 512 threads) that was 5.7-8.7 us (H200, align-notes.md
+// "micro up to 256 slots").
+constexpr int kMicroMaxPerLane = 8;
 constexpr int kMicroMaxNumel = kMicroMaxPerLane * kWarp;
 // Threads per block. S = 1: 4 warps (every warp computes the whole layout,
 // so more warps per SM only queue more copies of it: probe_align micro, H100,
@@ -113,7 +117,9 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
     // (kS mask updates per expert bit, not kS * kS: at 128 slots the layout
     // was ~900 instructions per warp, every warp computing all of it).
     __shared__ unsigned s_key[kS][33];  // [h][0]: valid, [h][1 + b]: bit b of the expert set
-    __shared__ unsigned s_nb[kS][8];    // [h][b]: bit b of the block count (<= 128 blocks)
+    // Bits of a block count: up to numel <= 32 kS blocks (B = 1).
+    constexpr int kNbBits = kS <= 4 ? 8 : 9;
+    __shared__ unsigned s_nb[kS][kNbBits];  // [h][b]: bit b of the block count
     const int e = owner && mine < n ? expert_of<IdT>(raw, a) : -1;
     // The bit loops are unrolled by 4: their ballots and shared loads then
     // issue back to back instead of one latency per bit (0.1-0.4 us at E >=
@@ -183,10 +189,14 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
 }
 
 // Slots per lane for numel slots.
-inline int micro_per_lane(std::int64_t numel) { return numel <= kWarp ? 1 : numel <= 2 * kWarp ? 2 : 4; }
+inline int micro_per_lane(std::int64_t numel) {
+  int s = 1;
+  while (s < kMicroMaxPerLane && numel > std::int64_t{s} * kWarp) s *= 2;
+  return s;
+}
 
 inline const char* micro_not_applicable(const Problem& p, const DeviceCaps&) {
-  if (p.numel > kMicroMaxNumel) return "needs numel <= 128 (4 slots per lane of one warp)";
+  if (p.numel > kMicroMaxNumel) return "needs numel <= 256 (8 columns of 32 slots)";
   return nullptr;
 }
 
@@ -214,7 +224,8 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
   switch (micro_per_lane(p.numel)) {
     case 1: return p2 ? go(micro_kernel<IdT, 1, true>, kMicroThreads<1>) : go(micro_kernel<IdT, 1, false>, kMicroThreads<1>);
     case 2: return p2 ? go(micro_kernel<IdT, 2, true>, kMicroThreads<2>) : go(micro_kernel<IdT, 2, false>, kMicroThreads<2>);
-    default: return p2 ? go(micro_kernel<IdT, 4, true>, kMicroThreads<4>) : go(micro_kernel<IdT, 4, false>, kMicroThreads<4>);
+    case 4: return p2 ? go(micro_kernel<IdT, 4, true>, kMicroThreads<4>) : go(micro_kernel<IdT, 4, false>, kMicroThreads<4>);
+    default: return p2 ? go(micro_kernel<IdT, 8, true>, kMicroThreads<8>) : go(micro_kernel<IdT, 8, false>, kMicroThreads<8>);
   }
 }
 

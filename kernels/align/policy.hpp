@@ -18,6 +18,11 @@ struct Policy {
   // E >= relay_min_experts or B < small_block (where tiny's per-block passes
   // over E and over the experts meeting its rows weigh most).
   std::int64_t micro_max_slots = 0;
+  // ... and up to micro_wide_max_slots where E >= micro_wide_min_experts and
+  // B >= small_block: its layout work grows with the slots squared but only
+  // with log2(E), while relay's and tiny's passes over E grow with E.
+  std::int64_t micro_wide_max_slots = 0;
+  int micro_wide_min_experts = 0;
   int small_block = 0;
   std::int64_t relay_max_slots = 0;
   int relay_min_experts = 0;
@@ -59,6 +64,8 @@ struct Policy {
 // ids: docs/bench/align-notes.md "micro for up to 128 slots, relay").
 inline constexpr Policy kPolicySm90 = {
     .micro_max_slots = 128,
+    .micro_wide_max_slots = 256,
+    .micro_wide_min_experts = 512,
     .small_block = 64,
     .relay_max_slots = 256,
     .relay_min_experts = 128,
@@ -93,6 +100,12 @@ inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
 
 inline const Policy& policy_for(const DeviceCaps& caps) {
   return policy_row_for<Policy>(kPolicyRows, caps);
+}
+
+// Whether `auto` picks micro past micro_max_slots.
+inline bool micro_wide_preferred(const Policy& pol, std::int64_t numel, int num_experts, int block_size) {
+  return numel <= pol.micro_wide_max_slots && num_experts >= pol.micro_wide_min_experts &&
+         block_size >= pol.small_block;
 }
 
 // Whether `auto` picks relay (after micro).

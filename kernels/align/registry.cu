@@ -327,7 +327,7 @@ const char* twopass_na(const Problem& p, const DeviceCaps& caps) {
 }
 
 // Stable designs by size (docs/align.md, measured in docs/bench/align.md):
-// micro for decode-sized inputs (<= 32 slots), oneshot while every block can
+// micro for decode-sized inputs (<= 256 slots), oneshot while every block can
 // afford to re-read all slots (<= 8192: it beat twopass at 1024 tokens x 8 by
 // 0.3-3.9 µs), then twopass (since its launch-shape fit it beats persistent
 // at every measured shape with E <= 1024: E = 512, 16384 tokens 17.1 vs
@@ -417,7 +417,7 @@ const std::array<Variant, 15> kVariants = {{
       "own chunk of rows; no workspace; unstable"},
      false, tiny_limits, tiny_na, no_workspace, by_dtype<Tiny>},
     {{"micro",
-      "decode: one launch; the <= 128 slots laid out from ballots over their experts (no scan "
+      "decode: one launch; the <= 256 slots laid out from ballots over their experts (no scan "
       "over E): every warp alone up to 32 slots (no barrier), above one warp per 32 slots (two "
       "barriers); rows filled while the ids load; stable"},
      true, micro_limits, micro_na, no_workspace, by_dtype<Micro>},
@@ -453,8 +453,9 @@ const std::array<Variant, 15> kVariants = {{
 
 // From the H100 measurements in docs/bench/align.md (bench_align, probe_align
 // onepass / twopass; B = 128, E 8..16384, 1..65536 tokens):
-//  - `micro` up to 32 slots (1-4 tokens): 0-0.6 µs faster than `tiny` and
-//    stable;
+//  - `micro` up to 128 slots, and up to 256 with E >= 512 and B >= 64 (its
+//    cost hardly grows with E; H200, docs/bench/align-notes.md): stable;
+//  - `relay` up to 256 slots where E >= 128 or B < 64;
 //  - `tiny` up to 8192 slots (4096 when E <= 16: its few shared counters
 //    contend in every block; 16384 when E >= 1024, where onepass's per-block
 //    E-wide passes cost more): one launch, no barrier between blocks;
@@ -466,9 +467,14 @@ const std::array<Variant, 15> kVariants = {{
 //    twopass does not apply (or first when E >= 4096);
 // warpscan is the last resort (E <= 16384 always fits it). Thresholds: the
 // device's row of align/policy.hpp.
-const std::array<AutoRow<Problem>, 11> kAutoRows = {{
+const std::array<AutoRow<Problem>, 12> kAutoRows = {{
     {"micro", "numel <= policy.micro_max_slots",
      [](const Problem& p, const DeviceCaps& caps) { return p.numel <= policy_for(caps).micro_max_slots; }},
+    {"micro",
+     "numel <= policy.micro_wide_max_slots and E >= policy.micro_wide_min_experts and B >= policy.small_block",
+     [](const Problem& p, const DeviceCaps& caps) {
+       return micro_wide_preferred(policy_for(caps), p.numel, p.num_experts, p.block_size);
+     }},
     {"relay",
      "numel <= policy.relay_max_slots and (E >= policy.relay_min_experts or B < policy.small_block)",
      [](const Problem& p, const DeviceCaps& caps) {

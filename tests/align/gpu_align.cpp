@@ -189,7 +189,7 @@ void run_case(const Case& c, Stats& st) {
     bool must = true, known = true;
     if (name == "small-batch") must = c.numel < 1024 && E <= 64;
     if (name == "oneshot") must = c.numel <= 65535;
-    if (name == "micro") must = c.numel <= 128;
+    if (name == "micro") must = c.numel <= 256;
     if (name == "relay") must = c.numel <= 4096;
     if (name == "onepass") must = c.numel <= 1048576;  // one wave of 1024 x 16-byte loads x 4
     if (name == "tiny") {  // shared memory 4*(numel + 2E + 1) bytes: sure below 160 KiB
@@ -297,13 +297,13 @@ bool skipped_in_subset(const char* what) {
 TEST_CASE("sanitizer subset") {
   Stats st;
   std::uint64_t seed = 7;
-  for (std::int64_t n : {0, 7, 60, 120, 200, 1000, 5000, 20000})
+  for (std::int64_t n : {0, 7, 60, 120, 200, 250, 1000, 5000, 20000})
     for (std::int32_t E : {8, 300})
       for (bool i64 : {false, true}) {
         Case c;
         c.numel = n;
         c.E = E;
-        c.B = n == 1000 ? 1 : n == 120 ? 16 : 64;
+        c.B = n == 1000 ? 1 : n == 120 ? 16 : n == 250 ? 4 : 64;
         c.dist = static_cast<Dist>(seed % 3);
         c.i64 = i64;
         c.map = E == 300;
@@ -332,7 +332,7 @@ TEST_CASE("sanitizer subset") {
   CHECK(st.runs > 0);
 }
 
-// Every numel up to 40, micro's 1/2/4-slots-per-lane steps and bound, relay's
+// Every numel up to 40, micro's 1/2/4/8-slots-per-lane steps and bound, relay's
 // auto bound, and tiles that end inside a warp's sub-tile, a block's tile and
 // the last block of the multi-block variants.
 TEST_CASE("small and tile-edge shapes") {
@@ -349,7 +349,7 @@ TEST_CASE("small and tile-edge shapes") {
     run_case(c, st);
   };
   for (std::int64_t n = 0; n <= 40; ++n) run_at(n, std::array<std::int32_t, 6>{1, 3, 8, 64, 256, 16384}[n % 6], true);
-  for (std::int64_t n : {48, 63, 64, 65, 96, 127, 128, 129, 200, 256, 257})
+  for (std::int64_t n : {48, 63, 64, 65, 96, 127, 128, 129, 200, 255, 256, 257, 300, 384, 511, 512, 513})
     for (std::int32_t E : {1, 5, 128, 300, 4096}) run_at(n, E, true);
   for (std::int64_t n : {511, 2049, 16 * 512 + 3, 32768, 65536 + 17, 131072 * 3 + 1})
     for (std::int32_t E : {2, 60, 257, 4096}) run_at(n, E, false);
