@@ -22,10 +22,14 @@ struct Policy {
   // next grid's blocks take SM slots, so it loses to flat-pdl sooner.
   int spread_pdl_blocks_per_sm = 0;
   // Inputs of at most l2_bytes / keep_in_l2_divisor bytes are read with plain
-  // loads, larger ones with evict-first (streaming) loads. A small input is
-  // likely still in L2 from the kernel that wrote it, and evict-first loads
-  // give that up; a large one would only push other data out.
+  // loads, larger ones up to l2_bytes * stream_max_l2_multiple with
+  // evict-first (streaming) loads, larger ones again with plain loads. A
+  // small input is likely still in L2 from the kernel that wrote it, and
+  // evict-first loads give that up; one about the size of L2 keeps less of
+  // the output traffic out of L2 when streamed; past it, evict-first loads
+  // measured slower (4-7% on the H200).
   int keep_in_l2_divisor = 0;
+  int stream_max_l2_multiple = 0;
 };
 
 // sm_90: the spread / flat crossovers, measured 2026-11-26 on an H200 (132 SMs; the H100 has the
@@ -45,8 +49,12 @@ struct Policy {
 // a 2 MB input ran 6-18% faster with plain loads (flat 2.51 vs 2.94 µs PDL off,
 // 2.02 vs 2.45 PDL on), a 16 MB input 1-3% faster with streaming loads (8.52 vs
 // 8.76 µs): the switch sits between, at L2 / 8 = 6.25 MB.
+// stream_max_l2_multiple: H200 (60 MB L2), 2026-11-26, the flat kernel with either load kind
+// (docs/bench/act-and-mul-notes.md "Streaming loads past L2"): streaming 0.7-5.7% faster for
+// 32-56 MB inputs, plain 1-7% faster from 64 MB (4096 x 4096 bf16) up: the switch at 1 x L2.
 inline constexpr Policy kPolicySm90 = {
-    .spread_blocks_per_sm = 10, .spread_pdl_blocks_per_sm = 4, .keep_in_l2_divisor = 8};
+    .spread_blocks_per_sm = 10, .spread_pdl_blocks_per_sm = 4, .keep_in_l2_divisor = 8,
+    .stream_max_l2_multiple = 1};
 // sm_80: not measured yet (no A100 run of `bench_act`): the sm_90 value, per SM.
 inline constexpr Policy kPolicySm80 = kPolicySm90;
 
@@ -69,12 +77,14 @@ inline std::int64_t small_max_outputs(const DeviceCaps& caps, bool pdl = false) 
   return wave > 0 ? wave : 0;
 }
 
-// Streaming (evict-first) loads for an input of `input_bytes` on `caps`;
-// plain loads while it fits the policy's share of L2.
+// Streaming (evict-first) loads for an input of `input_bytes` on `caps`:
+// past the policy's share of L2 and up to its multiple of L2 (unknown L2:
+// streaming).
 inline bool stream_loads(std::int64_t input_bytes, const DeviceCaps& caps) {
-  const int div = policy_for(caps).keep_in_l2_divisor;
-  if (div <= 0 || caps.l2_bytes == 0) return true;
-  return input_bytes > static_cast<std::int64_t>(caps.l2_bytes / static_cast<std::size_t>(div));
+  const Policy& pol = policy_for(caps);
+  if (pol.keep_in_l2_divisor <= 0 || caps.l2_bytes == 0) return true;
+  const auto l2 = static_cast<std::int64_t>(caps.l2_bytes);
+  return input_bytes > l2 / pol.keep_in_l2_divisor && input_bytes <= l2 * pol.stream_max_l2_multiple;
 }
 
 }  // namespace moekit::act

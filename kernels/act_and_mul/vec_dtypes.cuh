@@ -75,7 +75,7 @@ struct alignas(N * sizeof(T)) VecN {
     *reinterpret_cast<Raw*>(v) = __ldcs(reinterpret_cast<const Raw*>(p));
   }
   // Plain load: for an input small enough to still sit in L2 from whoever
-  // wrote it (the rule: act::stream_loads and keep_in_l2_divisor in policy.hpp).
+  // wrote it, or one larger than L2 (the rule: act::stream_loads in policy.hpp).
   __device__ __forceinline__ void load_cached(const T* p) {
     *reinterpret_cast<Raw*>(v) = *reinterpret_cast<const Raw*>(p);
   }

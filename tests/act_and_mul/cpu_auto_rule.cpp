@@ -66,7 +66,7 @@ TEST_CASE("act-and-mul auto: first applicable row; the sm_90 thresholds are 1351
   for (const auto& r : act::auto_rows()) CHECK(text.find(r.when) != std::string::npos);
 }
 
-TEST_CASE("act-and-mul loads: plain while the input fits L2 / keep_in_l2_divisor, streaming beyond") {
+TEST_CASE("act-and-mul loads: plain up to L2 / keep_in_l2_divisor and past stream_max_l2_multiple x L2, streaming between") {
   DeviceCaps h100 = fake(9, 132, true);
   h100.l2_bytes = 50 * 1024 * 1024;
   const std::int64_t share = static_cast<std::int64_t>(h100.l2_bytes) / act::policy_for(h100).keep_in_l2_divisor;
@@ -75,6 +75,11 @@ TEST_CASE("act-and-mul loads: plain while the input fits L2 / keep_in_l2_divisor
   CHECK_FALSE(act::stream_loads(share, h100));
   CHECK(act::stream_loads(share + 1, h100));
   CHECK(act::stream_loads(1024 * 2 * 4096 * 2, h100));  // 16 MiB
+  const std::int64_t top = static_cast<std::int64_t>(h100.l2_bytes) * act::policy_for(h100).stream_max_l2_multiple;
+  CHECK(top == 50 * 1024 * 1024);
+  CHECK(act::stream_loads(top, h100));
+  CHECK_FALSE(act::stream_loads(top + 1, h100));
+  CHECK_FALSE(act::stream_loads(std::int64_t{16384} * 2 * 4096 * 2, h100));  // 256 MiB
   DeviceCaps none;  // no device, or an unknown L2: stream
   CHECK(act::stream_loads(1, none));
 }
