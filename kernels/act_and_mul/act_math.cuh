@@ -227,26 +227,25 @@ __device__ __forceinline__ float act_mul(float x, float y) {
   return act_mul_slow<A>(x, y);
 }
 
-// act_mul over N pairs, in place in x. The fast path runs for every pair
-// without a branch, so the N chains interleave (one branch per element kept
-// them apart: ~50 cycles of latency each, 8 in a row per thread), and the
-// slow path redoes only the pairs that need it, rarely.
+// act_mul over N pairs, in place in x. One fast-path test for the vector
+// first; then, when every pair passes (all but the rarest inputs), the fast
+// path for every pair without a branch, so the N chains interleave (one
+// branch per element kept them apart: ~50 cycles of latency each, 8 in a
+// row per thread); otherwise act_mul pair by pair. Only x and y are live
+// across the test (a 32-register block kept 60 bytes of spills with the
+// fast results live too).
 template <Activation A, bool kLowp, int N>
 __device__ __forceinline__ void act_mul_n(float (&x)[N], const float (&y)[N]) {
   FastOk fast;
-  float r[N];
   MOEKIT_ACT_UNROLL
-  for (int i = 0; i < N; ++i) {
-    fast.add<A>(x[i]);
-    r[i] = ActMath<A>::template act<kLowp>(x[i]) * y[i];
-  }
-  if (!fast.all()) {
+  for (int i = 0; i < N; ++i) fast.add<A>(x[i]);
+  if (fast.all()) {
     MOEKIT_ACT_UNROLL
-    for (int i = 0; i < N; ++i)
-      if (!fast_ok<A>(x[i])) r[i] = act_mul_slow<A>(x[i], y[i]);
+    for (int i = 0; i < N; ++i) x[i] = ActMath<A>::template act<kLowp>(x[i]) * y[i];
+  } else {
+    MOEKIT_ACT_UNROLL
+    for (int i = 0; i < N; ++i) x[i] = act_mul<A, kLowp>(x[i], y[i]);
   }
-  MOEKIT_ACT_UNROLL
-  for (int i = 0; i < N; ++i) x[i] = r[i];
 }
 
 }  // namespace moekit::act::detail

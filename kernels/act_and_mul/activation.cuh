@@ -138,13 +138,34 @@ __global__ void __launch_bounds__(1024, 2) row_block_kernel(const T* __restrict_
 // N = 16 / sizeof(T) is the bandwidth shape; small N shortens each thread's
 // dependent math chain, which is what a latency-bound (few-token) launch waits
 // for. kWide: nvec >= 2^32 (64-bit division instead of FastDivU32).
-// stream: evict-first loads (inputs larger than the L2 share in policy.hpp),
-// else plain loads that keep an L2-resident input's hits.
-template <class T, Activation A, int N, int U, bool kWide, int kPdl>
+// stream: evict-first loads (the window in policy.hpp), else plain loads
+// that keep an L2-resident input's hits. kLoads fixes that choice at compile
+// time (kLoadsPlain / kLoadsStream; kLoadsArg reads `stream`): with both
+// loads compiled in and predicated, and the chunk loop below, 64-1024 x 4096
+// took 0.15-0.3 us more (H200, act-and-mul-notes.md "flat's loop and load
+// flag"), so U = 1 runs a plain grid-stride loop.
+enum LoadKind : int { kLoadsArg = 0, kLoadsPlain = 1, kLoadsStream = 2 };
+
+template <class T, Activation A, int N, int U, bool kWide, int kPdl, int kLoads = kLoadsArg>
 __global__ void flat_kernel(const T* __restrict__ in, T* __restrict__ out, std::int64_t nvec,
                             std::int64_t dv, FastDivU32 div_dv, bool stream) {
   constexpr int V = N;
+  if constexpr (kLoads != kLoadsArg) stream = kLoads == kLoadsStream;
   pdl_begin<kPdl>();
+  if constexpr (U == 1) {
+    const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+    for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < nvec; v += step) {
+      const std::int64_t t =
+          kWide ? v / dv : static_cast<std::int64_t>(div_dv.div(static_cast<std::uint32_t>(v)));
+      const std::int64_t src = v + t * dv;
+      VecN<T, N> xv, yv;
+      xv.load(in + src * V, stream);
+      yv.load(in + (src + dv) * V, stream);
+      apply_vec<T, A>(xv, yv).store(out + v * V);
+    }
+    pdl_end<kPdl>();
+    return;
+  }
   const std::int64_t chunk = static_cast<std::int64_t>(blockDim.x) * U;
   for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * chunk; base < nvec;
        base += static_cast<std::int64_t>(gridDim.x) * chunk) {

@@ -98,8 +98,12 @@ cudaError_t launch_flat_typed(const Problem& p, const Buffers& b, Stream s) {
     const bool stream =
         stream_loads(p.tokens * 2 * p.d * static_cast<std::int64_t>(sizeof(T)), moekit::device_caps());
     if (nvec < kU32Limit) {
-      return launch_plain(kUsePdl, detail::flat_kernel<T, A, N, 1, false, kPdl>, grid, kBlock, s, in, out, nvec, dv,
-                          FastDivU32(static_cast<std::uint32_t>(dv)), stream);
+      const FastDivU32 div(static_cast<std::uint32_t>(dv));
+      if (stream)
+        return launch_plain(kUsePdl, detail::flat_kernel<T, A, N, 1, false, kPdl, detail::kLoadsStream>, grid, kBlock,
+                            s, in, out, nvec, dv, div, true);
+      return launch_plain(kUsePdl, detail::flat_kernel<T, A, N, 1, false, kPdl, detail::kLoadsPlain>, grid, kBlock, s,
+                          in, out, nvec, dv, div, false);
     } else {
       return launch_plain(kUsePdl, detail::flat_kernel<T, A, N, 1, true, kPdl>, grid, kBlock, s, in, out, nvec, dv,
                           FastDivU32(), stream);

@@ -72,6 +72,7 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(Args a, unsigned* __res
   }
 #pragma unroll 1
   for (int e = t; e < E; e += kThreads) cs[e] = 0;
+  if (t < prim::kBlockScanScratch) warp_sums[t] = 0;  // block_exclusive_scan_small's precondition
   __syncthreads();
   int rk[kRelayLoads];
 #pragma unroll
@@ -79,7 +80,9 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(Args a, unsigned* __res
   __syncthreads();
   const DivB<> db = make_divb(a.block_size);
   // cs[e] := first block of expert e (scan of the block counts), cs[E] := all.
-  const int blocks = block_exclusive_scan(cs, E, warp_sums, [db](int c) { return db.div_up(c); });
+  const auto nblocks = [db](int c) { return db.div_up(c); };
+  const int blocks = E <= kThreads ? prim::block_exclusive_scan_small(cs, E, warp_sums, nblocks)
+                                   : block_exclusive_scan(cs, E, warp_sums, nblocks);
 
   if (t == 0) {
     while (prim::ld_acquire_gpu(ws) < static_cast<unsigned>(fills)) {
