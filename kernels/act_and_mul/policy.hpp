@@ -33,17 +33,17 @@ struct Policy {
 };
 
 // sm_90: the spread / flat crossovers, measured 2026-11-26 on an H200 (132 SMs; the H100 has the
-// same SM count) after the 4-instruction silu (act_math.cuh), `moekit act-and-mul --variant
-// spread,flat` (PDL off) and `spread-pdl,flat-pdl` (PDL on), bf16, tokens 1-128 x d 4096, 14336,
-// 18432 (docs/bench/act-and-mul-notes.md "auto re-fitted"):
-// - PDL off: spread fastest up to 294912 outputs (16 x 18432: 1.76 vs 1.84 us; 64 x 4096: 1.68
-//   vs 1.73), flat from 344064 (24 x 14336: 1.86 vs 1.90; 96 x 4096: 1.90 vs 2.01): a wave of 10
-//   blocks per SM, 337920 outputs.
-// - PDL on: spread-pdl fastest or tied up to 131072 (32 x 4096: 1.16 vs 1.16; 8 x 14336: 1.14 vs
-//   1.15), flat-pdl from 147456 (8 x 18432: 1.17 vs 1.20; 64 x 4096: 1.28 vs 1.61): 4 blocks per
-//   SM, 135168 outputs.
-// (Before that change the slow math made spread win longer: 16 and 8 blocks per SM, rounded
-// down to 2^19 / 2^18, measured on the H100 2026-11-25.)
+// same SM count) with the 4-instruction silu and flat's plain grid-stride loop (act_math.cuh,
+// activation.cuh), one `moekit act-and-mul --variant V` process per variant (a second variant in
+// the same process measured 0.1-0.2 us slower at these sizes), bf16, d 4096 / 14336 / 18432
+// (docs/bench/act-and-mul-notes.md "auto re-fitted"):
+// - PDL off: spread fastest or tied up to 147456 outputs (32 x 4096: 1.40 vs 1.41 us; 8 x 18432:
+//   1.42 both), flat from 163840 (40 x 4096: 1.44 vs 1.45; 12 x 14336: 1.43 vs 1.44).
+// - PDL on: spread-pdl fastest up to 147456 (32 x 4096: 1.13 vs 1.17; 8 x 18432: 1.16 vs 1.17),
+//   flat-pdl from 163840 (40 x 4096: 1.19 vs 1.22).
+// Both: a wave of 4 spread blocks per SM, 135168 outputs on 132 SMs. (Earlier fits: 16 / 8 blocks
+// per SM rounded down to 2^19 / 2^18 with the accurate math, H100 2026-11-25; 10 / 4 after the
+// new math but before flat's loop fix, from two-variant processes.)
 // keep_in_l2_divisor: H100 (50 MB L2), 2026-11-25, `moekit act-and-mul --tokens 128,1024 --d 4096
 // --variant spread,flat --bench` with both load kinds (bf16, 16 rotated input copies):
 // a 2 MB input ran 6-18% faster with plain loads (flat 2.51 vs 2.94 µs PDL off,
@@ -53,7 +53,7 @@ struct Policy {
 // (docs/bench/act-and-mul-notes.md "Streaming loads past L2"): streaming 0.7-5.7% faster for
 // 32-56 MB inputs, plain 1-7% faster from 64 MB (4096 x 4096 bf16) up: the switch at 1 x L2.
 inline constexpr Policy kPolicySm90 = {
-    .spread_blocks_per_sm = 10, .spread_pdl_blocks_per_sm = 4, .keep_in_l2_divisor = 8,
+    .spread_blocks_per_sm = 4, .spread_pdl_blocks_per_sm = 4, .keep_in_l2_divisor = 8,
     .stream_max_l2_multiple = 1};
 // sm_80: not measured yet (no A100 run of `bench_act`): the sm_90 value, per SM.
 inline constexpr Policy kPolicySm80 = kPolicySm90;

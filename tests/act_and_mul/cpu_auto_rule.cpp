@@ -1,6 +1,6 @@
 // The act-and-mul `auto` table is the decision (fake sm_90 / sm_80 devices;
-// no device needed), and its sm_90 thresholds are the measured waves: 10
-// spread blocks per SM (337920 outputs on 132 SMs), 4 with PDL (135168).
+// no device needed), and its sm_90 thresholds are the measured waves: 4
+// spread blocks per SM (135168 outputs on 132 SMs), with and without PDL.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -24,7 +24,7 @@ DeviceCaps fake(int major, int sms, bool pdl) {
 
 }  // namespace
 
-TEST_CASE("act-and-mul auto: first applicable row; the sm_90 thresholds are 135168 outputs (PDL) and 337920") {
+TEST_CASE("act-and-mul auto: first applicable row; the sm_90 threshold is 135168 outputs, PDL or not") {
   const DeviceCaps sm90 = fake(9, 132, true), sm80 = fake(8, 108, false);
   for (const DeviceCaps* caps : {&sm90, &sm80})
     for (std::int64_t t : {1, 7, 33, 64, 66, 256, 264, 512, 1024, 4096, 65536})
@@ -42,21 +42,21 @@ TEST_CASE("act-and-mul auto: first applicable row; the sm_90 thresholds are 1351
           const bool small = t * d <= 135168;
           CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread-pdl" : "flat-pdl"));
         } else {
-          const bool small = t * d <= 276480;  // 108 SMs: 2 x 128 x 10 x 108
+          const bool small = t * d <= 110592;  // 108 SMs: 2 x 128 x 4 x 108
           CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread" : "flat"));
         }
       }
-  // --pdl off on an sm_90: the plain layouts, up to one 10-block wave (337920 outputs: 82.5 rows
-  // of 4096, 16 rows of 18432 but not 24 of 14336).
-  for (std::int64_t t : {1, 64, 82, 83, 96, 128, 4096, 65536}) {
+  // --pdl off on an sm_90: the plain layouts, up to one 4-block wave (135168 outputs: 33 rows
+  // of 4096, 7 of 18432).
+  for (std::int64_t t : {1, 32, 33, 34, 64, 96, 128, 4096, 65536}) {
     const act::Problem p{t, 4096, act::DType::bf16, act::Activation::silu, false};
-    CHECK(act::pick_auto(p, sm90).info.name == (t <= 82 ? "spread" : "flat"));
+    CHECK(act::pick_auto(p, sm90).info.name == (t <= 33 ? "spread" : "flat"));
     CHECK_FALSE(act::launches_with_pdl(act::pick_auto(p, sm90), p));
     CHECK(act::launches_with_pdl(*act::find("spread-pdl"), p));
   }
-  CHECK(act::pick_auto(act::Problem{16, 18432, act::DType::bf16, act::Activation::silu, false}, sm90).info.name ==
+  CHECK(act::pick_auto(act::Problem{7, 18432, act::DType::bf16, act::Activation::silu, false}, sm90).info.name ==
         "spread");
-  CHECK(act::pick_auto(act::Problem{24, 14336, act::DType::bf16, act::Activation::silu, false}, sm90).info.name ==
+  CHECK(act::pick_auto(act::Problem{12, 14336, act::DType::bf16, act::Activation::silu, false}, sm90).info.name ==
         "flat");
   CHECK(act::pick_auto(act::Problem{32, 4096, act::DType::bf16, act::Activation::silu, true}, sm90).info.name ==
         "spread-pdl");
