@@ -224,7 +224,7 @@ def align_generator_options_refused_with_a_file():
 
 @case()
 def align_variant_applicability_same_on_cpu():
-    # micro takes at most 32 slots whatever the machine: a CPU run refuses it as a GPU run would
+    # micro takes at most 256 slots whatever the machine: a CPU run refuses it as a GPU run would
     p = run("align", "--tokens", 65536, "--topk", 8, "-E", 64, "--variant", "micro", "--device", "cpu", code=2)
     expect("does not apply" in p.stderr, p.stderr)
 
