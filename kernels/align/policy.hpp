@@ -62,6 +62,11 @@ struct Policy {
 // sm_90: measured on the H100 (bench_align; probe_align sweep / onepass /
 // twopass / micro / relay; micro, relay and tiny against SGLang on the same
 // ids: docs/bench/align-notes.md "micro for up to 128 slots, relay").
+// micro_wide_*: H200, 2026-11-26, align-notes.md "micro up to 256 slots"
+// (32 tokens x 8: E = 512 micro 2.85 us, relay 3.00, tiny 3.26; E = 4096
+// 3.03 against 7.71 / 8.61; E = 64 and 256 tiny ahead by 0.08-0.12; relay
+// and tiny ran after micro in one process there, biased slow by ~0.17 us:
+// docs/timing.md, so at E = 512 micro and relay are within that bias).
 inline constexpr Policy kPolicySm90 = {
     .micro_max_slots = 128,
     .micro_wide_max_slots = 256,
