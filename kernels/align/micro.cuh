@@ -31,6 +31,8 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
+#include <type_traits>
 
 #include "align/common.cuh"
 #include "align/host_util.cuh"
@@ -46,8 +48,8 @@ constexpr int kMicroMaxNumel = kMicroMaxPerLane * kWarp;
 // Threads per block. S = 1: 4 warps (every warp computes the whole layout,
 // so more warps per SM only queue more copies of it: probe_align micro, H100,
 // 128 threads x 8 rows per thread against 256 x 4, equal at one token, 0.1 us
-// faster at 64 slots, 0.3-0.7 us at 128 slots). S = 2 and 4: one warp per
-// column, no warp that only fills (H200, 2026-11-26, align-notes.md "micro:
+// faster at 64 slots, 0.3-0.7 us at 128 slots). S = 2, 4 and 8: one warp
+// per column, no warp that only fills (H200, 2026-11-26, align-notes.md "micro:
 // unrolled bit loops": 64 threads at 64 slots 0.02-0.05 us faster than 128).
 template <int kS>
 constexpr int kMicroThreads = kS == 1 ? 128 : kS * kWarp;
@@ -118,7 +120,7 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
     // was ~900 instructions per warp, every warp computing all of it).
     __shared__ unsigned s_key[kS][33];  // [h][0]: valid, [h][1 + b]: bit b of the expert set
     // Bits of a block count: up to numel <= 32 kS blocks (B = 1).
-    constexpr int kNbBits = kS <= 4 ? 8 : 9;
+    constexpr int kNbBits = std::bit_width(static_cast<unsigned>(kS * kWarp));
     __shared__ unsigned s_nb[kS][kNbBits];  // [h][b]: bit b of the block count
     const int e = owner && mine < n ? expert_of<IdT>(raw, a) : -1;
     // The bit loops are unrolled by 4: their ballots and shared loads then
@@ -218,14 +220,17 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
   const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
   const bool p2 = is_pow2(p.block_size);
-  const auto go = [&](auto kernel, int threads) {
-    return prim::launch_ex(kernel, grid, threads, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
+  // The instantiation for S slots per lane, at its default block size.
+  const auto go = [&](auto per_lane) {
+    constexpr int S = decltype(per_lane)::value;
+    const auto kernel = p2 ? micro_kernel<IdT, S, true> : micro_kernel<IdT, S, false>;
+    return prim::launch_ex(kernel, grid, kMicroThreads<S>, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
   };
   switch (micro_per_lane(p.numel)) {
-    case 1: return p2 ? go(micro_kernel<IdT, 1, true>, kMicroThreads<1>) : go(micro_kernel<IdT, 1, false>, kMicroThreads<1>);
-    case 2: return p2 ? go(micro_kernel<IdT, 2, true>, kMicroThreads<2>) : go(micro_kernel<IdT, 2, false>, kMicroThreads<2>);
-    case 4: return p2 ? go(micro_kernel<IdT, 4, true>, kMicroThreads<4>) : go(micro_kernel<IdT, 4, false>, kMicroThreads<4>);
-    default: return p2 ? go(micro_kernel<IdT, 8, true>, kMicroThreads<8>) : go(micro_kernel<IdT, 8, false>, kMicroThreads<8>);
+    case 1: return go(std::integral_constant<int, 1>{});
+    case 2: return go(std::integral_constant<int, 2>{});
+    case 4: return go(std::integral_constant<int, 4>{});
+    default: return go(std::integral_constant<int, 8>{});
   }
 }
 
