@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <string>
 
+#include <map>
 #include <utility>
 
 #include "common/device.hpp"
@@ -32,6 +33,23 @@ void cuda_check_last(const char* what) { cuda_check(cudaGetLastError(), what); }
 
 void cuda_sync(const char* what) { cuda_check(cudaDeviceSynchronize(), what); }
 
+Stream process_stream() {
+  static std::map<int, cudaStream_t> streams;
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  auto it = streams.find(dev);
+  if (it == streams.end()) {
+    cudaStream_t s = nullptr;
+    cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    it = streams.emplace(dev, s).first;
+  }
+  return reinterpret_cast<Stream>(it->second);
+}
+
+namespace {
+cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(process_stream()); }
+}  // namespace
+
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
   // Zero-byte buffers get a real (tiny) allocation so pointers are never null.
   cuda_check(cudaMalloc(&ptr_, bytes ? bytes : 16), "cudaMalloc");
@@ -54,15 +72,20 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 }
 
 void DeviceBuffer::upload(const void* host, std::size_t bytes) {
-  if (bytes) cuda_check(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice), "upload");
+  if (!bytes) return;
+  cuda_check(cudaMemcpyAsync(ptr_, host, bytes, cudaMemcpyHostToDevice, stream()), "upload");
+  cuda_check(cudaStreamSynchronize(stream()), "upload");
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes) const {
-  if (bytes) cuda_check(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "download");
+  if (!bytes) return;
+  cuda_check(cudaMemcpyAsync(host, ptr_, bytes, cudaMemcpyDeviceToHost, stream()), "download");
+  cuda_check(cudaStreamSynchronize(stream()), "download");
 }
 
 void DeviceBuffer::fill_bytes(int byte_value) {
-  cuda_check(cudaMemset(ptr_, byte_value, bytes_ ? bytes_ : 16), "cudaMemset");
+  cuda_check(cudaMemsetAsync(ptr_, byte_value, bytes_ ? bytes_ : 16, stream()), "cudaMemset");
+  cuda_check(cudaStreamSynchronize(stream()), "cudaMemset");
 }
 
 DeviceProps device_props() {

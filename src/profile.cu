@@ -9,24 +9,18 @@
 namespace moekit {
 
 void profile_one_launch(const std::string& range, const std::function<void(Stream)>& launch) {
-  cudaStream_t s = nullptr;
-  cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-  try {
-    launch(reinterpret_cast<Stream>(s));  // warm-up: module load, caches
-    cuda_check_last("warm-up launch");
-    cuda_check(cudaStreamSynchronize(s), "warm-up launch");
-    cuda_check(cudaProfilerStart(), "cudaProfilerStart");
-    nvtxRangePushA(range.c_str());
-    launch(reinterpret_cast<Stream>(s));
-    cuda_check_last("profiled launch");
-    cuda_check(cudaStreamSynchronize(s), "profiled launch");
-    nvtxRangePop();
-    cuda_check(cudaProfilerStop(), "cudaProfilerStop");
-  } catch (...) {
-    cudaStreamDestroy(s);
-    throw;
-  }
-  cudaStreamDestroy(s);
+  const Stream st = process_stream();
+  const cudaStream_t s = reinterpret_cast<cudaStream_t>(st);
+  launch(st);  // warm-up: module load, caches
+  cuda_check_last("warm-up launch");
+  cuda_check(cudaStreamSynchronize(s), "warm-up launch");
+  cuda_check(cudaProfilerStart(), "cudaProfilerStart");
+  nvtxRangePushA(range.c_str());
+  launch(st);
+  cuda_check_last("profiled launch");
+  cuda_check(cudaStreamSynchronize(s), "profiled launch");
+  nvtxRangePop();
+  cuda_check(cudaProfilerStop(), "cudaProfilerStop");
 }
 
 }  // namespace moekit

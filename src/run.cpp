@@ -66,7 +66,7 @@ int run_family(Family& f, const CommonOpts& c) {
     const int copies = c.bench ? rotation_copies(job->input_bytes(), c.cold) : 1;
     job->upload(copies);
     const std::string what = fmt::format("{} kernel ({})", r.op, r.variant);
-    cuda_check(job->launch(nullptr, 0), what.c_str());
+    cuda_check(job->launch(process_stream(), 0), what.c_str());
     cuda_sync(what.c_str());
     job->download();
     if (c.check) {

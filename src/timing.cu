@@ -11,12 +11,6 @@
 namespace moekit {
 namespace {
 
-struct StreamGuard {
-  cudaStream_t s = nullptr;
-  StreamGuard() { cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
-  ~StreamGuard() { cudaStreamDestroy(s); }
-};
-
 struct GraphGuard {
   cudaGraph_t g = nullptr;
   cudaGraphExec_t e = nullptr;
@@ -57,11 +51,10 @@ TimingStats time_launches(const std::function<void(Stream, int)>& launch, int co
   // Launches between two events: a graph replays per_graph of them, the
   // events mode times one launch.
   const int per_graph = !use_graph || opt.cold ? 1 : std::max(opt.launches_per_graph, 1);
-  // The timing stream does not wait for the legacy default stream, where
-  // cudaMemset (inputs, poisoned outputs) may still be running: finish it.
+  // Everything moekit enqueues runs on process_stream(); a caller may still
+  // have used another stream: finish all work before the first sample.
   cuda_check(cudaDeviceSynchronize(), "work before timing");
-  StreamGuard sg;
-  cudaStream_t s = sg.s;
+  const cudaStream_t s = reinterpret_cast<cudaStream_t>(process_stream());
 
   // L2 flush buffer: twice L2, written with memset outside the timed region.
   DeviceBuffer flush;
@@ -140,15 +133,15 @@ double measured_copy_bandwidth_gbps() {
   const std::size_t bytes = std::size_t(512) << 20;
   DeviceBuffer a(bytes), b(bytes);
   a.fill_bytes(1);
-  StreamGuard sg;
+  const cudaStream_t s = reinterpret_cast<cudaStream_t>(process_stream());
   cudaEvent_t e0, e1;
   cuda_check(cudaEventCreate(&e0), "cudaEventCreate");
   cuda_check(cudaEventCreate(&e1), "cudaEventCreate");
   std::vector<double> ms;
   for (int i = 0; i < 12; ++i) {
-    cuda_check(cudaEventRecord(e0, sg.s), "cudaEventRecord");
-    cuda_check(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, sg.s), "copy");
-    cuda_check(cudaEventRecord(e1, sg.s), "cudaEventRecord");
+    cuda_check(cudaEventRecord(e0, s), "cudaEventRecord");
+    cuda_check(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s), "copy");
+    cuda_check(cudaEventRecord(e1, s), "cudaEventRecord");
     cuda_check(cudaEventSynchronize(e1), "copy");
     float t = 0;
     cuda_check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");

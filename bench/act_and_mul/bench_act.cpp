@@ -147,7 +147,7 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
         cuda_check(v.launch(p, b, s), "launch");
       };
       dout.fill_bytes(0xff);
-      launch(nullptr, 0);
+      launch(process_stream(), 0);
       cuda_check_last("launch");  // launch() checks its status
       cuda_sync("kernel");
       dout.download(host_out.data(), out_bytes);

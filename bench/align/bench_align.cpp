@@ -123,7 +123,7 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
     eids.fill_bytes(0xAB);
     bool ok = false;
     try {
-      cuda_check(v.launch(p, b, nullptr), v.info.name.data());
+      cuda_check(v.launch(p, b, process_stream()), v.info.name.data());
       cuda_sync(v.info.name.data());
       align::Outputs got;
       got.sorted_token_ids.resize(static_cast<std::size_t>(p.max_num_tokens_padded));

@@ -96,7 +96,7 @@ struct Bench {
     bool ok = true;
     try {
       out.fill_bytes(0xAB);
-      moekit::cuda_check(launch(p, buffers(0), nullptr), "dedup launch");
+      moekit::cuda_check(launch(p, buffers(0), moekit::process_stream()), "dedup launch");
       moekit::cuda_sync("dedup kernel");
       std::vector<std::int32_t> got(host.size());
       out.download(got.data(), got.size() * 4);

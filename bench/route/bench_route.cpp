@@ -139,7 +139,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
         }
       };
       dids.fill_bytes(0xAB);
-      launch(nullptr, 0);
+      launch(process_stream(), 0);
       cuda_check_last("launch");
       cuda_sync("kernel");
       route::Outputs got;

@@ -65,8 +65,9 @@ struct Policy {
 // micro_wide_*: H200, 2026-11-26, align-notes.md "micro up to 256 slots"
 // (32 tokens x 8: E = 512 micro 2.85 us, relay 3.00, tiny 3.26; E = 4096
 // 3.03 against 7.71 / 8.61; E = 64 and 256 tiny ahead by 0.08-0.12; relay
-// and tiny ran after micro in one process there, biased slow by ~0.17 us:
-// docs/timing.md, so at E = 512 micro and relay are within that bias).
+// and tiny ran after micro in one process there, biased slow by ~0.17 us
+// (docs/timing.md "One stream", fixed since), so at E = 512 micro and relay
+// are within that bias).
 inline constexpr Policy kPolicySm90 = {
     .micro_max_slots = 128,
     .micro_wide_max_slots = 256,

@@ -1,12 +1,14 @@
 // GPU test of the measurement itself (src/timing.*): a kernel that spins for
 // a known time on the global timer must read as that time per launch, in
 // graph-replay mode and in events mode (which once divided by the graph's
-// launch count although it times one launch), and a launch must see what
-// cudaMemset wrote just before on the legacy stream (the timing stream does
-// not wait for it by itself).
+// launch count although it times one launch), a launch must see what a
+// DeviceBuffer memset wrote just before, and moekit's own GPU work must run on
+// process_stream(), never on the legacy default stream (work there once made
+// every later launch of the process ~0.18 us slower: docs/timing.md).
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "cuda_util.hpp"
 #include "timing.hpp"
@@ -24,6 +26,19 @@ __global__ void spin_kernel(long long ns) {
 }
 
 __global__ void copy_first_kernel(const std::uint32_t* in, std::uint32_t* out) { *out = *in; }
+
+// Spins until the host writes *release, or for `ns` (then sets *timed_out).
+__global__ void hold_kernel(const volatile int* release, int* timed_out, long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  while (*release == 0) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (static_cast<long long>(t - t0) > ns) {
+      *timed_out = 1;
+      return;
+    }
+  }
+}
 
 }  // namespace
 
@@ -44,7 +59,7 @@ TEST_CASE("timing: launches see what cudaMemset wrote just before") {
   DeviceBuffer big(std::size_t(1) << 30), in(4), out(4);
   for (int round = 0; round < 5; ++round) {
     out.fill_bytes(0);
-    big.fill_bytes(round);         // keeps the legacy stream busy for a while
+    big.fill_bytes(round);         // a while of work on the stream
     in.fill_bytes(0x10 + round);  // queued behind it
     TimingOptions t;
     t.warmup = 1;
@@ -58,4 +73,40 @@ TEST_CASE("timing: launches see what cudaMemset wrote just before") {
     const std::uint32_t b = 0x10 + round;
     CHECK(got == (b | b << 8 | b << 16 | b << 24));
   }
+}
+
+TEST_CASE("process stream: uploads, downloads, memsets and timed launches stay off the legacy stream") {
+  // The legacy default stream is held by a kernel that waits for the host; a
+  // DeviceBuffer call that used it would wait for that kernel, which then
+  // gives up after a second and says so.
+  int* flags = nullptr;  // [0]: release, [1]: timed out
+  REQUIRE(cudaHostAlloc(&flags, 2 * sizeof(int), cudaHostAllocMapped) == cudaSuccess);
+  flags[0] = flags[1] = 0;
+  int* dflags = nullptr;
+  REQUIRE(cudaHostGetDevicePointer(&dflags, flags, 0) == cudaSuccess);
+  DeviceBuffer buf(4096);
+  std::vector<unsigned char> host(4096, 7), back(4096, 0);
+  (void)process_stream();  // created before the legacy stream is held
+  hold_kernel<<<1, 1, 0, cudaStreamLegacy>>>(dflags, dflags + 1, 1000000000LL);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  buf.fill_bytes(1);
+  buf.upload(host.data(), host.size());
+  buf.download(back.data(), back.size());
+  reinterpret_cast<volatile int*>(flags)[0] = 1;
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(flags[1] == 0);
+  CHECK(back == host);
+  cudaFreeHost(flags);
+
+  Stream seen = nullptr;
+  TimingOptions t;
+  t.warmup = 1;
+  t.samples = 1;
+  (void)time_launches(
+      [&](Stream s, int) {
+        seen = s;
+        spin_kernel<<<1, 1, 0, s>>>(0);
+      },
+      1, t);
+  CHECK(seen == process_stream());
 }
