@@ -37,12 +37,14 @@ struct Policy {
   std::int64_t oneshot_max_slots = 0;
   int huge_experts = 0;
   // --- tiny: rows of sorted_token_ids per block, blocks per SM, block size
-  // steps by numel, and at least one thread per this many rows of a chunk.
+  // steps by numel, at least one thread per this many rows of a chunk, and
+  // per this many experts (every block zeroes, scans and walks all E).
   int tiny_rows_per_block = 0;
   int tiny_blocks_per_sm = 0;
   std::int64_t tiny_256_threads_max_slots = 0;
   std::int64_t tiny_512_threads_max_slots = 0;
   int tiny_rows_per_thread = 0;
+  int tiny_experts_per_thread = 0;
   // --- micro: rows per block, and blocks per SM before chunks grow.
   int micro_rows_per_block = 0;
   int micro_blocks_per_sm = 0;
@@ -68,6 +70,10 @@ struct Policy {
 // and tiny ran after micro in one process there, biased slow by ~0.17 us
 // (docs/timing.md "One stream", fixed since), so at E = 512 micro and relay
 // are within that bias).
+// tiny_*: H200, 2026-11-26, align-notes.md "tiny re-fit" (probe_align sweep:
+// 512 threads beat 256 at 512 slots for every E; one thread per expert,
+// E = 512 at 64 tokens x 8: 3.43 -> 2.73 us, E = 1024: 4.16 -> 3.01; ~256
+// rows per block 0.1-0.3 us faster than 1024 at 16-64 tokens).
 inline constexpr Policy kPolicySm90 = {
     .micro_max_slots = 128,
     .micro_wide_max_slots = 256,
@@ -80,11 +86,12 @@ inline constexpr Policy kPolicySm90 = {
     .tiny_max_slots_many_experts = 16384,
     .oneshot_max_slots = 8192,
     .huge_experts = 4096,
-    .tiny_rows_per_block = 1024,
+    .tiny_rows_per_block = 256,
     .tiny_blocks_per_sm = 1,
-    .tiny_256_threads_max_slots = 1024,
+    .tiny_256_threads_max_slots = 256,
     .tiny_512_threads_max_slots = 4096,
     .tiny_rows_per_thread = 16,
+    .tiny_experts_per_thread = 1,
     .micro_rows_per_block = 1024,
     .micro_blocks_per_sm = 2,
     .relay_min_threads = 256,

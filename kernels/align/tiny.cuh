@@ -301,11 +301,12 @@ inline TinyPlan tiny_plan_with(const Problem& p, int grid, int threads) {
   return pl;
 }
 
-// Default shape, from the H100 sweep (probe_align sweep, docs/align.md):
-// ~1024 rows (4 KiB) of sorted_token_ids per block, at most one block per SM;
-// 256 threads while numel <= 1024 (fewer warps = shorter barriers), 512 up to
-// 4096, 1024 beyond (every block ranks all slots: more threads, more atomics
-// in flight), and never fewer than one thread per 16 rows of a chunk.
+// Default shape (policy.hpp; probe_align sweep, docs/align.md): ~256 rows
+// of sorted_token_ids per block, at most one block per SM; 256 threads while
+// numel <= 256 (fewer warps = shorter barriers), 512 up to 4096, 1024 beyond
+// (every block ranks all slots: more threads, more atomics in flight), and
+// never fewer than one thread per 16 rows of a chunk or per expert (every
+// block zeroes, scans and walks all E counters).
 inline TinyPlan tiny_plan(const Problem& p, const DeviceCaps& caps) {
   const Policy& pol = policy_for(caps);
   const std::int64_t most = std::int64_t{pol.tiny_blocks_per_sm} * std::max(caps.sm_count, 1);
@@ -315,7 +316,9 @@ inline TinyPlan tiny_plan(const Problem& p, const DeviceCaps& caps) {
                 : p.numel <= pol.tiny_512_threads_max_slots ? 512
                                                             : 1024;
   const std::int64_t chunk = ceil_div<std::int64_t>(std::max<std::int64_t>(p.max_num_tokens_padded, 1), g);
-  while (threads < 1024 && chunk > std::int64_t{pol.tiny_rows_per_thread} * threads) threads *= 2;
+  while (threads < 1024 && (chunk > std::int64_t{pol.tiny_rows_per_thread} * threads ||
+                            p.num_experts > pol.tiny_experts_per_thread * threads))
+    threads *= 2;
   return tiny_plan_with(p, static_cast<int>(g), threads);
 }
 
