@@ -15,8 +15,8 @@ namespace moekit::align {
 struct Policy {
   // --- auto (docs/align.md) ---
   // `micro` up to micro_max_slots, then `relay` up to relay_max_slots where
-  // E >= relay_min_experts or B < small_block (where tiny's per-block passes
-  // over E and over the experts meeting its rows weigh most).
+  // B < small_block (where tiny's per-block walk over the experts meeting
+  // its rows weighs most).
   std::int64_t micro_max_slots = 0;
   // ... and up to micro_wide_max_slots where E >= micro_wide_min_experts and
   // B >= small_block: its layout work grows with the slots squared but only
@@ -25,7 +25,6 @@ struct Policy {
   int micro_wide_min_experts = 0;
   int small_block = 0;
   std::int64_t relay_max_slots = 0;
-  int relay_min_experts = 0;
   // `tiny` up to this many slots (its few shared counters contend in every
   // block when E <= 16; onepass's per-block E-wide passes cost more when
   // E >= 1024), then onepass.
@@ -64,12 +63,11 @@ struct Policy {
 // sm_90: measured on the H100 (bench_align; probe_align sweep / onepass /
 // twopass / micro / relay; micro, relay and tiny against SGLang on the same
 // ids: docs/bench/align-notes.md "micro for up to 128 slots, relay").
-// micro_wide_*: H200, 2026-11-26, align-notes.md "micro up to 256 slots"
-// (32 tokens x 8: E = 512 micro 2.85 us, relay 3.00, tiny 3.26; E = 4096
-// 3.03 against 7.71 / 8.61; E = 64 and 256 tiny ahead by 0.08-0.12; relay
-// and tiny ran after micro in one process there, biased slow by ~0.17 us
-// (docs/timing.md "One stream", fixed since), so at E = 512 micro and relay
-// are within that bias).
+// micro_wide_*, relay: H200, 2026-11-26, align-notes.md "auto at 129-256
+// slots" (after tiny's re-fit, one process per shape, PDL off and on; B = 128:
+// tiny fastest for E = 64-1024, E = 1024 at 32 tokens x 8 2.86 us against
+// micro 2.96 and relay 3.27; micro from E = 2048: 3.07 against tiny 3.61;
+// B = 16, top-1: relay 2.21-2.29 against tiny 2.40-2.70; B = 32: a tie).
 // tiny_*: H200, 2026-11-26, align-notes.md "tiny re-fit" (probe_align sweep:
 // 512 threads beat 256 at 512 slots for every E; one thread per expert,
 // E = 512 at 64 tokens x 8: 3.43 -> 2.73 us, E = 1024: 4.16 -> 3.01; ~256
@@ -77,10 +75,9 @@ struct Policy {
 inline constexpr Policy kPolicySm90 = {
     .micro_max_slots = 128,
     .micro_wide_max_slots = 256,
-    .micro_wide_min_experts = 512,
+    .micro_wide_min_experts = 2048,
     .small_block = 64,
     .relay_max_slots = 256,
-    .relay_min_experts = 128,
     .tiny_max_slots_few_experts = 4096,
     .tiny_max_slots = 8192,
     .tiny_max_slots_many_experts = 16384,
@@ -122,8 +119,8 @@ inline bool micro_wide_preferred(const Policy& pol, std::int64_t numel, int num_
 }
 
 // Whether `auto` picks relay (after micro).
-inline bool relay_preferred(const Policy& pol, std::int64_t numel, int num_experts, int block_size) {
-  return numel <= pol.relay_max_slots && (num_experts >= pol.relay_min_experts || block_size < pol.small_block);
+inline bool relay_preferred(const Policy& pol, std::int64_t numel, int block_size) {
+  return numel <= pol.relay_max_slots && block_size < pol.small_block;
 }
 
 // Slots up to which `auto` picks tiny for E experts.

@@ -453,9 +453,9 @@ const std::array<Variant, 15> kVariants = {{
 
 // From the H100 measurements in docs/bench/align.md (bench_align, probe_align
 // onepass / twopass; B = 128, E 8..16384, 1..65536 tokens):
-//  - `micro` up to 128 slots, and up to 256 with E >= 512 and B >= 64 (its
+//  - `micro` up to 128 slots, and up to 256 with E >= 2048 and B >= 64 (its
 //    cost hardly grows with E; H200, docs/bench/align-notes.md): stable;
-//  - `relay` up to 256 slots where E >= 128 or B < 64;
+//  - `relay` up to 256 slots where B < 64;
 //  - `tiny` up to 8192 slots (4096 when E <= 16: its few shared counters
 //    contend in every block; 16384 when E >= 1024, where onepass's per-block
 //    E-wide passes cost more): one launch, no barrier between blocks;
@@ -476,9 +476,9 @@ const std::array<AutoRow<Problem>, 12> kAutoRows = {{
        return micro_wide_preferred(policy_for(caps), p.numel, p.num_experts, p.block_size);
      }},
     {"relay",
-     "numel <= policy.relay_max_slots and (E >= policy.relay_min_experts or B < policy.small_block)",
+     "numel <= policy.relay_max_slots and B < policy.small_block",
      [](const Problem& p, const DeviceCaps& caps) {
-       return relay_preferred(policy_for(caps), p.numel, p.num_experts, p.block_size);
+       return relay_preferred(policy_for(caps), p.numel, p.block_size);
      }},
     {"tiny",
      "numel <= policy.tiny_max_slots (policy.tiny_max_slots_few_experts when E <= 16, "
