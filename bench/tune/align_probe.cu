@@ -425,12 +425,21 @@ int relay_mode() {
   return 0;
 }
 
+// PROBE_MIN_TOKENS / PROBE_MAX_TOKENS: only token counts in that range (a
+// shorter device call).
+void token_filter(std::vector<int>& tokens) {
+  const char* lo = std::getenv("PROBE_MIN_TOKENS");
+  const char* hi = std::getenv("PROBE_MAX_TOKENS");
+  std::erase_if(tokens, [&](int t) { return (lo && t < std::atoi(lo)) || (hi && t > std::atoi(hi)); });
+}
+
 int onepass_mode() {
   std::mt19937_64 rng(12);
   const std::vector<Shape> shapes = {{8, 2, false},   {64, 8, false},  {128, 8, false},
                                      {256, 8, false}, {512, 8, false}, {256, 8, true},
                                      {1024, 8, false}, {4096, 8, false}, {16384, 8, false}};
-  const std::vector<int> tokens = {16, 64, 256, 1024, 2048, 4096, 16384, 65536};
+  std::vector<int> tokens = {16, 64, 256, 1024, 2048, 4096, 16384, 65536};
+  token_filter(tokens);
   spin_ms(20);
   std::printf("| E, topk, ids | tokens | default (thr, K, grid) | not coop | best (thr, K, grid) | "
               "tiny | twopass | auto | all (thr/K/grid: us) |\n"
@@ -553,9 +562,7 @@ int sweep(const char* csv_path) {
                                      {256, 8, false}, {512, 8, false}, {256, 8, true},
                                      {1024, 8, false}, {16384, 8, false}};
   std::vector<int> tokens = {1, 16, 64, 256, 1024, 2048, 4096};
-  // PROBE_MAX_TOKENS=N: only token counts <= N (a shorter device call).
-  if (const char* m = std::getenv("PROBE_MAX_TOKENS"))
-    std::erase_if(tokens, [lim = std::atoi(m)](int t) { return t > lim; });
+  token_filter(tokens);
   const std::vector<int> grids = {1, 2, 4, 8, 16, 32, 64, std::max(device_caps().sm_count, 1)};
   const std::vector<int> threads = {256, 512, 1024};
   spin_ms(20);
