@@ -4,6 +4,7 @@
 #include <string>
 
 #include <map>
+#include <mutex>
 #include <utility>
 
 #include "common/device.hpp"
@@ -34,9 +35,11 @@ void cuda_check_last(const char* what) { cuda_check(cudaGetLastError(), what); }
 void cuda_sync(const char* what) { cuda_check(cudaDeviceSynchronize(), what); }
 
 Stream process_stream() {
+  static std::mutex mu;
   static std::map<int, cudaStream_t> streams;
   int dev = 0;
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  const std::lock_guard<std::mutex> lock(mu);
   auto it = streams.find(dev);
   if (it == streams.end()) {
     cudaStream_t s = nullptr;

@@ -21,7 +21,7 @@ void cuda_sync(const char* what = "cudaDeviceSynchronize");
 
 // The one stream all of moekit's GPU work runs on (uploads, downloads,
 // memsets, checked, timed and profiled launches): one per device, created on
-// first use, never destroyed. On an H200 (driver 580) every kernel launch of
+// first use (thread-safe), never destroyed. On an H200 (driver 580) every kernel launch of
 // a process costs ~0.18 us more, for the rest of the process, once a second
 // stream (the legacy default stream included: cudaMemset runs a kernel on
 // it) has run a few kernels; docs/timing.md "One stream".

@@ -23,9 +23,16 @@ struct GraphGuard {
 void capture(GraphGuard& gg, cudaStream_t s, int n, int copies, int& next_copy,
              const std::function<void(Stream, int)>& launch) {
   cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-  for (int i = 0; i < n; ++i) {
-    launch(reinterpret_cast<Stream>(s), next_copy);
-    next_copy = (next_copy + 1) % copies;
+  try {
+    for (int i = 0; i < n; ++i) {
+      launch(reinterpret_cast<Stream>(s), next_copy);
+      next_copy = (next_copy + 1) % copies;
+    }
+  } catch (...) {
+    // The stream is the process's one stream: never leave it capturing.
+    (void)cudaStreamEndCapture(s, &gg.g);
+    (void)cudaGetLastError();
+    throw;
   }
   cudaError_t launch_err = cudaGetLastError();
   cudaError_t end_err = cudaStreamEndCapture(s, &gg.g);

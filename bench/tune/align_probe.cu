@@ -96,8 +96,11 @@ __global__ void spin_kernel(long long ns) {
   }
 }
 
+cudaStream_t probe_stream() { return reinterpret_cast<cudaStream_t>(process_stream()); }
+
 void spin_ms(double ms) {
-  spin_kernel<<<std::max(device_caps().sm_count, 1), 32>>>(static_cast<long long>(ms * 1e6));
+  // Everything on the process's one stream (docs/timing.md "One stream").
+  spin_kernel<<<std::max(device_caps().sm_count, 1), 32, 0, probe_stream()>>>(static_cast<long long>(ms * 1e6));
   cuda_sync("spin");
 }
 
@@ -105,8 +108,7 @@ void spin_ms(double ms) {
 // `samples` replays of a graph of per_graph launches.
 double time_graph(const std::function<void(cudaStream_t, int)>& launch, int copies, double warm_ms,
                   int samples, int per_graph) {
-  cudaStream_t s;
-  cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  const cudaStream_t s = probe_stream();
   cudaGraph_t g;
   cudaGraphExec_t ge;
   int next = 0;
@@ -151,7 +153,6 @@ double time_graph(const std::function<void(cudaStream_t, int)>& launch, int copi
   cudaEventDestroy(e1);
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
-  cudaStreamDestroy(s);
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
 }
@@ -216,7 +217,7 @@ struct Setup {
     sorted.fill_bytes(0xAB);
     eids.fill_bytes(0xAB);
     total.fill_bytes(0xAB);
-    launch(nullptr, 0);
+    launch(probe_stream(), 0);
     cuda_check_last("verify launch");
     cuda_sync("verify");
     align::Outputs got;
@@ -682,7 +683,7 @@ int phases() {
   std::mt19937_64 rng(42);
   spin_ms(20);
   DeviceBuffer rate(16);
-  clock_rate_kernel<<<1, 1>>>(2000000, rate.as<long long>());
+  clock_rate_kernel<<<1, 1, 0, probe_stream()>>>(2000000, rate.as<long long>());
   cuda_sync("clock rate");
   long long r[2];
   rate.download(r, sizeof(r));
@@ -698,7 +699,8 @@ int phases() {
   unsigned long long res = ~0ull;  // smallest non-zero global timer step seen
   for (const Shape& sh : shapes) {
     Setup su(sh, 1, rng);
-    const ad::TinyPlan pl = ad::tiny_plan(su.p, device_caps());
+    // The product's grid at 256 threads (the stamped copy is 256-thread only).
+    const ad::TinyPlan pl = ad::tiny_plan_with(su.p, ad::tiny_plan(su.p, device_caps()).grid, 256);
     if (pl.threads != 256 || su.p.numel > ad::kTinyNarrow * 64 || pl.grid > kStampBlocks) {
       std::printf("| %d, %d | unexpected plan (%d x %d) |\n", sh.E, sh.topk, pl.grid, pl.threads);
       continue;
@@ -718,8 +720,7 @@ int phases() {
     const double us_64 = bench_like(f_64, su.copies);
 
     // Graph of 20 stamped launches; the stamps left are the last launch's.
-    cudaStream_t s;
-    cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+    const cudaStream_t s = probe_stream();
     cudaGraph_t g;
     cudaGraphExec_t ge;
     cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
@@ -761,7 +762,6 @@ int phases() {
     }
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
-    cudaStreamDestroy(s);
     std::printf("| %d, %d | %d x %d | %.2f | %.2f |", sh.E, sh.topk, G, pl.threads, us_def, us_st);
     for (int k = 1; k < kPhases; ++k) std::printf(" %.0f |", median_of(ph[k]));
     std::printf(" %.0f | %.0f / %.0f | %.0f | %.2f | %.2f |%s\n", median_of(slow),
@@ -780,14 +780,14 @@ int ncu_mode() {
   Setup s8(Shape{8, 2, false}, 1, rng), s256(Shape{256, 8, false}, 1, rng),
       s256b(Shape{256, 8, false}, 4096, rng);
   for (int rep = 0; rep < 2; ++rep) {
-    empty_kernel<<<1, 32>>>();
-    skeleton_kernel<<<1, 1024>>>(in.as<int>(), out.as<int>());
-    variant_launch(s8, "fill-overlap")(nullptr, 0);
-    variant_launch(s256, "fill-overlap")(nullptr, 0);
-    variant_launch(s8, "tiny")(nullptr, 0);
-    variant_launch(s256, "tiny")(nullptr, 0);
-    variant_launch(s256b, "tiny")(nullptr, 0);
-    variant_launch(s256b, "oneshot")(nullptr, 0);
+    empty_kernel<<<1, 32, 0, probe_stream()>>>();
+    skeleton_kernel<<<1, 1024, 0, probe_stream()>>>(in.as<int>(), out.as<int>());
+    variant_launch(s8, "fill-overlap")(probe_stream(), 0);
+    variant_launch(s256, "fill-overlap")(probe_stream(), 0);
+    variant_launch(s8, "tiny")(probe_stream(), 0);
+    variant_launch(s256, "tiny")(probe_stream(), 0);
+    variant_launch(s256b, "tiny")(probe_stream(), 0);
+    variant_launch(s256b, "oneshot")(probe_stream(), 0);
     cuda_sync("ncu");
   }
   return 0;

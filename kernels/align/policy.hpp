@@ -36,8 +36,9 @@ struct Policy {
   std::int64_t oneshot_max_slots = 0;
   int huge_experts = 0;
   // --- tiny: rows of sorted_token_ids per block, blocks per SM, block size
-  // steps by numel, at least one thread per this many rows of a chunk, and
-  // per this many experts (every block zeroes, scans and walks all E).
+  // steps by numel, and (up to 1024 threads) at least one thread per this
+  // many rows of a chunk and per this many experts (every block zeroes,
+  // scans and walks all E).
   int tiny_rows_per_block = 0;
   int tiny_blocks_per_sm = 0;
   std::int64_t tiny_256_threads_max_slots = 0;
@@ -98,6 +99,8 @@ inline constexpr Policy kPolicySm90 = {
     .twopass_max_grid_few_experts = 128,
     .twopass_max_grid = 64,
 };
+
+static_assert(kPolicySm90.tiny_experts_per_thread > 0 && kPolicySm90.tiny_rows_per_thread > 0);
 
 // sm_80: not measured yet (no A100 run of `bench_align` / `probe_align
 // sweep|onepass|twopass`): the sm_90 values, which are per SM and per block.

@@ -304,9 +304,9 @@ inline TinyPlan tiny_plan_with(const Problem& p, int grid, int threads) {
 // Default shape (policy.hpp; probe_align sweep, docs/align.md): ~256 rows
 // of sorted_token_ids per block, at most one block per SM; 256 threads while
 // numel <= 256 (fewer warps = shorter barriers), 512 up to 4096, 1024 beyond
-// (every block ranks all slots: more threads, more atomics in flight), and
-// never fewer than one thread per 16 rows of a chunk or per expert (every
-// block zeroes, scans and walks all E counters).
+// (every block ranks all slots: more threads, more atomics in flight), and,
+// up to 1024 threads, at least one thread per 16 rows of a chunk and per
+// expert (every block zeroes, scans and walks all E counters).
 inline TinyPlan tiny_plan(const Problem& p, const DeviceCaps& caps) {
   const Policy& pol = policy_for(caps);
   const std::int64_t most = std::int64_t{pol.tiny_blocks_per_sm} * std::max(caps.sm_count, 1);

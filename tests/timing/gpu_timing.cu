@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "cuda_util.hpp"
@@ -60,7 +61,7 @@ TEST_CASE("timing: launches see what cudaMemset wrote just before") {
   for (int round = 0; round < 5; ++round) {
     out.fill_bytes(0);
     big.fill_bytes(round);         // a while of work on the stream
-    in.fill_bytes(0x10 + round);  // queued behind it
+    in.fill_bytes(0x10 + round);
     TimingOptions t;
     t.warmup = 1;
     t.samples = 1;
@@ -75,7 +76,7 @@ TEST_CASE("timing: launches see what cudaMemset wrote just before") {
   }
 }
 
-TEST_CASE("process stream: uploads, downloads, memsets and timed launches stay off the legacy stream") {
+TEST_CASE("process stream: uploads, downloads and memsets stay off the legacy stream; timed launches get it") {
   // The legacy default stream is held by a kernel that waits for the host; a
   // DeviceBuffer call that used it would wait for that kernel, which then
   // gives up after a second and says so.
@@ -109,4 +110,25 @@ TEST_CASE("process stream: uploads, downloads, memsets and timed launches stay o
       },
       1, t);
   CHECK(seen == process_stream());
+}
+
+TEST_CASE("timing: a launch that throws while the graph is captured leaves the stream usable") {
+  // The launch throws on its first call inside the capture (after the
+  // warm-up); the process's one stream must not stay capturing.
+  TimingOptions t;
+  t.warmup = 2;
+  t.samples = 2;
+  int calls = 0;
+  CHECK_THROWS(time_launches(
+      [&](Stream s, int) {
+        if (++calls > t.warmup) throw std::runtime_error("launch failed");
+        spin_kernel<<<1, 1, 0, s>>>(0);
+      },
+      1, t));
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusActive;
+  REQUIRE(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(process_stream()), &st) == cudaSuccess);
+  CHECK(st == cudaStreamCaptureStatusNone);
+  DeviceBuffer b(64);
+  CHECK_NOTHROW(b.fill_bytes(3));
+  CHECK(cudaGetLastError() == cudaSuccess);
 }
