@@ -46,12 +46,8 @@ Stream process_stream() {
     cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
     it = streams.emplace(dev, s).first;
   }
-  return reinterpret_cast<Stream>(it->second);
+  return it->second;
 }
-
-namespace {
-cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(process_stream()); }
-}  // namespace
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
   // Zero-byte buffers get a real (tiny) allocation so pointers are never null.
@@ -76,19 +72,22 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void DeviceBuffer::upload(const void* host, std::size_t bytes) {
   if (!bytes) return;
-  cuda_check(cudaMemcpyAsync(ptr_, host, bytes, cudaMemcpyHostToDevice, stream()), "upload");
-  cuda_check(cudaStreamSynchronize(stream()), "upload");
+  const cudaStream_t s = process_stream();
+  cuda_check(cudaMemcpyAsync(ptr_, host, bytes, cudaMemcpyHostToDevice, s), "upload");
+  cuda_check(cudaStreamSynchronize(s), "upload");
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes) const {
   if (!bytes) return;
-  cuda_check(cudaMemcpyAsync(host, ptr_, bytes, cudaMemcpyDeviceToHost, stream()), "download");
-  cuda_check(cudaStreamSynchronize(stream()), "download");
+  const cudaStream_t s = process_stream();
+  cuda_check(cudaMemcpyAsync(host, ptr_, bytes, cudaMemcpyDeviceToHost, s), "download");
+  cuda_check(cudaStreamSynchronize(s), "download");
 }
 
 void DeviceBuffer::fill_bytes(int byte_value) {
-  cuda_check(cudaMemsetAsync(ptr_, byte_value, bytes_ ? bytes_ : 16, stream()), "cudaMemset");
-  cuda_check(cudaStreamSynchronize(stream()), "cudaMemset");
+  const cudaStream_t s = process_stream();
+  cuda_check(cudaMemsetAsync(ptr_, byte_value, bytes_ ? bytes_ : 16, s), "cudaMemset");
+  cuda_check(cudaStreamSynchronize(s), "cudaMemset");
 }
 
 DeviceProps device_props() {

@@ -61,7 +61,7 @@ TimingStats time_launches(const std::function<void(Stream, int)>& launch, int co
   // Everything moekit enqueues runs on process_stream(); a caller may still
   // have used another stream: finish all work before the first sample.
   cuda_check(cudaDeviceSynchronize(), "work before timing");
-  const cudaStream_t s = reinterpret_cast<cudaStream_t>(process_stream());
+  const cudaStream_t s = process_stream();
 
   // L2 flush buffer: twice L2, written with memset outside the timed region.
   DeviceBuffer flush;
@@ -140,7 +140,7 @@ double measured_copy_bandwidth_gbps() {
   const std::size_t bytes = std::size_t(512) << 20;
   DeviceBuffer a(bytes), b(bytes);
   a.fill_bytes(1);
-  const cudaStream_t s = reinterpret_cast<cudaStream_t>(process_stream());
+  const cudaStream_t s = process_stream();
   cudaEvent_t e0, e1;
   cuda_check(cudaEventCreate(&e0), "cudaEventCreate");
   cuda_check(cudaEventCreate(&e1), "cudaEventCreate");

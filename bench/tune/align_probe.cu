@@ -96,11 +96,9 @@ __global__ void spin_kernel(long long ns) {
   }
 }
 
-cudaStream_t probe_stream() { return reinterpret_cast<cudaStream_t>(process_stream()); }
-
 void spin_ms(double ms) {
   // Everything on the process's one stream (docs/timing.md "One stream").
-  spin_kernel<<<std::max(device_caps().sm_count, 1), 32, 0, probe_stream()>>>(static_cast<long long>(ms * 1e6));
+  spin_kernel<<<std::max(device_caps().sm_count, 1), 32, 0, process_stream()>>>(static_cast<long long>(ms * 1e6));
   cuda_sync("spin");
 }
 
@@ -108,7 +106,7 @@ void spin_ms(double ms) {
 // `samples` replays of a graph of per_graph launches.
 double time_graph(const std::function<void(cudaStream_t, int)>& launch, int copies, double warm_ms,
                   int samples, int per_graph) {
-  const cudaStream_t s = probe_stream();
+  const cudaStream_t s = process_stream();
   cudaGraph_t g;
   cudaGraphExec_t ge;
   int next = 0;
@@ -217,7 +215,7 @@ struct Setup {
     sorted.fill_bytes(0xAB);
     eids.fill_bytes(0xAB);
     total.fill_bytes(0xAB);
-    launch(probe_stream(), 0);
+    launch(process_stream(), 0);
     cuda_check_last("verify launch");
     cuda_sync("verify");
     align::Outputs got;
@@ -683,7 +681,7 @@ int phases() {
   std::mt19937_64 rng(42);
   spin_ms(20);
   DeviceBuffer rate(16);
-  clock_rate_kernel<<<1, 1, 0, probe_stream()>>>(2000000, rate.as<long long>());
+  clock_rate_kernel<<<1, 1, 0, process_stream()>>>(2000000, rate.as<long long>());
   cuda_sync("clock rate");
   long long r[2];
   rate.download(r, sizeof(r));
@@ -720,7 +718,7 @@ int phases() {
     const double us_64 = bench_like(f_64, su.copies);
 
     // Graph of 20 stamped launches; the stamps left are the last launch's.
-    const cudaStream_t s = probe_stream();
+    const cudaStream_t s = process_stream();
     cudaGraph_t g;
     cudaGraphExec_t ge;
     cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
@@ -780,14 +778,14 @@ int ncu_mode() {
   Setup s8(Shape{8, 2, false}, 1, rng), s256(Shape{256, 8, false}, 1, rng),
       s256b(Shape{256, 8, false}, 4096, rng);
   for (int rep = 0; rep < 2; ++rep) {
-    empty_kernel<<<1, 32, 0, probe_stream()>>>();
-    skeleton_kernel<<<1, 1024, 0, probe_stream()>>>(in.as<int>(), out.as<int>());
-    variant_launch(s8, "fill-overlap")(probe_stream(), 0);
-    variant_launch(s256, "fill-overlap")(probe_stream(), 0);
-    variant_launch(s8, "tiny")(probe_stream(), 0);
-    variant_launch(s256, "tiny")(probe_stream(), 0);
-    variant_launch(s256b, "tiny")(probe_stream(), 0);
-    variant_launch(s256b, "oneshot")(probe_stream(), 0);
+    empty_kernel<<<1, 32, 0, process_stream()>>>();
+    skeleton_kernel<<<1, 1024, 0, process_stream()>>>(in.as<int>(), out.as<int>());
+    variant_launch(s8, "fill-overlap")(process_stream(), 0);
+    variant_launch(s256, "fill-overlap")(process_stream(), 0);
+    variant_launch(s8, "tiny")(process_stream(), 0);
+    variant_launch(s256, "tiny")(process_stream(), 0);
+    variant_launch(s256b, "tiny")(process_stream(), 0);
+    variant_launch(s256b, "oneshot")(process_stream(), 0);
     cuda_sync("ncu");
   }
   return 0;

@@ -126,7 +126,7 @@ TEST_CASE("timing: a launch that throws while the graph is captured leaves the s
       },
       1, t));
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusActive;
-  REQUIRE(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(process_stream()), &st) == cudaSuccess);
+  REQUIRE(cudaStreamIsCapturing(process_stream(), &st) == cudaSuccess);
   CHECK(st == cudaStreamCaptureStatusNone);
   DeviceBuffer b(64);
   CHECK_NOTHROW(b.fill_bytes(3));
