@@ -15,6 +15,8 @@
 //                                tokens, next to tiny and relay
 //   probe_align relay            `relay` over threads x fill rows per thread,
 //                                plain and cooperative launches, next to tiny
+//   probe_align solo             `solo` over threads x match ranking, next to
+//                                micro, tiny and relay
 //   probe_align onepass          `onepass` over threads x loads x grid, with
 //                                and without the cooperative attribute, next
 //                                to tiny / twopass / auto
@@ -41,6 +43,7 @@
 #include "align/micro.cuh"
 #include "align/onepass.cuh"
 #include "align/relay.cuh"
+#include "align/solo.cuh"
 #include "align/tiny.cuh"
 #include "align/twopass.cuh"
 #include "common/device.hpp"
@@ -381,6 +384,47 @@ int micro_mode() {
     std::printf("| %d, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E,
                 r.sh.topk, r.tokens, prod("micro"), at(64, 4), at(64, 8), at(128, 4), at(128, 8), at(256, 4),
                 at(256, 8), at(512, 4), prod("tiny"), prod("relay"));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+// `solo` with 128-1024 threads, next to the product's micro, tiny, relay and
+// solo.
+int solo_mode() {
+  std::mt19937_64 rng(15);
+  spin_ms(20);
+  std::printf("| E, topk | tokens | micro | tiny | relay | solo | 128 | 256 | 512 | 1024 |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  struct Row {
+    Shape sh;
+    int tokens;
+  };
+  const int lo = std::getenv("PROBE_MIN_TOKENS") ? std::atoi(std::getenv("PROBE_MIN_TOKENS")) : 0;
+  const int hi = std::getenv("PROBE_MAX_TOKENS") ? std::atoi(std::getenv("PROBE_MAX_TOKENS")) : 1 << 30;
+  for (const Row& r : {Row{{8, 2, false}, 1}, Row{{64, 8, false}, 1}, Row{{256, 8, false}, 1},
+                       Row{{8, 2, false}, 16}, Row{{64, 8, false}, 16}, Row{{256, 8, false}, 16},
+                       Row{{512, 8, false}, 16}, Row{{8, 2, false}, 64}, Row{{64, 8, false}, 64},
+                       Row{{128, 8, false}, 64}, Row{{256, 8, false}, 64}, Row{{512, 8, false}, 64},
+                       Row{{8, 2, false}, 256}, Row{{64, 8, false}, 128}, Row{{256, 8, false}, 128},
+                       Row{{64, 8, false}, 256}, Row{{256, 8, false}, 256}, Row{{8, 2, false}, 1024}}) {
+    if (r.tokens < lo || r.tokens > hi) continue;
+    Setup su(r.sh, r.tokens, rng);
+    const auto prod = [&](const char* v) {
+      if (align::find(v)->not_applicable(su.p, device_caps()) != nullptr) return 1e9;
+      const auto f = variant_launch(su, v);
+      return su.verify(f) ? bench_like(f, su.copies) : 1e9;
+    };
+    const auto at = [&](int threads) {
+      ad::SoloPlan pl = ad::solo_plan(su.p, device_caps());
+      if (pl.threads == 0 || (pl.per_thread == 2 && threads != 1024) || su.p.num_experts > threads * 16) return 1e9;
+      pl.threads = threads;
+      const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_solo<std::int32_t>(su.p, su.buffers(c), s, pl); };
+      return su.verify(f) ? bench_like(f, su.copies) : 1e9;
+    };
+    std::printf("| %d, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E, r.sh.topk,
+                r.tokens, prod("micro"), prod("tiny"), prod("relay"), prod("solo"), at(128), at(256), at(512),
+                at(1024));
     std::fflush(stdout);
   }
   return 0;
@@ -807,11 +851,12 @@ int main(int argc, char** argv) {
     if (mode == "onepass") return onepass_mode();
     if (mode == "micro") return micro_mode();
     if (mode == "relay") return relay_mode();
+    if (mode == "solo") return solo_mode();
     if (mode == "phases") return phases();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "probe_align: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | onepass | micro | relay | ncu\n");
+  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | onepass | micro | relay | solo | ncu\n");
   return 2;
 }

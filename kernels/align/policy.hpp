@@ -14,6 +14,14 @@ namespace moekit::align {
 
 struct Policy {
   // --- auto (docs/align.md) ---
+  // `solo` first, from solo_min_slots (below, micro's one-warp layout needs
+  // no barrier at all) to solo_max_slots (solo_max_slots_few_experts when
+  // E <= 16: a warp's slot stores then meet few rows) where the padded rows
+  // stay few: one SM writes every row and every slot.
+  std::int64_t solo_min_slots = 0;
+  std::int64_t solo_max_slots = 0;
+  std::int64_t solo_max_slots_few_experts = 0;
+  std::int64_t solo_max_rows = 0;
   // `micro` up to micro_max_slots, then `relay` up to relay_max_slots where
   // B < small_block (where tiny's per-block walk over the experts meeting
   // its rows weighs most).
@@ -52,6 +60,8 @@ struct Policy {
   // rows of sorted_token_ids per thread of a fill block.
   int relay_min_threads = 0;
   int relay_rows_per_thread = 0;
+  // --- solo: threads at least (more for more slots or experts).
+  int solo_min_threads = 0;
   // --- onepass: blocks per SM (one: residency certain without an occupancy
   // query) and padding rows per thread before the grid grows.
   int onepass_blocks_per_sm = 0;
@@ -73,7 +83,19 @@ struct Policy {
 // 512 threads beat 256 at 512 slots for every E; one thread per expert,
 // E = 512 at 64 tokens x 8: 3.43 -> 2.73 us, E = 1024: 4.16 -> 3.01; ~256
 // rows per block 0.1-0.3 us faster than 1024 at 16-64 tokens).
+// solo_*: H200, 2026-11-26, align-notes.md "solo" (one process per shape,
+// PDL off and on, SGLang on the same ids): Llama-4 decode (128 top-1 slots,
+// B = 16, 2,048 rows) 1.73 us against micro 2.20 and relay 2.24; DeepSeek-V2-
+// Lite 64 tokens (384 slots, 4,416 rows) 1.97 against tiny 2.28; 256 x 2,
+// E = 8 (1,528 rows) 1.85 against tiny 2.31; but 8,256-8,640 rows 2.26-2.52
+// against micro 1.88 / tiny 2.38, and 32 slots 1.79 against micro 1.33;
+// 1,024 top-1 slots of E = 128 (B = 16) 2.80 against tiny 2.65, but 2,048
+// slots of E = 8 2.60 against 2.93.
 inline constexpr Policy kPolicySm90 = {
+    .solo_min_slots = 33,
+    .solo_max_slots = 512,
+    .solo_max_slots_few_experts = 2048,
+    .solo_max_rows = 4608,
     .micro_max_slots = 128,
     .micro_wide_max_slots = 256,
     .micro_wide_min_experts = 2048,
@@ -94,6 +116,7 @@ inline constexpr Policy kPolicySm90 = {
     .micro_blocks_per_sm = 2,
     .relay_min_threads = 256,
     .relay_rows_per_thread = 4,
+    .solo_min_threads = 256,
     .onepass_blocks_per_sm = 1,
     .onepass_pad_rows_per_thread = 8,
     .twopass_max_grid_few_experts = 128,
@@ -113,6 +136,12 @@ inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
 
 inline const Policy& policy_for(const DeviceCaps& caps) {
   return policy_row_for<Policy>(kPolicyRows, caps);
+}
+
+// Whether `auto` picks solo (first).
+inline bool solo_preferred(const Policy& pol, std::int64_t numel, int num_experts, std::int64_t rows) {
+  const std::int64_t most = num_experts <= 16 ? pol.solo_max_slots_few_experts : pol.solo_max_slots;
+  return numel >= pol.solo_min_slots && numel <= most && rows <= pol.solo_max_rows;
 }
 
 // Whether `auto` picks micro past micro_max_slots.

@@ -19,6 +19,7 @@
 #include "align/relay.cuh"
 #include "align/scatter.cuh"
 #include "align/small_batch.cuh"
+#include "align/solo.cuh"
 #include "align/tiny.cuh"
 #include "align/twopass.cuh"
 #include "align/vecpad.cuh"
@@ -113,6 +114,9 @@ std::string tiny_limits(const DeviceCaps& c) {
   return o;
 }
 std::string micro_limits(const DeviceCaps&) { return "numel <= " + num(kMicroMaxNumel); }
+std::string solo_limits(const DeviceCaps& c) {
+  return "numel <= " + num(kSoloMaxNumel) + ", " + smem_bound(c, "4(E+1) bytes", scan_bytes);
+}
 std::string relay_limits(const DeviceCaps& c) {
   return "numel <= " + num(kRelayMaxNumel) + ", " + smem_bound(c, "4(E+1) bytes", scan_bytes) +
          ", cooperative launch, 2 SMs";
@@ -276,6 +280,14 @@ const char* relay_na(const Problem& p, const DeviceCaps& caps) { return relay_no
 std::size_t relay_ws(const Problem&, const DeviceCaps&) { return relay_workspace(); }
 
 template <class IdT>
+struct Solo {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_solo<IdT>(p, b, s);
+  }
+};
+const char* solo_na(const Problem& p, const DeviceCaps& caps) { return solo_not_applicable(p, caps); }
+
+template <class IdT>
 struct Oneshot {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     return launch_oneshot<IdT>(p, b, s);
@@ -394,7 +406,7 @@ bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
   return needs_zeroed_workspace(auto_pick(p, caps), p, caps);
 }
 
-const std::array<Variant, 15> kVariants = {{
+const std::array<Variant, 16> kVariants = {{
     {{"baseline",
       "fill kernel; one block counts (shared atomics) and scans serially; scatter by a global "
       "atomic per slot"},
@@ -426,6 +438,11 @@ const std::array<Variant, 15> kVariants = {{
       "expert_ids and raise a counter, the last block alone ranks (shared atomics) and scans, "
       "waits for the counter, writes slots and expert_ids; self-clearing workspace; unstable"},
      false, relay_limits, relay_na, relay_ws, by_dtype<Relay>, zeroed},
+    {{"solo",
+      "decode and small prefill: ONE block; rows and expert_ids filled while the ids load, "
+      "slots ranked by shared atomics, block counts scanned, then slots and the first "
+      "expert_ids entry of each block written; no workspace; unstable"},
+     false, solo_limits, solo_na, no_workspace, by_dtype<Solo>},
     {{"oneshot",
       "small inputs: one launch, every block counts all slots, blocks split the writes; stable"},
      true, oneshot_limits, oneshot_na, no_workspace, by_dtype<Oneshot>},
@@ -453,6 +470,9 @@ const std::array<Variant, 15> kVariants = {{
 
 // From the H100 measurements in docs/bench/align.md (bench_align, probe_align
 // onepass / twopass; B = 128, E 8..16384, 1..65536 tokens):
+//  - `solo` from 33 to 512 slots (2048 when E <= 16) while the padded rows
+//    are few (<= 4608: small E or small B; H200, align-notes.md "solo"): one
+//    block, no hand-over, but one SM writes every row and every slot;
 //  - `micro` up to 128 slots, and up to 256 with E >= 2048 and B >= 64 (its
 //    cost hardly grows with E; H200, docs/bench/align-notes.md): stable;
 //  - `relay` up to 256 slots where B < 64;
@@ -467,7 +487,13 @@ const std::array<Variant, 15> kVariants = {{
 //    twopass does not apply (or first when E >= 4096);
 // warpscan is the last resort (E <= 16384 always fits it). Thresholds: the
 // device's row of align/policy.hpp.
-const std::array<AutoRow<Problem>, 12> kAutoRows = {{
+const std::array<AutoRow<Problem>, 13> kAutoRows = {{
+    {"solo",
+     "policy.solo_min_slots <= numel <= policy.solo_max_slots (policy.solo_max_slots_few_experts "
+     "when E <= 16) and max_num_tokens_padded <= policy.solo_max_rows",
+     [](const Problem& p, const DeviceCaps& caps) {
+       return solo_preferred(policy_for(caps), p.numel, p.num_experts, p.max_num_tokens_padded);
+     }},
     {"micro", "numel <= policy.micro_max_slots",
      [](const Problem& p, const DeviceCaps& caps) { return p.numel <= policy_for(caps).micro_max_slots; }},
     {"micro",

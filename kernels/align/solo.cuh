@@ -1,0 +1,148 @@
+// Variant `solo` (decode batches and small prefills: numel <= 2048): ONE
+// block, ONE launch, no workspace, no global atomics, no hand-over between
+// blocks.
+//
+// `relay` splits the padding fill (other blocks) from the layout (the last
+// block) and pays a hand-over through L2 for it: its skeleton alone, fills
+// plus the release/acquire wait and no layout, cost 2.0-2.2 us where SGLang's
+// whole kernel took 1.9-2.1 (align-notes.md "relay ablation"). `tiny` has no
+// hand-over but writes its padding rows expert by expert after its scan, on
+// the critical path. Here one block does everything and the padding costs
+// nothing on that path:
+//   1. zero E shared counters (before the grid dependency wait: shared only);
+//   2. load kL ids per thread, then fill ALL of sorted_token_ids with the
+//      padding value and ALL of expert_ids with -1 while they are in flight
+//      (nothing in the fill depends on them);
+//   3. rank every slot inside its expert with a shared atomicAdd whose return
+//      value is the rank (one atomic per distinct expert of a warp, found
+//      with __match_any_sync, was 0.05-0.45 us slower at every E measured,
+//      E = 8 included: align-notes.md "solo");
+//   4. scan the experts' BLOCK counts (one expert per thread when E fits the
+//      block: 2 barriers; else the chunked scan, 3); its closing barrier also
+//      orders every thread's fill before the overwrites below;
+//   5. write each slot's row; the slot at the first row of a block writes the
+//      block's expert_ids entry (every block of an expert starts with a slot).
+// 4 barriers in all, every one of them on a few shared words. Unstable: the
+// order inside an expert is the order of the shared atomics.
+#pragma once
+
+#include <algorithm>
+
+#include "align/common.cuh"
+#include "align/host_util.cuh"
+
+namespace moekit::align::detail {
+
+constexpr int kSoloMaxThreads = 1024;
+constexpr int kSoloMaxPerThread = 2;
+constexpr int kSoloMaxNumel = kSoloMaxThreads * kSoloMaxPerThread;
+
+// Dynamic shared memory: E + 1 ints (counts, then first blocks).
+inline std::size_t solo_smem(int num_experts) {
+  return sizeof(int) * (static_cast<std::size_t>(num_experts) + 1);
+}
+
+// kL: slots per thread (slot k * kThreads + t); kPow2: B is a power of two
+// (shifts only).
+template <class IdT, int kThreads, int kL, bool kPow2>
+__global__ void __launch_bounds__(kThreads) solo_kernel(Args a) {
+  extern __shared__ int cs[];  // E + 1
+  __shared__ int warp_sums[prim::kBlockScanScratch];
+  const int t = static_cast<int>(threadIdx.x);
+  const int E = a.num_experts, n = a.numel;
+#pragma unroll 1
+  for (int e = t; e < E; e += kThreads) cs[e] = 0;
+  if (t < prim::kBlockScanScratch) warp_sums[t] = 0;  // block_exclusive_scan_small's precondition
+  prim::pdl_wait();  // the ids; the fill overwrites rows the previous kernel may read
+  prim::pdl_launch_dependents();
+
+  int ev[kL];
+#pragma unroll
+  for (int k = 0; k < kL; ++k) {
+    const int i = k * kThreads + t;
+    ev[k] = i < n ? expert_at<IdT>(a, i) : -1;
+  }
+  fill_range(a.sorted, 0, a.max_padded, n, t, kThreads);
+#pragma unroll 1
+  for (int j = t; j < a.max_blocks; j += kThreads) a.eids[j] = -1;
+  __syncthreads();  // counters zeroed
+
+  int rk[kL];
+#pragma unroll
+  for (int k = 0; k < kL; ++k) rk[k] = ev[k] >= 0 ? atomicAdd(cs + ev[k], 1) : 0;
+  __syncthreads();  // every count
+
+  const DivB<kPow2> db = make_divb<kPow2>(a.block_size);
+  const auto nblocks = [db](int c) { return db.div_up(c); };
+  // cs[e] := first block of expert e, cs[E] := all blocks; the closing
+  // barrier orders every fill above before the stores below.
+  const int blocks = E <= kThreads ? prim::block_exclusive_scan_small(cs, E, warp_sums, nblocks)
+                                   : prim::block_exclusive_scan(cs, E, warp_sums, nblocks);
+  if (t == 0) *a.total = blocks * db.B;
+#pragma unroll
+  for (int k = 0; k < kL; ++k) {
+    if (ev[k] < 0) continue;
+    const int row = cs[ev[k]] * db.B + rk[k];
+    a.sorted[row] = k * kThreads + t;
+    const bool first = db.pow2() ? (rk[k] & (db.B - 1)) == 0 : rk[k] % db.B == 0;
+    if (first) a.eids[db.div(row)] = ev[k];
+  }
+}
+
+struct SoloPlan {
+  int threads = 0;  // 0: not applicable
+  int per_thread = 1;
+};
+
+// Threads: one per slot (two per thread past 1024 slots) and one per expert
+// (the two-barrier scan), a power of two in [solo_min_threads, 1024]. More
+// threads for more padding rows did not help: 1024 threads for 8,256 rows
+// took 2.26 us where 256 took 2.00 (align-notes.md "solo").
+inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
+  SoloPlan pl;
+  if (p.numel > kSoloMaxNumel) return pl;
+  pl.per_thread = p.numel > kSoloMaxThreads ? 2 : 1;
+  const std::int64_t want = std::max(ceil_div<std::int64_t>(p.numel, pl.per_thread), std::int64_t{p.num_experts});
+  int threads = policy_for(caps).solo_min_threads;
+  while (threads < kSoloMaxThreads && threads < want) threads *= 2;
+  pl.threads = threads;
+  return pl;
+}
+
+inline const char* solo_not_applicable(const Problem& p, const DeviceCaps& caps) {
+  if (p.numel > kSoloMaxNumel) return "needs numel <= 2048 (2 slots per thread of one block)";
+  if (!caps.present()) return nullptr;  // the rest depends on the device
+  if (!fits_smem(caps, solo_smem(p.num_experts) + 256))
+    return "needs 4(E+1) bytes of shared memory per block";
+  return nullptr;
+}
+
+template <class IdT>
+inline cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, const SoloPlan& pl) {
+  const Args a = make_args(p, bufs);
+  const std::size_t smem = solo_smem(p.num_experts);
+  const bool p2 = is_pow2(p.block_size);
+  const auto go = [&](auto threads, auto per_thread) {
+    constexpr int kT = decltype(threads)::value, kL = decltype(per_thread)::value;
+    const auto kernel = p2 ? solo_kernel<IdT, kT, kL, true> : solo_kernel<IdT, kT, kL, false>;
+    return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a);
+  };
+  using std::integral_constant;
+  using One = integral_constant<int, 1>;
+  // Two slots per thread only at 1024 threads (fewer threads would hold them
+  // at one each).
+  if (pl.per_thread == 2) return go(integral_constant<int, 1024>{}, integral_constant<int, 2>{});
+  switch (pl.threads) {
+    case 128: return go(integral_constant<int, 128>{}, One{});
+    case 256: return go(integral_constant<int, 256>{}, One{});
+    case 512: return go(integral_constant<int, 512>{}, One{});
+    default: return go(integral_constant<int, 1024>{}, One{});
+  }
+}
+
+template <class IdT>
+inline cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  return launch_solo<IdT>(p, bufs, s, solo_plan(p, device_caps()));
+}
+
+}  // namespace moekit::align::detail
