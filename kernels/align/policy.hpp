@@ -84,18 +84,19 @@ struct Policy {
 // E = 512 at 64 tokens x 8: 3.43 -> 2.73 us, E = 1024: 4.16 -> 3.01; ~256
 // rows per block 0.1-0.3 us faster than 1024 at 16-64 tokens).
 // solo_*: H200, 2026-11-26, align-notes.md "solo" (one process per shape,
-// PDL off and on, SGLang on the same ids): Llama-4 decode (128 top-1 slots,
-// B = 16, 2,048 rows) 1.73 us against micro 2.20 and relay 2.24; DeepSeek-V2-
-// Lite 64 tokens (384 slots, 4,416 rows) 1.97 against tiny 2.28; 256 x 2,
-// E = 8 (1,528 rows) 1.85 against tiny 2.31; but 8,256-8,640 rows 2.26-2.52
-// against micro 1.88 / tiny 2.38, and 32 slots 1.79 against micro 1.33;
-// 1,024 top-1 slots of E = 128 (B = 16) 2.80 against tiny 2.65, but 2,048
-// slots of E = 8 2.60 against 2.93.
+// PDL off and on, SGLang on the same ids; with the in-warp scan): Llama-4
+// decode (128 top-1 slots, B = 16, 2,048 rows) 1.49 us against micro 2.19;
+// DeepSeek-V2-Lite 64 tokens (384 slots, 4,416 rows) 1.82 against tiny 2.25;
+// 256 x 2, E = 8 1.53 against 2.28; 8,256-8,640 rows still level (16 x 8,
+// E = 64: 1.82 against micro 1.87; 64 x 8: 2.32 against tiny 2.36), 16,384
+// rows not (2.54 against 1.86); 32 slots 1.44 against micro 1.31; 1,024
+// top-1 slots of E = 128 2.73 against tiny 2.63, but 2,048 slots of E = 8
+// 2.28 against 2.91.
 inline constexpr Policy kPolicySm90 = {
     .solo_min_slots = 33,
     .solo_max_slots = 512,
     .solo_max_slots_few_experts = 2048,
-    .solo_max_rows = 4608,
+    .solo_max_rows = 8704,
     .micro_max_slots = 128,
     .micro_wide_max_slots = 256,
     .micro_wide_min_experts = 2048,

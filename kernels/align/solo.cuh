@@ -17,12 +17,13 @@
 //      value is the rank (one atomic per distinct expert of a warp, found
 //      with __match_any_sync, was 0.05-0.45 us slower at every E measured,
 //      E = 8 included: align-notes.md "solo");
-//   4. scan the experts' BLOCK counts (one expert per thread when E fits the
-//      block: 2 barriers; else the chunked scan, 3); its closing barrier also
-//      orders every thread's fill before the overwrites below;
+//   4. scan the experts' BLOCK counts: up to 128 experts every warp scans
+//      them all itself (no barrier); else one expert per thread when E fits
+//      the block (2 barriers) or the chunked scan (3). The counting barrier
+//      already ordered every thread's fill before the overwrites below;
 //   5. write each slot's row; the slot at the first row of a block writes the
 //      block's expert_ids entry (every block of an expert starts with a slot).
-// 4 barriers in all, every one of them on a few shared words. Unstable: the
+// 2 barriers in all up to 128 experts, 4 or 5 beyond. Unstable: the
 // order inside an expert is the order of the shared atomics.
 #pragma once
 
@@ -42,9 +43,45 @@ inline std::size_t solo_smem(int num_experts) {
   return sizeof(int) * (static_cast<std::size_t>(num_experts) + 1);
 }
 
-// kL: slots per thread (slot k * kThreads + t); kPow2: B is a power of two
-// (shifts only).
-template <class IdT, int kThreads, int kL, bool kPow2>
+// In-warp scan of the block counts for E <= 32 kP (kP per lane): every warp
+// scans all E counters itself after the counting barrier, so the block scan's
+// two barriers go. Returns all blocks; fb[k] := first block of ev[k]'s expert.
+template <int kP, int kL, bool kPow2>
+__device__ __forceinline__ int solo_warp_scan(const int* cs, int E, const DivB<kPow2>& db, const int (&ev)[kL],
+                                              int (&fb)[kL]) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  int pre[kP], sum = 0;
+#pragma unroll
+  for (int j = 0; j < kP; ++j) {
+    const int e = lane * kP + j;
+    pre[j] = e < E ? db.div_up(cs[e]) : 0;
+    sum += pre[j];
+  }
+  const int incl = warp_inclusive_scan(sum);
+  int run = incl - sum;
+#pragma unroll
+  for (int j = 0; j < kP; ++j) {
+    const int nb = pre[j];
+    pre[j] = run;
+    run += nb;
+  }
+#pragma unroll
+  for (int k = 0; k < kL; ++k) {
+    const int e = max(ev[k], 0);
+    fb[k] = 0;
+#pragma unroll
+    for (int j = 0; j < kP; ++j) {
+      const int v = __shfl_sync(kFullMask, pre[j], e / kP);
+      if (e % kP == j) fb[k] = v;
+    }
+  }
+  return __shfl_sync(kFullMask, incl, kWarp - 1);
+}
+
+// kL: slots per thread (slot k * kThreads + t); kP: 0 for the block scan,
+// else experts per lane of the in-warp scan (E <= 32 kP); kPow2: B is a power
+// of two (shifts only).
+template <class IdT, int kThreads, int kL, int kP, bool kPow2>
 __global__ void __launch_bounds__(kThreads) solo_kernel(Args a) {
   extern __shared__ int cs[];  // E + 1
   __shared__ int warp_sums[prim::kBlockScanScratch];
@@ -70,19 +107,25 @@ __global__ void __launch_bounds__(kThreads) solo_kernel(Args a) {
   int rk[kL];
 #pragma unroll
   for (int k = 0; k < kL; ++k) rk[k] = ev[k] >= 0 ? atomicAdd(cs + ev[k], 1) : 0;
-  __syncthreads();  // every count
+  __syncthreads();  // every count, and every thread's fill before the stores below
 
   const DivB<kPow2> db = make_divb<kPow2>(a.block_size);
-  const auto nblocks = [db](int c) { return db.div_up(c); };
-  // cs[e] := first block of expert e, cs[E] := all blocks; the closing
-  // barrier orders every fill above before the stores below.
-  const int blocks = E <= kThreads ? prim::block_exclusive_scan_small(cs, E, warp_sums, nblocks)
-                                   : prim::block_exclusive_scan(cs, E, warp_sums, nblocks);
+  int fb[kL], blocks;
+  if constexpr (kP > 0) {
+    blocks = solo_warp_scan<kP>(cs, E, db, ev, fb);
+  } else {
+    // cs[e] := first block of expert e, cs[E] := all blocks.
+    const auto nblocks = [db](int c) { return db.div_up(c); };
+    blocks = E <= kThreads ? prim::block_exclusive_scan_small(cs, E, warp_sums, nblocks)
+                           : prim::block_exclusive_scan(cs, E, warp_sums, nblocks);
+#pragma unroll
+    for (int k = 0; k < kL; ++k) fb[k] = ev[k] >= 0 ? cs[ev[k]] : 0;
+  }
   if (t == 0) *a.total = blocks * db.B;
 #pragma unroll
   for (int k = 0; k < kL; ++k) {
     if (ev[k] < 0) continue;
-    const int row = cs[ev[k]] * db.B + rk[k];
+    const int row = fb[k] * db.B + rk[k];
     a.sorted[row] = k * kThreads + t;
     const bool first = db.pow2() ? (rk[k] & (db.B - 1)) == 0 : rk[k] % db.B == 0;
     if (first) a.eids[db.div(row)] = ev[k];
@@ -92,17 +135,21 @@ __global__ void __launch_bounds__(kThreads) solo_kernel(Args a) {
 struct SoloPlan {
   int threads = 0;  // 0: not applicable
   int per_thread = 1;
+  int per_lane = 0;  // experts per lane of the in-warp scan; 0: block scan
 };
 
-// Threads: one per slot (two per thread past 1024 slots) and one per expert
-// (the two-barrier scan), a power of two in [solo_min_threads, 1024]. More
+// Threads: one per slot (two per thread past 1024 slots) and, past 128
+// experts, one per expert (the two-barrier block scan), a power of two in
+// [solo_min_threads, 1024]. More
 // threads for more padding rows did not help: 1024 threads for 8,256 rows
 // took 2.26 us where 256 took 2.00 (align-notes.md "solo").
 inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
   SoloPlan pl;
   if (p.numel > kSoloMaxNumel) return pl;
   pl.per_thread = p.numel > kSoloMaxThreads ? 2 : 1;
-  const std::int64_t want = std::max(ceil_div<std::int64_t>(p.numel, pl.per_thread), std::int64_t{p.num_experts});
+  pl.per_lane = p.num_experts <= kWarp ? 1 : p.num_experts <= 4 * kWarp ? 4 : 0;
+  const std::int64_t want = std::max(ceil_div<std::int64_t>(p.numel, pl.per_thread),
+                                     pl.per_lane > 0 ? std::int64_t{0} : std::int64_t{p.num_experts});
   int threads = policy_for(caps).solo_min_threads;
   while (threads < kSoloMaxThreads && threads < want) threads *= 2;
   pl.threads = threads;
@@ -124,8 +171,16 @@ inline cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream
   const bool p2 = is_pow2(p.block_size);
   const auto go = [&](auto threads, auto per_thread) {
     constexpr int kT = decltype(threads)::value, kL = decltype(per_thread)::value;
-    const auto kernel = p2 ? solo_kernel<IdT, kT, kL, true> : solo_kernel<IdT, kT, kL, false>;
-    return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a);
+    const auto by_lane = [&](auto per_lane) {
+      constexpr int kP = decltype(per_lane)::value;
+      const auto kernel = p2 ? solo_kernel<IdT, kT, kL, kP, true> : solo_kernel<IdT, kT, kL, kP, false>;
+      return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a);
+    };
+    switch (pl.per_lane) {
+      case 1: return by_lane(std::integral_constant<int, 1>{});
+      case 4: return by_lane(std::integral_constant<int, 4>{});
+      default: return by_lane(std::integral_constant<int, 0>{});
+    }
   };
   using std::integral_constant;
   using One = integral_constant<int, 1>;

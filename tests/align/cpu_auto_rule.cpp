@@ -46,7 +46,7 @@ std::string_view first_row(const align::Problem& p, const DeviceCaps& caps) {
 std::string_view legacy_sm90(const align::Problem& p, const DeviceCaps& c) {
   const int E = p.num_experts;
   const std::int64_t solo_most = E <= 16 ? 2048 : 512;
-  if (p.numel >= 33 && p.numel <= solo_most && p.max_num_tokens_padded <= 4608 && applies("solo", p, c))
+  if (p.numel >= 33 && p.numel <= solo_most && p.max_num_tokens_padded <= 8704 && applies("solo", p, c))
     return "solo";
   if (p.numel <= 128 && applies("micro", p, c)) return "micro";
   if (p.numel <= 256 && E >= 2048 && p.block_size >= 64 && applies("micro", p, c)) return "micro";
