@@ -60,7 +60,8 @@ struct Policy {
   // rows of sorted_token_ids per thread of a fill block.
   int relay_min_threads = 0;
   int relay_rows_per_thread = 0;
-  // --- solo: threads at least (more for more slots or experts).
+  // --- solo: threads at least (more for more slots or experts; 256 or
+  // more: launch_solo's smallest block).
   int solo_min_threads = 0;
   // --- onepass: blocks per SM (one: residency certain without an occupancy
   // query) and padding rows per thread before the grid grows.
@@ -125,6 +126,7 @@ inline constexpr Policy kPolicySm90 = {
 };
 
 static_assert(kPolicySm90.tiny_experts_per_thread > 0 && kPolicySm90.tiny_rows_per_thread > 0);
+static_assert(kPolicySm90.solo_min_threads >= 256);  // launch_solo's smallest block
 
 // sm_80: not measured yet (no A100 run of `bench_align` / `probe_align
 // sweep|onepass|twopass`): the sm_90 values, which are per SM and per block.

@@ -34,6 +34,7 @@
 
 namespace moekit::align::detail {
 
+constexpr int kSoloMinThreads = 256;  // launch_solo's smallest block
 constexpr int kSoloMaxThreads = 1024;
 constexpr int kSoloMaxPerThread = 2;
 constexpr int kSoloMaxNumel = kSoloMaxThreads * kSoloMaxPerThread;
@@ -140,13 +141,15 @@ struct SoloPlan {
 
 // Threads: one per slot (two per thread past 1024 slots) and, past 128
 // experts, one per expert (the two-barrier block scan), a power of two in
-// [solo_min_threads, 1024]. More
-// threads for more padding rows did not help: 1024 threads for 8,256 rows
-// took 2.26 us where 256 took 2.00 (align-notes.md "solo").
+// [solo_min_threads, 1024]. More threads for more padding rows did not help
+// (1024 threads for 8,256 rows took 2.26 us where 256 took 2.00), nor did a
+// thread block cluster whose other blocks fill (0.35-0.45 us more launch
+// cost; align-notes.md "solo").
 inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
   SoloPlan pl;
   if (p.numel > kSoloMaxNumel) return pl;
   pl.per_thread = p.numel > kSoloMaxThreads ? 2 : 1;
+  // 8 per lane (E <= 256) was 0.15-0.4 us slower than the block scan.
   pl.per_lane = p.num_experts <= kWarp ? 1 : p.num_experts <= 4 * kWarp ? 4 : 0;
   const std::int64_t want = std::max(ceil_div<std::int64_t>(p.numel, pl.per_thread),
                                      pl.per_lane > 0 ? std::int64_t{0} : std::int64_t{p.num_experts});
@@ -164,36 +167,9 @@ inline const char* solo_not_applicable(const Problem& p, const DeviceCaps& caps)
   return nullptr;
 }
 
+// Launches (solo.cu: its instantiations compile apart from the registry's).
 template <class IdT>
-inline cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, const SoloPlan& pl) {
-  const Args a = make_args(p, bufs);
-  const std::size_t smem = solo_smem(p.num_experts);
-  const bool p2 = is_pow2(p.block_size);
-  const auto go = [&](auto threads, auto per_thread) {
-    constexpr int kT = decltype(threads)::value, kL = decltype(per_thread)::value;
-    const auto by_lane = [&](auto per_lane) {
-      constexpr int kP = decltype(per_lane)::value;
-      const auto kernel = p2 ? solo_kernel<IdT, kT, kL, kP, true> : solo_kernel<IdT, kT, kL, kP, false>;
-      return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a);
-    };
-    switch (pl.per_lane) {
-      case 1: return by_lane(std::integral_constant<int, 1>{});
-      case 4: return by_lane(std::integral_constant<int, 4>{});
-      default: return by_lane(std::integral_constant<int, 0>{});
-    }
-  };
-  using std::integral_constant;
-  using One = integral_constant<int, 1>;
-  // Two slots per thread only at 1024 threads (fewer threads would hold them
-  // at one each).
-  if (pl.per_thread == 2) return go(integral_constant<int, 1024>{}, integral_constant<int, 2>{});
-  switch (pl.threads) {
-    case 128: return go(integral_constant<int, 128>{}, One{});
-    case 256: return go(integral_constant<int, 256>{}, One{});
-    case 512: return go(integral_constant<int, 512>{}, One{});
-    default: return go(integral_constant<int, 1024>{}, One{});
-  }
-}
+cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, const SoloPlan& pl);
 
 template <class IdT>
 inline cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s) {

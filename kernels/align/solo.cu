@@ -1,0 +1,41 @@
+// solo's launches: every instantiation of solo_kernel (threads x slots per
+// thread x in-warp scan width x power-of-two B) compiles here, apart from the
+// registry.
+#include "align/solo.cuh"
+
+namespace moekit::align::detail {
+
+template <class IdT>
+cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, const SoloPlan& pl) {
+  const Args a = make_args(p, bufs);
+  const std::size_t smem = solo_smem(p.num_experts);
+  const bool p2 = is_pow2(p.block_size);
+  const auto go = [&](auto threads, auto per_thread) {
+    constexpr int kT = decltype(threads)::value, kL = decltype(per_thread)::value;
+    const auto by_lane = [&](auto per_lane) {
+      constexpr int kP = decltype(per_lane)::value;
+      const auto kernel = p2 ? solo_kernel<IdT, kT, kL, kP, true> : solo_kernel<IdT, kT, kL, kP, false>;
+      return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a);
+    };
+    switch (pl.per_lane) {
+      case 1: return by_lane(std::integral_constant<int, 1>{});
+      case 4: return by_lane(std::integral_constant<int, 4>{});
+      default: return by_lane(std::integral_constant<int, 0>{});
+    }
+  };
+  using std::integral_constant;
+  using One = integral_constant<int, 1>;
+  // Two slots per thread only at 1024 threads (fewer threads would hold them
+  // at one each).
+  if (pl.per_thread == 2) return go(integral_constant<int, 1024>{}, integral_constant<int, 2>{});
+  switch (pl.threads) {
+    case kSoloMinThreads: return go(integral_constant<int, kSoloMinThreads>{}, One{});
+    case 512: return go(integral_constant<int, 512>{}, One{});
+    default: return go(integral_constant<int, 1024>{}, One{});
+  }
+}
+
+template cudaError_t launch_solo<std::int32_t>(const Problem&, const Buffers&, cudaStream_t, const SoloPlan&);
+template cudaError_t launch_solo<std::int64_t>(const Problem&, const Buffers&, cudaStream_t, const SoloPlan&);
+
+}  // namespace moekit::align::detail
