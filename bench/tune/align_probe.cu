@@ -394,8 +394,8 @@ int micro_mode() {
 int solo_mode() {
   std::mt19937_64 rng(15);
   spin_ms(20);
-  std::printf("| E, topk | tokens | micro | tiny | relay | solo | 256 | 512 | 1024 |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| E, topk | tokens | micro | tiny | relay | solo | 256 | 512 | 1024 | onepass |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   struct Row {
     Shape sh;
     int tokens;
@@ -408,7 +408,9 @@ int solo_mode() {
                        Row{{64, 8, false}, 64}, Row{{128, 8, false}, 64}, Row{{256, 8, false}, 64},
                        Row{{512, 8, false}, 64}, Row{{8, 2, false}, 256}, Row{{64, 8, false}, 128},
                        Row{{256, 8, false}, 128}, Row{{64, 8, false}, 256}, Row{{256, 8, false}, 256},
-                       Row{{8, 2, false}, 1024}}) {
+                       Row{{8, 2, false}, 1024}, Row{{8, 2, false}, 2048}, Row{{8, 2, false}, 4096},
+                       Row{{16, 4, false}, 1024}, Row{{16, 4, false}, 2048}, Row{{1, 8, false}, 1024},
+                       Row{{32, 4, false}, 1024}, Row{{64, 8, false}, 512}, Row{{64, 8, false}, 1024}}) {
     if (r.tokens < lo || r.tokens > hi) continue;
     Setup su(r.sh, r.tokens, rng);
     const auto prod = [&](const char* v) {
@@ -418,14 +420,15 @@ int solo_mode() {
     };
     const auto at = [&](int threads) {
       ad::SoloPlan pl = ad::solo_plan(su.p, device_caps());
-      if (pl.threads == 0 || (pl.per_thread == 2 && threads != 1024)) return 1e9;
+      if (pl.threads == 0 || (pl.per_thread > 1 && threads != 1024)) return 1e9;
       if (threads < pl.threads) return 1e9;  // fewer threads than slots (or experts for the block scan)
       pl.threads = threads;
       const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_solo<std::int32_t>(su.p, su.buffers(c), s, pl); };
       return su.verify(f) ? bench_like(f, su.copies) : 1e9;
     };
-    std::printf("| %d, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E, r.sh.topk, r.tokens,
-                prod("micro"), prod("tiny"), prod("relay"), prod("solo"), at(256), at(512), at(1024));
+    std::printf("| %d, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E, r.sh.topk,
+                r.tokens, prod("micro"), prod("tiny"), prod("relay"), prod("solo"), at(256), at(512), at(1024),
+                prod("onepass"));
     std::fflush(stdout);
   }
   return 0;

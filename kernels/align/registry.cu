@@ -470,7 +470,7 @@ const std::array<Variant, 16> kVariants = {{
 
 // From the H100 measurements in docs/bench/align.md (bench_align, probe_align
 // onepass / twopass; B = 128, E 8..16384, 1..65536 tokens):
-//  - `solo` from 33 to 512 slots (2048 when E <= 16) while the padded rows
+//  - `solo` from 33 to 512 slots (4096 when E <= 16) while the padded rows
 //    are few (<= 8704: small E or small B; H200, align-notes.md "solo"): one
 //    block, no hand-over, but one SM writes every row and every slot;
 //  - `micro` up to 128 slots, and up to 256 with E >= 2048 and B >= 64 (its

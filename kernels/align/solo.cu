@@ -25,9 +25,14 @@ cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, c
   };
   using std::integral_constant;
   using One = integral_constant<int, 1>;
-  // Two slots per thread only at 1024 threads (fewer threads would hold them
-  // at one each).
-  if (pl.per_thread == 2) return go(integral_constant<int, 1024>{}, integral_constant<int, 2>{});
+  // Two or more slots per thread only at 1024 threads (fewer threads would
+  // hold them at one each).
+  switch (pl.per_thread) {
+    case 1: break;
+    case 2: return go(integral_constant<int, 1024>{}, integral_constant<int, 2>{});
+    case 4: return go(integral_constant<int, 1024>{}, integral_constant<int, 4>{});
+    default: return go(integral_constant<int, 1024>{}, integral_constant<int, 8>{});
+  }
   switch (pl.threads) {
     case kSoloMinThreads: return go(integral_constant<int, kSoloMinThreads>{}, One{});
     case 512: return go(integral_constant<int, 512>{}, One{});

@@ -1,4 +1,4 @@
-// Variant `solo` (decode batches and small prefills: numel <= 2048): ONE
+// Variant `solo` (decode batches and small prefills: numel <= 8192): ONE
 // block, ONE launch, no workspace, no global atomics, no hand-over between
 // blocks.
 //
@@ -36,7 +36,7 @@ namespace moekit::align::detail {
 
 constexpr int kSoloMinThreads = 256;  // launch_solo's smallest block
 constexpr int kSoloMaxThreads = 1024;
-constexpr int kSoloMaxPerThread = 2;
+constexpr int kSoloMaxPerThread = 8;
 constexpr int kSoloMaxNumel = kSoloMaxThreads * kSoloMaxPerThread;
 
 // Dynamic shared memory: E + 1 ints (counts, then first blocks).
@@ -139,7 +139,7 @@ struct SoloPlan {
   int per_lane = 0;  // experts per lane of the in-warp scan; 0: block scan
 };
 
-// Threads: one per slot (two per thread past 1024 slots) and, past 128
+// Threads: one per slot (2, 4 or 8 per thread past 1024 slots) and, past 128
 // experts, one per expert (the two-barrier block scan), a power of two in
 // [solo_min_threads, 1024]. More threads for more padding rows did not help
 // (1024 threads for 8,256 rows took 2.26 us where 256 took 2.00), nor did a
@@ -148,7 +148,7 @@ struct SoloPlan {
 inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
   SoloPlan pl;
   if (p.numel > kSoloMaxNumel) return pl;
-  pl.per_thread = p.numel > kSoloMaxThreads ? 2 : 1;
+  while (pl.per_thread < kSoloMaxPerThread && p.numel > std::int64_t{pl.per_thread} * kSoloMaxThreads) pl.per_thread *= 2;
   // 8 per lane (E <= 256) was 0.15-0.4 us slower than the block scan.
   pl.per_lane = p.num_experts <= kWarp ? 1 : p.num_experts <= 4 * kWarp ? 4 : 0;
   const std::int64_t want = std::max(ceil_div<std::int64_t>(p.numel, pl.per_thread),
@@ -160,7 +160,7 @@ inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
 }
 
 inline const char* solo_not_applicable(const Problem& p, const DeviceCaps& caps) {
-  if (p.numel > kSoloMaxNumel) return "needs numel <= 2048 (2 slots per thread of one block)";
+  if (p.numel > kSoloMaxNumel) return "needs numel <= 8192 (8 slots per thread of one block)";
   if (!caps.present()) return nullptr;  // the rest depends on the device
   if (!fits_smem(caps, solo_smem(p.num_experts) + 256))
     return "needs 4(E+1) bytes of shared memory per block";

@@ -191,7 +191,7 @@ void run_case(const Case& c, Stats& st) {
     if (name == "oneshot") must = c.numel <= 65535;
     if (name == "micro") must = c.numel <= 256;
     if (name == "relay") must = c.numel <= 4096;
-    if (name == "solo") must = c.numel <= 2048;
+    if (name == "solo") must = c.numel <= 8192;
     if (name == "onepass") must = c.numel <= 1048576;  // one wave of 1024 x 16-byte loads x 4
     if (name == "tiny") {  // shared memory 4*(numel + 2E + 1) bytes: sure below 160 KiB
       must = c.numel <= 32768;
@@ -334,7 +334,7 @@ TEST_CASE("sanitizer subset") {
 }
 
 // Every numel up to 40, micro's 1/2/4/8-slots-per-lane steps and bound, relay's
-// auto bound, solo's one/two slots per thread and bound (E = 4096: its chunked
+// auto bound, solo's 1/2/4/8 slots per thread and bound (E = 4096: its chunked
 // scan), and tiles that end inside a warp's sub-tile, a block's tile and
 // the last block of the multi-block variants.
 TEST_CASE("small and tile-edge shapes") {
@@ -352,7 +352,7 @@ TEST_CASE("small and tile-edge shapes") {
   };
   for (std::int64_t n = 0; n <= 40; ++n) run_at(n, std::array<std::int32_t, 6>{1, 3, 8, 64, 256, 16384}[n % 6], true);
   for (std::int64_t n : {48, 63, 64, 65, 96, 127, 128, 129, 200, 255, 256, 257, 300, 384, 511, 512, 513, 1023,
-                         1024, 1025, 2047, 2048})
+                         1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193})
     for (std::int32_t E : {1, 5, 128, 300, 4096}) run_at(n, E, true);
   for (std::int64_t n : {511, 2049, 16 * 512 + 3, 32768, 65536 + 17, 131072 * 3 + 1})
     for (std::int32_t E : {2, 60, 257, 4096}) run_at(n, E, false);
