@@ -15,8 +15,8 @@
 //                                tokens, next to tiny and relay
 //   probe_align relay            `relay` over threads x fill rows per thread,
 //                                plain and cooperative launches, next to tiny
-//   probe_align solo             `solo` over threads x match ranking, next to
-//                                micro, tiny and relay
+//   probe_align solo             `solo` over threads (256-1024), next to
+//                                micro, tiny, relay and onepass
 //   probe_align onepass          `onepass` over threads x loads x grid, with
 //                                and without the cooperative attribute, next
 //                                to tiny / twopass / auto
@@ -389,13 +389,13 @@ int micro_mode() {
   return 0;
 }
 
-// `solo` at 256-1024 threads, next to the product's micro, tiny, relay and
-// solo.
+// `solo` at 256-1024 threads, next to the product's micro, tiny, relay, solo
+// and onepass.
 int solo_mode() {
   std::mt19937_64 rng(15);
   spin_ms(20);
   std::printf("| E, topk | tokens | micro | tiny | relay | solo | 256 | 512 | 1024 | onepass |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   struct Row {
     Shape sh;
     int tokens;
@@ -409,8 +409,7 @@ int solo_mode() {
                        Row{{512, 8, false}, 64}, Row{{8, 2, false}, 256}, Row{{64, 8, false}, 128},
                        Row{{256, 8, false}, 128}, Row{{64, 8, false}, 256}, Row{{256, 8, false}, 256},
                        Row{{8, 2, false}, 1024}, Row{{8, 2, false}, 2048}, Row{{8, 2, false}, 4096},
-                       Row{{16, 4, false}, 1024}, Row{{16, 4, false}, 2048}, Row{{1, 8, false}, 1024},
-                       Row{{32, 4, false}, 1024}, Row{{64, 8, false}, 512}, Row{{64, 8, false}, 1024}}) {
+                       Row{{16, 4, false}, 1024}, Row{{16, 4, false}, 2048}, Row{{32, 4, false}, 1024}, Row{{64, 8, false}, 512}, Row{{64, 8, false}, 1024}}) {
     if (r.tokens < lo || r.tokens > hi) continue;
     Setup su(r.sh, r.tokens, rng);
     const auto prod = [&](const char* v) {

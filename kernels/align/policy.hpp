@@ -3,6 +3,7 @@
 // SM count and shared memory (DeviceCaps) scale them at launch.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -15,12 +16,16 @@ namespace moekit::align {
 struct Policy {
   // --- auto (docs/align.md) ---
   // `solo` first, from solo_min_slots (below, micro's one-warp layout needs
-  // no barrier at all) to solo_max_slots (solo_max_slots_few_experts when
-  // E <= 16: a warp's slot stores then meet few rows) where the padded rows
-  // stay few: one SM writes every row and every slot.
+  // no barrier at all) to solo_max_slots (E <= 16: up to
+  // solo_max_slots_few_experts while no counter takes more than
+  // solo_max_slots_per_expert atomics on average; a warp's slot stores then
+  // meet few rows) where the padded rows stay few (one SM writes every row
+  // and every slot), for E up to solo_max_experts (measured up to 512).
   std::int64_t solo_min_slots = 0;
   std::int64_t solo_max_slots = 0;
   std::int64_t solo_max_slots_few_experts = 0;
+  std::int64_t solo_max_slots_per_expert = 0;
+  int solo_max_experts = 0;
   std::int64_t solo_max_rows = 0;
   // `micro` up to micro_max_slots, then `relay` up to relay_max_slots where
   // B < small_block (where tiny's per-block walk over the experts meeting
@@ -93,11 +98,14 @@ struct Policy {
 // rows not (2.54 against 1.86); 32 slots 1.44 against micro 1.31; 1,024
 // top-1 slots of E = 128 2.73 against tiny 2.63, but 2,048 slots of E = 8
 // 2.28 against 2.91 and 4,096 3.68 against 4.21 (E = 16: 4.24 against 4.22;
-// 8,192 slots of E = 8: 6.35 against onepass 4.64).
+// 8,192 slots of E = 8: 6.35 against onepass 4.64: 1,024 atomics per
+// counter). E > 512 and E < 8 at more than 512 slots are not measured.
 inline constexpr Policy kPolicySm90 = {
     .solo_min_slots = 33,
     .solo_max_slots = 512,
     .solo_max_slots_few_experts = 4096,
+    .solo_max_slots_per_expert = 512,
+    .solo_max_experts = 512,
     .solo_max_rows = 8704,
     .micro_max_slots = 128,
     .micro_wide_max_slots = 256,
@@ -127,7 +135,8 @@ inline constexpr Policy kPolicySm90 = {
 };
 
 static_assert(kPolicySm90.tiny_experts_per_thread > 0 && kPolicySm90.tiny_rows_per_thread > 0);
-static_assert(kPolicySm90.solo_min_threads >= 256);  // launch_solo's smallest block
+// launch_solo's blocks: powers of two from 256.
+static_assert(kPolicySm90.solo_min_threads >= 256 && (kPolicySm90.solo_min_threads & (kPolicySm90.solo_min_threads - 1)) == 0);
 
 // sm_80: not measured yet (no A100 run of `bench_align` / `probe_align
 // sweep|onepass|twopass`): the sm_90 values, which are per SM and per block.
@@ -144,8 +153,12 @@ inline const Policy& policy_for(const DeviceCaps& caps) {
 
 // Whether `auto` picks solo (first).
 inline bool solo_preferred(const Policy& pol, std::int64_t numel, int num_experts, std::int64_t rows) {
-  const std::int64_t most = num_experts <= 16 ? pol.solo_max_slots_few_experts : pol.solo_max_slots;
-  return numel >= pol.solo_min_slots && numel <= most && rows <= pol.solo_max_rows;
+  const std::int64_t most =
+      num_experts <= 16 ? std::max(pol.solo_max_slots, std::min(pol.solo_max_slots_few_experts,
+                                                                pol.solo_max_slots_per_expert * num_experts))
+                        : pol.solo_max_slots;
+  return numel >= pol.solo_min_slots && numel <= most && rows <= pol.solo_max_rows &&
+         num_experts <= pol.solo_max_experts;
 }
 
 // Whether `auto` picks micro past micro_max_slots.

@@ -470,9 +470,10 @@ const std::array<Variant, 16> kVariants = {{
 
 // From the H100 measurements in docs/bench/align.md (bench_align, probe_align
 // onepass / twopass; B = 128, E 8..16384, 1..65536 tokens):
-//  - `solo` from 33 to 512 slots (4096 when E <= 16) while the padded rows
-//    are few (<= 8704: small E or small B; H200, align-notes.md "solo"): one
-//    block, no hand-over, but one SM writes every row and every slot;
+//  - `solo` from 33 to 512 slots (when E <= 16 up to 4096 and 512 per
+//    expert) while the padded rows are few (<= 8704: small E or small B) and
+//    E <= 512 (H200, align-notes.md "solo"): one block, no hand-over, but
+//    one SM writes every row and every slot;
 //  - `micro` up to 128 slots, and up to 256 with E >= 2048 and B >= 64 (its
 //    cost hardly grows with E; H200, docs/bench/align-notes.md): stable;
 //  - `relay` up to 256 slots where B < 64;
@@ -489,8 +490,9 @@ const std::array<Variant, 16> kVariants = {{
 // device's row of align/policy.hpp.
 const std::array<AutoRow<Problem>, 13> kAutoRows = {{
     {"solo",
-     "policy.solo_min_slots <= numel <= policy.solo_max_slots (policy.solo_max_slots_few_experts "
-     "when E <= 16) and max_num_tokens_padded <= policy.solo_max_rows",
+     "policy.solo_min_slots <= numel <= policy.solo_max_slots (when E <= 16: up to "
+     "policy.solo_max_slots_few_experts and policy.solo_max_slots_per_expert * E) and "
+     "max_num_tokens_padded <= policy.solo_max_rows and E <= policy.solo_max_experts",
      [](const Problem& p, const DeviceCaps& caps) {
        return solo_preferred(policy_for(caps), p.numel, p.num_experts, p.max_num_tokens_padded);
      }},

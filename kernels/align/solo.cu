@@ -7,6 +7,7 @@ namespace moekit::align::detail {
 
 template <class IdT>
 cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, const SoloPlan& pl) {
+  if (pl.threads == 0) return cudaErrorInvalidValue;  // not applicable: one block cannot hold the slots
   const Args a = make_args(p, bufs);
   const std::size_t smem = solo_smem(p.num_experts);
   const bool p2 = is_pow2(p.block_size);

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
 
 #include "align/common.cuh"
 #include "align/host_util.cuh"
@@ -140,9 +141,9 @@ struct SoloPlan {
 };
 
 // Threads: one per slot (2, 4 or 8 per thread past 1024 slots) and, past 128
-// experts, one per expert (the two-barrier block scan), a power of two in
+// experts, one per expert (the block scan), a power of two in
 // [solo_min_threads, 1024]. More threads for more padding rows did not help
-// (1024 threads for 8,256 rows took 2.26 us where 256 took 2.00), nor did a
+// (1024 threads for 8,256 rows took 2.26 us where 256 took 1.99), nor did a
 // thread block cluster whose other blocks fill (0.35-0.45 us more launch
 // cost; align-notes.md "solo").
 inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
@@ -160,7 +161,11 @@ inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
 }
 
 inline const char* solo_not_applicable(const Problem& p, const DeviceCaps& caps) {
-  if (p.numel > kSoloMaxNumel) return "needs numel <= 8192 (8 slots per thread of one block)";
+  if (p.numel > kSoloMaxNumel) {
+    static const std::string why = "needs numel <= " + std::to_string(kSoloMaxNumel) + " (" +
+                                   std::to_string(kSoloMaxPerThread) + " slots per thread of one block)";
+    return why.c_str();
+  }
   if (!caps.present()) return nullptr;  // the rest depends on the device
   if (!fits_smem(caps, solo_smem(p.num_experts) + 256))
     return "needs 4(E+1) bytes of shared memory per block";

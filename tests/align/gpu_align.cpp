@@ -298,13 +298,13 @@ bool skipped_in_subset(const char* what) {
 TEST_CASE("sanitizer subset") {
   Stats st;
   std::uint64_t seed = 7;
-  for (std::int64_t n : {0, 7, 60, 120, 200, 250, 1000, 1500, 5000, 20000})
+  for (std::int64_t n : {0, 7, 60, 120, 200, 250, 1000, 1500, 3000, 5000, 20000})
     for (std::int32_t E : {8, 300})
       for (bool i64 : {false, true}) {
         Case c;
         c.numel = n;
         c.E = E;
-        c.B = n == 1000 ? 1 : n == 120 ? 16 : n == 250 ? 4 : 64;
+        c.B = n == 1000 ? 1 : n == 120 ? 16 : n == 250 ? 4 : n == 3000 ? 3 : 64;
         c.dist = static_cast<Dist>(seed % 3);
         c.i64 = i64;
         c.map = E == 300;
@@ -354,6 +354,10 @@ TEST_CASE("small and tile-edge shapes") {
   for (std::int64_t n : {48, 63, 64, 65, 96, 127, 128, 129, 200, 255, 256, 257, 300, 384, 511, 512, 513, 1023,
                          1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193})
     for (std::int32_t E : {1, 5, 128, 300, 4096}) run_at(n, E, true);
+  // solo's in-warp scan at the edges of its lane widths (1 expert per lane up
+  // to 32, 4 up to 128) and just past them (the block scan).
+  for (std::int64_t n : {40, 300, 1500})
+    for (std::int32_t E : {31, 32, 33, 127, 129}) run_at(n, E, true);
   for (std::int64_t n : {511, 2049, 16 * 512 + 3, 32768, 65536 + 17, 131072 * 3 + 1})
     for (std::int32_t E : {2, 60, 257, 4096}) run_at(n, E, false);
   report("small and tile-edge shapes", st);
