@@ -115,10 +115,10 @@ std::string tiny_limits(const DeviceCaps& c) {
 }
 std::string micro_limits(const DeviceCaps&) { return "numel <= " + num(kMicroMaxNumel); }
 std::string solo_limits(const DeviceCaps& c) {
-  return "numel <= " + num(kSoloMaxNumel) + ", " + smem_bound(c, "4(E+1) bytes", scan_bytes);
+  return "numel <= " + num(kSoloMaxNumel) + ", " + smem_bound(c, "4(E+1)+256 bytes", solo_block_smem);
 }
 std::string relay_limits(const DeviceCaps& c) {
-  return "numel <= " + num(kRelayMaxNumel) + ", " + smem_bound(c, "4(E+1) bytes", scan_bytes) +
+  return "numel <= " + num(kRelayMaxNumel) + ", " + smem_bound(c, "4(E+1)+256 bytes", relay_block_smem) +
          ", cooperative launch, 2 SMs";
 }
 std::string oneshot_limits(const DeviceCaps& c) {

@@ -106,6 +106,9 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(Args a, unsigned* __res
 inline std::size_t relay_smem(int num_experts) {
   return sizeof(int) * (static_cast<std::size_t>(num_experts) + 1);
 }
+// With the static scan scratch (kBlockScanScratch ints, rounded up): what must
+// fit a block.
+inline std::size_t relay_block_smem(int num_experts) { return relay_smem(num_experts) + 256; }
 inline std::size_t relay_workspace() { return sizeof(unsigned); }
 
 struct RelayPlan {
@@ -138,8 +141,8 @@ inline const char* relay_not_applicable(const Problem& p, const DeviceCaps& caps
   if (!caps.present()) return nullptr;  // the rest depends on the device
   if (!caps.cooperative) return "needs cooperative launch support";
   if (caps.sm_count < 2) return "needs 2 SMs";
-  if (!fits_smem(caps, relay_smem(p.num_experts) + 256))
-    return "needs 4(E+1) bytes of shared memory per block";
+  if (!fits_smem(caps, relay_block_smem(p.num_experts)))
+    return "needs 4(E+1)+256 bytes of shared memory per block";
   return nullptr;
 }
 
