@@ -389,6 +389,14 @@ int micro_mode() {
   return 0;
 }
 
+// PROBE_MIN_TOKENS / PROBE_MAX_TOKENS: only token counts in that range (a
+// shorter device call).
+bool token_in_range(int t) {
+  const char* lo = std::getenv("PROBE_MIN_TOKENS");
+  const char* hi = std::getenv("PROBE_MAX_TOKENS");
+  return !(lo && t < std::atoi(lo)) && !(hi && t > std::atoi(hi));
+}
+
 // `solo` at 256-1024 threads, next to the product's micro, tiny, relay, solo
 // and onepass.
 int solo_mode() {
@@ -400,8 +408,6 @@ int solo_mode() {
     Shape sh;
     int tokens;
   };
-  const int lo = std::getenv("PROBE_MIN_TOKENS") ? std::atoi(std::getenv("PROBE_MIN_TOKENS")) : 0;
-  const int hi = std::getenv("PROBE_MAX_TOKENS") ? std::atoi(std::getenv("PROBE_MAX_TOKENS")) : 1 << 30;
   for (const Row& r : {Row{{8, 2, false}, 1}, Row{{64, 8, false}, 1}, Row{{256, 8, false}, 1},
                        Row{{8, 2, false}, 16}, Row{{64, 8, false}, 16}, Row{{128, 8, false}, 16},
                        Row{{256, 8, false}, 16}, Row{{512, 8, false}, 16}, Row{{8, 2, false}, 64},
@@ -409,8 +415,9 @@ int solo_mode() {
                        Row{{512, 8, false}, 64}, Row{{8, 2, false}, 256}, Row{{64, 8, false}, 128},
                        Row{{256, 8, false}, 128}, Row{{64, 8, false}, 256}, Row{{256, 8, false}, 256},
                        Row{{8, 2, false}, 1024}, Row{{8, 2, false}, 2048}, Row{{8, 2, false}, 4096},
-                       Row{{16, 4, false}, 1024}, Row{{16, 4, false}, 2048}, Row{{32, 4, false}, 1024}, Row{{64, 8, false}, 512}, Row{{64, 8, false}, 1024}}) {
-    if (r.tokens < lo || r.tokens > hi) continue;
+                       Row{{16, 4, false}, 1024}, Row{{16, 4, false}, 2048}, Row{{32, 4, false}, 1024},
+                       Row{{64, 8, false}, 512}, Row{{64, 8, false}, 1024}}) {
+    if (!token_in_range(r.tokens)) continue;
     Setup su(r.sh, r.tokens, rng);
     const auto prod = [&](const char* v) {
       if (align::find(v)->not_applicable(su.p, device_caps()) != nullptr) return 1e9;
@@ -451,7 +458,7 @@ int relay_mode() {
                                                           caps.sm_count - 1);
         const int chunk = static_cast<int>(ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, fills), 4) * 4);
         const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk)) + 1;
-        const std::size_t smem = ad::relay_smem(su.p.num_experts);
+        const std::size_t smem = ad::expert_table_smem(su.p.num_experts);
         const auto f = [&su, kernel, threads, chunk, grid, smem](cudaStream_t s, int c) {
           const align::Buffers b = su.buffers(c);
           kernel<<<grid, threads, smem, s>>>(ad::make_args(su.p, b), static_cast<unsigned*>(b.workspace), chunk);
@@ -471,12 +478,8 @@ int relay_mode() {
   return 0;
 }
 
-// PROBE_MIN_TOKENS / PROBE_MAX_TOKENS: only token counts in that range (a
-// shorter device call).
 void token_filter(std::vector<int>& tokens) {
-  const char* lo = std::getenv("PROBE_MIN_TOKENS");
-  const char* hi = std::getenv("PROBE_MAX_TOKENS");
-  std::erase_if(tokens, [&](int t) { return (lo && t < std::atoi(lo)) || (hi && t > std::atoi(hi)); });
+  std::erase_if(tokens, [](int t) { return !token_in_range(t); });
 }
 
 int onepass_mode() {

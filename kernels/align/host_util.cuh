@@ -57,4 +57,14 @@ inline prim::LaunchAttrs launch_attrs(const Problem& p) { return prim::LaunchAtt
 
 constexpr int kCountThreads = 1024;  // the counting block of the count-then-scatter variants
 
+// One int per expert and one more (counts, then their scan and its total):
+// the dynamic shared memory of the one-table designs (baseline's count block,
+// relay's last block, solo).
+inline std::size_t expert_table_smem(int num_experts) {
+  return sizeof(int) * (static_cast<std::size_t>(num_experts) + 1);
+}
+// ... and what must fit a block that also holds the block scan's static
+// scratch (prim::kBlockScanScratch ints, rounded up).
+inline std::size_t expert_table_block_smem(int num_experts) { return expert_table_smem(num_experts) + 256; }  // the counting block of the count-then-scatter variants
+
 }  // namespace moekit::align::detail

@@ -49,9 +49,7 @@ const char* needs_smem(const DeviceCaps& caps, std::size_t bytes) {
   return fits_smem(caps, bytes) ? nullptr : "E too large for one block's shared memory";
 }
 
-std::size_t scan_smem(const Problem& p) {
-  return sizeof(int) * (static_cast<std::size_t>(p.num_experts) + 1);
-}
+std::size_t scan_smem(const Problem& p) { return expert_table_smem(p.num_experts); }
 std::size_t blelloch_smem(const Problem& p) {
   return sizeof(int) * (static_cast<std::size_t>(next_pow2(p.num_experts)) + p.num_experts + 1);
 }
@@ -81,7 +79,6 @@ std::string smem_bound(const DeviceCaps& caps, const char* what, std::size_t (*b
          " bytes of shared memory)";
 }
 
-std::size_t scan_bytes(int E) { return sizeof(int) * (static_cast<std::size_t>(E) + 1); }
 std::size_t blelloch_bytes(int E) {
   return sizeof(int) * (static_cast<std::size_t>(next_pow2(E)) + E + 1);
 }
@@ -96,7 +93,7 @@ std::size_t persistent_bytes(int E) {
   return rows < 1 ? ~std::size_t{0} : persistent_smem(rows, E);
 }
 
-std::string baseline_limits(const DeviceCaps& c) { return smem_bound(c, "4(E+1) bytes", scan_bytes); }
+std::string baseline_limits(const DeviceCaps& c) { return smem_bound(c, "4(E+1) bytes", expert_table_smem); }
 std::string blelloch_limits(const DeviceCaps& c) {
   return smem_bound(c, "4(next_pow2(E)+E+1) bytes", blelloch_bytes);
 }
@@ -115,10 +112,10 @@ std::string tiny_limits(const DeviceCaps& c) {
 }
 std::string micro_limits(const DeviceCaps&) { return "numel <= " + num(kMicroMaxNumel); }
 std::string solo_limits(const DeviceCaps& c) {
-  return "numel <= " + num(kSoloMaxNumel) + ", " + smem_bound(c, "4(E+1)+256 bytes", solo_block_smem);
+  return "numel <= " + num(kSoloMaxNumel) + ", " + smem_bound(c, "4(E+1)+256 bytes", expert_table_block_smem);
 }
 std::string relay_limits(const DeviceCaps& c) {
-  return "numel <= " + num(kRelayMaxNumel) + ", " + smem_bound(c, "4(E+1)+256 bytes", relay_block_smem) +
+  return "numel <= " + num(kRelayMaxNumel) + ", " + smem_bound(c, "4(E+1)+256 bytes", expert_table_block_smem) +
          ", cooperative launch, 2 SMs";
 }
 std::string oneshot_limits(const DeviceCaps& c) {

@@ -103,12 +103,6 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(Args a, unsigned* __res
   }
 }
 
-inline std::size_t relay_smem(int num_experts) {
-  return sizeof(int) * (static_cast<std::size_t>(num_experts) + 1);
-}
-// With the static scan scratch (kBlockScanScratch ints, rounded up): what must
-// fit a block.
-inline std::size_t relay_block_smem(int num_experts) { return relay_smem(num_experts) + 256; }
 inline std::size_t relay_workspace() { return sizeof(unsigned); }
 
 struct RelayPlan {
@@ -141,7 +135,7 @@ inline const char* relay_not_applicable(const Problem& p, const DeviceCaps& caps
   if (!caps.present()) return nullptr;  // the rest depends on the device
   if (!caps.cooperative) return "needs cooperative launch support";
   if (caps.sm_count < 2) return "needs 2 SMs";
-  if (!fits_smem(caps, relay_block_smem(p.num_experts)))
+  if (!fits_smem(caps, expert_table_block_smem(p.num_experts)))
     return "needs 4(E+1)+256 bytes of shared memory per block";
   return nullptr;
 }
@@ -150,7 +144,7 @@ template <class IdT>
 inline cudaError_t launch_relay(const Problem& p, const Buffers& bufs, cudaStream_t s, const RelayPlan& pl) {
   const Args a = make_args(p, bufs);
   unsigned* ws = static_cast<unsigned*>(bufs.workspace);
-  const std::size_t smem = relay_smem(p.num_experts);
+  const std::size_t smem = expert_table_smem(p.num_experts);
   const auto go = [&](auto kernel) {
     return prim::launch_cooperative(kernel, pl.grid, pl.threads, smem, s, true, p.pdl, a, ws, pl.chunk);
   };

@@ -9,7 +9,7 @@ template <class IdT>
 cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, const SoloPlan& pl) {
   if (pl.threads == 0) return cudaErrorInvalidValue;  // not applicable: one block cannot hold the slots
   const Args a = make_args(p, bufs);
-  const std::size_t smem = solo_smem(p.num_experts);
+  const std::size_t smem = expert_table_smem(p.num_experts);  // counts, then first blocks
   const bool p2 = is_pow2(p.block_size);
   const auto go = [&](auto threads, auto per_thread) {
     constexpr int kT = decltype(threads)::value, kL = decltype(per_thread)::value;

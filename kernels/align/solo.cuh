@@ -40,14 +40,6 @@ constexpr int kSoloMaxThreads = 1024;
 constexpr int kSoloMaxPerThread = 8;
 constexpr int kSoloMaxNumel = kSoloMaxThreads * kSoloMaxPerThread;
 
-// Dynamic shared memory: E + 1 ints (counts, then first blocks).
-inline std::size_t solo_smem(int num_experts) {
-  return sizeof(int) * (static_cast<std::size_t>(num_experts) + 1);
-}
-// With the static scan scratch (kBlockScanScratch ints, rounded up): what must
-// fit a block.
-inline std::size_t solo_block_smem(int num_experts) { return solo_smem(num_experts) + 256; }
-
 // In-warp scan of the block counts for E <= 32 kP (kP per lane): every warp
 // scans all E counters itself after the counting barrier, so the block scan's
 // two barriers go. Returns all blocks; fb[k] := first block of ev[k]'s expert.
@@ -170,7 +162,8 @@ inline const char* solo_not_applicable(const Problem& p, const DeviceCaps& caps)
     return why.c_str();
   }
   if (!caps.present()) return nullptr;  // the rest depends on the device
-  if (!fits_smem(caps, solo_block_smem(p.num_experts))) return "needs 4(E+1)+256 bytes of shared memory per block";
+  if (!fits_smem(caps, expert_table_block_smem(p.num_experts)))
+    return "needs 4(E+1)+256 bytes of shared memory per block";
   return nullptr;
 }
 
