@@ -238,6 +238,13 @@ std::function<void(cudaStream_t, int)> variant_launch(const Setup& su, const cha
   };
 }
 
+// A product variant's time on su (1e9: not applicable, or wrong output).
+double time_product(Setup& su, const char* name) {
+  if (align::find(name)->not_applicable(su.p, device_caps()) != nullptr) return 1e9;
+  const auto f = variant_launch(su, name);
+  return su.verify(f) ? bench_like(f, su.copies) : 1e9;
+}
+
 std::function<void(cudaStream_t, int)> tiny_launch(const Setup& su, ad::TinyPlan pl) {
   return [&su, pl](cudaStream_t s, int c) {
     ad::launch_tiny<std::int32_t>(su.p, su.buffers(c), s, pl);
@@ -369,10 +376,7 @@ int micro_mode() {
                        Row{{128, 8, false}, 16}, Row{{256, 8, false}, 16}, Row{{512, 8, false}, 16},
                        Row{{4096, 8, false}, 16}}) {
     Setup su(r.sh, r.tokens, rng);
-    const auto prod = [&](const char* v) {
-      const auto f = variant_launch(su, v);
-      return su.verify(f) ? bench_like(f, su.copies) : 1e9;
-    };
+    const auto prod = [&](const char* v) { return time_product(su, v); };
     const auto at = [&](int threads, int rpt) {
       switch (ad::micro_per_lane(su.p.numel)) {
         case 1: return micro_at<1>(su, threads, rpt);
@@ -419,11 +423,7 @@ int solo_mode() {
                        Row{{64, 8, false}, 512}, Row{{64, 8, false}, 1024}}) {
     if (!token_in_range(r.tokens)) continue;
     Setup su(r.sh, r.tokens, rng);
-    const auto prod = [&](const char* v) {
-      if (align::find(v)->not_applicable(su.p, device_caps()) != nullptr) return 1e9;
-      const auto f = variant_launch(su, v);
-      return su.verify(f) ? bench_like(f, su.copies) : 1e9;
-    };
+    const auto prod = [&](const char* v) { return time_product(su, v); };
     const auto at = [&](int threads) {
       ad::SoloPlan pl = ad::solo_plan(su.p, device_caps());
       if (pl.threads == 0 || (pl.per_thread > 1 && threads != 1024)) return 1e9;
@@ -465,10 +465,7 @@ int relay_mode() {
         };
         return su.numel_ok(threads) && su.verify(f) ? bench_like(f, su.copies) : 1e9;
       };
-      const auto prod = [&](const char* v) {
-        const auto f = variant_launch(su, v);
-        return su.verify(f) ? bench_like(f, su.copies) : 1e9;
-      };
+      const auto prod = [&](const char* v) { return time_product(su, v); };
       std::printf("| %d, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", sh.E, sh.topk, tok,
                   prod("tiny"), prod("relay"), prod("auto"), run(ad::relay_kernel<std::int32_t, 256>, 256, 4),
                   run(ad::relay_kernel<std::int32_t, 256>, 256, 16), run(ad::relay_kernel<std::int32_t, 512>, 512, 4),
