@@ -15,6 +15,15 @@ namespace moekit::align {
 
 struct Policy {
   // --- auto (docs/align.md) ---
+  // `stripe` first, from stripe_min_slots (below, micro's layout from ballots
+  // alone is faster) to stripe_max_slots, for E up to stripe_max_experts
+  // (its in-warp scan; the block scan beyond lost to micro and tiny), where
+  // the padded rows are many (>= stripe_min_rows: solo's one SM writes fewer
+  // faster than stripe's blocks lay out the slots).
+  std::int64_t stripe_min_slots = 0;
+  std::int64_t stripe_max_slots = 0;
+  int stripe_max_experts = 0;
+  std::int64_t stripe_min_rows = 0;
   // `solo` first, from solo_min_slots (below, micro's one-warp layout needs
   // no barrier at all) to solo_max_slots (E <= 16: up to
   // solo_max_slots_few_experts while no counter takes more than
@@ -68,6 +77,10 @@ struct Policy {
   // --- solo: threads at least (more for more slots or experts; 256 or
   // more: launch_solo's smallest block).
   int solo_min_threads = 0;
+  // --- stripe: threads at least (256 or more: launch_stripe's smallest
+  // block); rows per block (one stripe per SM at most).
+  int stripe_min_threads = 0;
+  int stripe_rows_per_block = 0;
   // --- onepass: blocks per SM (one: residency certain without an occupancy
   // query) and padding rows per thread before the grid grows.
   int onepass_blocks_per_sm = 0;
@@ -100,7 +113,19 @@ struct Policy {
 // 2.28 against 2.91 and 4,096 3.68 against 4.21 (E = 16: 4.24 against 4.22;
 // 8,192 slots of E = 8: 6.35 against onepass 4.64: 1,024 atomics per
 // counter). E > 512 and E < 8 at more than 512 slots are not measured.
+// stripe_*: H200, 2026-11-26, align-notes.md "stripe" (probe_align stripe and
+// the same-call table against SGLang, PDL off / on): 16 x 8, E = 64 (8,256
+// rows) 1.80 / 1.38 us against solo 1.85 / 1.54; 64 x 8, E = 64 2.16 / 1.78
+// against solo 2.35 / 2.05; 16 x 8, E = 128 1.84 / 1.44 against micro 1.93 /
+// 1.66; 64 x 8, E = 128 2.32 / 1.92 against tiny 2.40 / 2.09; but 128 x 8
+// (1,024 slots) 3.23 against tiny 2.58, E = 256-512 (block scan) level with or
+// behind micro / tiny, 4,416 rows (E = 64, B = 64, 384 slots) 2.07 against
+// solo 1.84, 32 slots 1.80 against micro 1.36.
 inline constexpr Policy kPolicySm90 = {
+    .stripe_min_slots = 128,
+    .stripe_max_slots = 512,
+    .stripe_max_experts = 128,
+    .stripe_min_rows = 8192,
     .solo_min_slots = 33,
     .solo_max_slots = 512,
     .solo_max_slots_few_experts = 4096,
@@ -128,6 +153,8 @@ inline constexpr Policy kPolicySm90 = {
     .relay_min_threads = 256,
     .relay_rows_per_thread = 4,
     .solo_min_threads = 256,
+    .stripe_min_threads = 256,
+    .stripe_rows_per_block = 2048,
     .onepass_blocks_per_sm = 1,
     .onepass_pad_rows_per_thread = 8,
     .twopass_max_grid_few_experts = 128,
@@ -151,7 +178,13 @@ inline const Policy& policy_for(const DeviceCaps& caps) {
   return policy_row_for<Policy>(kPolicyRows, caps);
 }
 
-// Whether `auto` picks solo (first).
+// Whether `auto` picks stripe (first).
+inline bool stripe_preferred(const Policy& pol, std::int64_t numel, int num_experts, std::int64_t rows) {
+  return numel >= pol.stripe_min_slots && numel <= pol.stripe_max_slots && num_experts <= pol.stripe_max_experts &&
+         rows >= pol.stripe_min_rows;
+}
+
+// Whether `auto` picks solo (after stripe).
 inline bool solo_preferred(const Policy& pol, std::int64_t numel, int num_experts, std::int64_t rows) {
   const std::int64_t most =
       num_experts <= 16 ? std::max(pol.solo_max_slots, std::min(pol.solo_max_slots_few_experts,

@@ -20,6 +20,7 @@
 #include "align/scatter.cuh"
 #include "align/small_batch.cuh"
 #include "align/solo.cuh"
+#include "align/stripe.cuh"
 #include "align/tiny.cuh"
 #include "align/twopass.cuh"
 #include "align/vecpad.cuh"
@@ -113,6 +114,11 @@ std::string tiny_limits(const DeviceCaps& c) {
 std::string micro_limits(const DeviceCaps&) { return "numel <= " + num(kMicroMaxNumel); }
 std::string solo_limits(const DeviceCaps& c) {
   return "numel <= " + num(kSoloMaxNumel) + ", " + smem_bound(c, "4(E+1)+256 bytes", expert_table_block_smem);
+}
+std::string stripe_limits(const DeviceCaps& c) {
+  std::string o = "numel <= " + num(kStripeMaxNumel) + ", " + kStripeSmemText;
+  if (c.present()) o += " <= " + num(static_cast<std::int64_t>(c.smem_optin));
+  return o;
 }
 std::string relay_limits(const DeviceCaps& c) {
   return "numel <= " + num(kRelayMaxNumel) + ", " + smem_bound(c, "4(E+1)+256 bytes", expert_table_block_smem) +
@@ -285,6 +291,14 @@ struct Solo {
 const char* solo_na(const Problem& p, const DeviceCaps& caps) { return solo_not_applicable(p, caps); }
 
 template <class IdT>
+struct Stripe {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_stripe<IdT>(p, b, s);
+  }
+};
+const char* stripe_na(const Problem& p, const DeviceCaps& caps) { return stripe_not_applicable(p, caps); }
+
+template <class IdT>
 struct Oneshot {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     return launch_oneshot<IdT>(p, b, s);
@@ -403,7 +417,7 @@ bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
   return needs_zeroed_workspace(auto_pick(p, caps), p, caps);
 }
 
-const std::array<Variant, 16> kVariants = {{
+const std::array<Variant, 17> kVariants = {{
     {{"baseline",
       "fill kernel; one block counts (shared atomics) and scans serially; scatter by a global "
       "atomic per slot"},
@@ -440,6 +454,11 @@ const std::array<Variant, 16> kVariants = {{
       "slots ranked by shared atomics, block counts scanned, then slots and the first "
       "expert_ids entry of each block written; no workspace; unstable"},
      false, solo_limits, solo_na, no_workspace, by_dtype<Solo>},
+    {{"stripe",
+      "decode and small prefill with many padded rows: one launch; every block lays out all "
+      "slots (ranks from ballots, a per-warp count table) and writes only its own stripe of "
+      "rows, filled while the ids load; no workspace; stable"},
+     true, stripe_limits, stripe_na, no_workspace, by_dtype<Stripe>},
     {{"oneshot",
       "small inputs: one launch, every block counts all slots, blocks split the writes; stable"},
      true, oneshot_limits, oneshot_na, no_workspace, by_dtype<Oneshot>},
@@ -467,6 +486,10 @@ const std::array<Variant, 16> kVariants = {{
 
 // From the H100 measurements in docs/bench/align.md (bench_align, probe_align
 // onepass / twopass; B = 128, E 8..16384, 1..65536 tokens):
+//  - `stripe` from 128 to 512 slots for E <= 128 where the padded rows are
+//    many (>= 8192: E x B large) (H200, align-notes.md "stripe"): every
+//    block lays out all slots, so the fill spreads over SMs without a
+//    hand-over; stable;
 //  - `solo` from 33 to 512 slots (when E <= 16 up to 4096 and 512 per
 //    expert) while the padded rows are few (<= 8704: small E or small B) and
 //    E <= 512 (H200, align-notes.md "solo"): one block, no hand-over, but
@@ -485,7 +508,13 @@ const std::array<Variant, 16> kVariants = {{
 //    twopass does not apply (or first when E >= 4096);
 // warpscan is the last resort (E <= 16384 always fits it). Thresholds: the
 // device's row of align/policy.hpp.
-const std::array<AutoRow<Problem>, 13> kAutoRows = {{
+const std::array<AutoRow<Problem>, 14> kAutoRows = {{
+    {"stripe",
+     "policy.stripe_min_slots <= numel <= policy.stripe_max_slots and E <= policy.stripe_max_experts and "
+     "max_num_tokens_padded >= policy.stripe_min_rows",
+     [](const Problem& p, const DeviceCaps& caps) {
+       return stripe_preferred(policy_for(caps), p.numel, p.num_experts, p.max_num_tokens_padded);
+     }},
     {"solo",
      "policy.solo_min_slots <= numel <= policy.solo_max_slots (when E <= 16: up to "
      "policy.solo_max_slots_few_experts and policy.solo_max_slots_per_expert * E) and "

@@ -18,7 +18,7 @@
 //      with __match_any_sync, was 0.05-0.45 us slower at every E measured,
 //      E = 8 included: align-notes.md "solo");
 //   4. scan the experts' BLOCK counts: up to 128 experts every warp scans
-//      them all itself (no barrier); else one expert per thread when E fits
+//      them all itself (warp_scan_block_counts, no barrier); else one expert per thread when E fits
 //      the block (2 barriers) or the chunked scan (3). The counting barrier
 //      already ordered every thread's fill before the overwrites below;
 //   5. write each slot's row; the slot at the first row of a block writes the
@@ -32,6 +32,7 @@
 
 #include "align/common.cuh"
 #include "align/host_util.cuh"
+#include "align/warp_count_scan.cuh"
 
 namespace moekit::align::detail {
 
@@ -39,41 +40,6 @@ constexpr int kSoloMinThreads = 256;  // launch_solo's smallest block
 constexpr int kSoloMaxThreads = 1024;
 constexpr int kSoloMaxPerThread = 8;
 constexpr int kSoloMaxNumel = kSoloMaxThreads * kSoloMaxPerThread;
-
-// In-warp scan of the block counts for E <= 32 kP (kP per lane): every warp
-// scans all E counters itself after the counting barrier, so the block scan's
-// two barriers go. Returns all blocks; fb[k] := first block of ev[k]'s expert.
-template <int kP, int kL, bool kPow2>
-__device__ __forceinline__ int solo_warp_scan(const int* cs, int E, const DivB<kPow2>& db, const int (&ev)[kL],
-                                              int (&fb)[kL]) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  int pre[kP], sum = 0;
-#pragma unroll
-  for (int j = 0; j < kP; ++j) {
-    const int e = lane * kP + j;
-    pre[j] = e < E ? db.div_up(cs[e]) : 0;
-    sum += pre[j];
-  }
-  const int incl = warp_inclusive_scan(sum);
-  int run = incl - sum;
-#pragma unroll
-  for (int j = 0; j < kP; ++j) {
-    const int nb = pre[j];
-    pre[j] = run;
-    run += nb;
-  }
-#pragma unroll
-  for (int k = 0; k < kL; ++k) {
-    const int e = max(ev[k], 0);
-    fb[k] = 0;
-#pragma unroll
-    for (int j = 0; j < kP; ++j) {
-      const int v = __shfl_sync(kFullMask, pre[j], e / kP);
-      if (e % kP == j) fb[k] = v;
-    }
-  }
-  return __shfl_sync(kFullMask, incl, kWarp - 1);
-}
 
 // kL: slots per thread (slot k * kThreads + t); kP: 0 for the block scan,
 // else experts per lane of the in-warp scan (E <= 32 kP); kPow2: B is a power
@@ -109,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) solo_kernel(Args a) {
   const DivB<kPow2> db = make_divb<kPow2>(a.block_size);
   int fb[kL], blocks;
   if constexpr (kP > 0) {
-    blocks = solo_warp_scan<kP>(cs, E, db, ev, fb);
+    blocks = warp_scan_block_counts<kP>(cs, E, db, ev, fb);
   } else {
     // cs[e] := first block of expert e, cs[E] := all blocks.
     const auto nblocks = [db](int c) { return db.div_up(c); };

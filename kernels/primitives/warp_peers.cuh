@@ -48,4 +48,20 @@ __device__ __forceinline__ unsigned warp_peers(int key, int nbits) {
   return warp_peers_below(key, nbits, below);
 }
 
+//! warp_peers for keys below 2^kBits, the bit loop unrolled: no loop counter
+//! and no branch, for kernels short enough that every instruction a warp
+//! issues is on the critical path. Keys < 0 form one group of their own.
+template <int kBits>
+__device__ __forceinline__ unsigned warp_peers_fixed(int key) {
+  const unsigned valid = __ballot_sync(kFullWarpMask, key >= 0);
+  unsigned peers = key >= 0 ? valid : ~valid;
+#pragma unroll
+  for (int bit = kBits - 1; bit >= 0; --bit) {
+    const bool set = (key >> bit) & 1;
+    const unsigned m = __ballot_sync(kFullWarpMask, set);
+    peers &= set ? m : ~m;
+  }
+  return peers;
+}
+
 }  // namespace moekit::prim

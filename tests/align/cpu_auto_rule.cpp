@@ -46,6 +46,8 @@ std::string_view first_row(const align::Problem& p, const DeviceCaps& caps) {
 // The rule restated by hand (registry.cu; sm_90 thresholds of 2026-11-26).
 std::string_view legacy_sm90(const align::Problem& p, const DeviceCaps& c) {
   const int E = p.num_experts;
+  if (p.numel >= 128 && p.numel <= 512 && E <= 128 && p.max_num_tokens_padded >= 8192 && applies("stripe", p, c))
+    return "stripe";
   const std::int64_t solo_most = E <= 16 ? std::max<std::int64_t>(512, std::min<std::int64_t>(4096, 512 * E)) : 512;
   if (p.numel >= 33 && p.numel <= solo_most && p.max_num_tokens_padded <= 8704 && E <= 512 && applies("solo", p, c))
     return "solo";
@@ -70,7 +72,7 @@ std::vector<align::Problem> grid() {
   std::vector<align::Problem> ps;
   for (std::int64_t n : {1, 8, 32, 33, 64, 65, 100, 128, 129, 256, 257, 512, 513, 1024, 1500, 2048, 2049, 4096, 4097, 8192, 8193, 16384, 16385, 32768, 65535,
                          65536, 300000, 1 << 20, 1081345, 2162688, 2162689, 3 << 20})
-    for (int E : {1, 2, 4, 8, 16, 17, 64, 127, 128, 256, 511, 512, 513, 1023, 1024, 2047, 2048, 4095, 4096, 16384, 19370, 19371,
+    for (int E : {1, 2, 4, 8, 16, 17, 64, 127, 128, 129, 256, 511, 512, 513, 1023, 1024, 2047, 2048, 4095, 4096, 16384, 19370, 19371,
                   24576, 29000, 40000})
       for (bool i64 : {false, true})
         for (int B : {1, 16, 63, 64, 128}) {

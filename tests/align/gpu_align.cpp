@@ -192,6 +192,10 @@ void run_case(const Case& c, Stats& st) {
     if (name == "micro") must = c.numel <= 256;
     if (name == "relay") must = c.numel <= 4096;
     if (name == "solo") must = c.numel <= 8192;
+    if (name == "stripe") {  // shared memory 4*(ceil(numel/32)*E + E + 5) + 256 bytes: sure below 160 KiB
+      must = c.numel <= 1024;
+      known = !must || 4 * (((c.numel + 31) / 32) * E + E + 5) + 256 <= 160 * 1024;
+    }
     if (name == "onepass") must = c.numel <= 1048576;  // one wave of 1024 x 16-byte loads x 4
     if (name == "tiny") {  // shared memory 4*(numel + 2E + 1) bytes: sure below 160 KiB
       must = c.numel <= 32768;
