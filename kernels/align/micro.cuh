@@ -57,12 +57,12 @@ constexpr int kMicroThreads = kS == 1 ? 128 : kS * kWarp;
 // kS: slots per lane (slot s * 32 + lane); kPow2: B is a power of two
 // (shifts only: less code to fetch). kThreads: probe_align micro tries others.
 template <class IdT, int kS, bool kPow2, int kThreads = kMicroThreads<kS>>
-__global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
+__global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk, bool late_trigger) {
   constexpr int kWarps = kThreads / kWarp;
   const int lane = static_cast<int>(threadIdx.x) % kWarp, w = static_cast<int>(threadIdx.x) / kWarp;
   const int n = a.numel;
   prim::pdl_wait();  // the ids; the fill below overwrites rows the previous kernel may read
-  prim::pdl_launch_dependents();
+  if (!late_trigger) prim::pdl_launch_dependents();  // else after the layout: see pdl_late_trigger
   static_assert(kS == 1 || kWarps >= kS, "with kS > 1, warp h owns column h");
   // kS == 1: every warp loads the <= 32 slots; else warp w < kS column w
   // (every warp, at the default shape: no owner branch is compiled).
@@ -106,6 +106,7 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
       fb += __popc(m & below) << bit;
     }
     __syncwarp();  // this warp's fill above lands before its overwrites below
+    if (late_trigger) prim::pdl_launch_dependents();
     if (blockIdx.x == 0 && threadIdx.x == 0) *a.total = tb * db.B;
     if (e < 0) return;
     const int row = fb * db.B + rank;
@@ -167,6 +168,7 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
       }
     }
     __syncthreads();  // every column's block-count ballots
+    if (late_trigger) prim::pdl_launch_dependents();
     if (!owner) return;
     int fb = 0, tb = 0;
 #pragma unroll 1
@@ -216,7 +218,7 @@ inline int micro_chunk(const Problem& p, const DeviceCaps& caps) {
 }
 
 template <class IdT>
-inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, int chunk) {
+inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, int chunk, bool late_trigger) {
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
   const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
   const bool p2 = is_pow2(p.block_size);
@@ -224,7 +226,7 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
   const auto go = [&](auto per_lane) {
     constexpr int S = decltype(per_lane)::value;
     const auto kernel = p2 ? micro_kernel<IdT, S, true> : micro_kernel<IdT, S, false>;
-    return prim::launch_ex(kernel, grid, kMicroThreads<S>, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
+    return prim::launch_ex(kernel, grid, kMicroThreads<S>, 0, s, launch_attrs(p), make_args(p, bufs), chunk, late_trigger);
   };
   switch (micro_per_lane(p.numel)) {
     case 1: return go(std::integral_constant<int, 1>{});
@@ -236,7 +238,9 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
 
 template <class IdT>
 inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_micro<IdT>(p, bufs, s, micro_chunk(p, device_caps()));
+  const DeviceCaps& caps = device_caps();
+  return launch_micro<IdT>(p, bufs, s, micro_chunk(p, caps),
+                           pdl_late_trigger(p.numel, policy_for(caps).micro_late_trigger_max_slots));
 }
 
 }  // namespace moekit::align::detail

@@ -77,6 +77,10 @@ struct Policy {
   // --- solo: threads at least (more for more slots or experts; 256 or
   // more: launch_solo's smallest block).
   int solo_min_threads = 0;
+  // --- PDL trigger of micro and solo: after the layout (not right after
+  // pdl_wait) up to this many slots (align/common.cuh pdl_late_trigger).
+  std::int64_t micro_late_trigger_max_slots = 0;
+  std::int64_t solo_late_trigger_max_slots = 0;
   // --- stripe: threads at least (256 or more: launch_stripe's smallest
   // block); rows per block (one stripe per SM at most).
   int stripe_min_threads = 0;
@@ -113,6 +117,11 @@ struct Policy {
 // 2.28 against 2.91 and 4,096 3.68 against 4.21 (E = 16: 4.24 against 4.22;
 // 8,192 slots of E = 8: 6.35 against onepass 4.64: 1,024 atomics per
 // counter). E > 512 and E < 8 at more than 512 slots are not measured.
+// *_late_trigger_max_slots: H100, 2026-11-26, align-notes.md "PDL trigger"
+// (both placements in one call, PDL on): every micro shape up to 128 slots
+// and solo up to 135 slots faster late (0.04-0.17 us), micro at 256 and solo
+// at 384 and 2048 slots slower (0.07-0.26); solo at 512 slots of E = 8 was
+// faster late (1.35 -> 1.25) but is left early with the 384-slot case.
 // stripe_*: H200, 2026-11-26, align-notes.md "stripe" (probe_align stripe and
 // the same-call table against SGLang, PDL off / on): 16 x 8, E = 64 (8,256
 // rows) 1.80 / 1.38 us against solo 1.85 / 1.54; 64 x 8, E = 64 2.16 / 1.78
@@ -153,6 +162,8 @@ inline constexpr Policy kPolicySm90 = {
     .relay_min_threads = 256,
     .relay_rows_per_thread = 4,
     .solo_min_threads = 256,
+    .micro_late_trigger_max_slots = 128,
+    .solo_late_trigger_max_slots = 256,
     .stripe_min_threads = 256,
     .stripe_rows_per_block = 2048,
     .onepass_blocks_per_sm = 1,

@@ -16,7 +16,7 @@ cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, c
     const auto by_lane = [&](auto per_lane) {
       constexpr int kP = decltype(per_lane)::value;
       const auto kernel = p2 ? solo_kernel<IdT, kT, kL, kP, true> : solo_kernel<IdT, kT, kL, kP, false>;
-      return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a);
+      return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a, pl.late_trigger);
     };
     switch (pl.per_lane) {
       case 1: return by_lane(std::integral_constant<int, 1>{});

@@ -45,7 +45,7 @@ constexpr int kSoloMaxNumel = kSoloMaxThreads * kSoloMaxPerThread;
 // else experts per lane of the in-warp scan (E <= 32 kP); kPow2: B is a power
 // of two (shifts only).
 template <class IdT, int kThreads, int kL, int kP, bool kPow2>
-__global__ void __launch_bounds__(kThreads) solo_kernel(Args a) {
+__global__ void __launch_bounds__(kThreads) solo_kernel(Args a, bool late_trigger) {
   extern __shared__ int cs[];  // E + 1
   __shared__ int warp_sums[prim::kBlockScanScratch];
   const int t = static_cast<int>(threadIdx.x);
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) solo_kernel(Args a) {
   for (int e = t; e < E; e += kThreads) cs[e] = 0;
   if (t < prim::kBlockScanScratch) warp_sums[t] = 0;  // block_exclusive_scan_small's precondition
   prim::pdl_wait();  // the ids; the fill overwrites rows the previous kernel may read
-  prim::pdl_launch_dependents();
+  if (!late_trigger) prim::pdl_launch_dependents();  // else after the scan: see pdl_late_trigger
 
   int ev[kL];
 #pragma unroll
@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(kThreads) solo_kernel(Args a) {
 #pragma unroll
     for (int k = 0; k < kL; ++k) fb[k] = ev[k] >= 0 ? cs[ev[k]] : 0;
   }
+  if (late_trigger) prim::pdl_launch_dependents();
   if (t == 0) *a.total = blocks * db.B;
 #pragma unroll
   for (int k = 0; k < kL; ++k) {
@@ -99,6 +100,7 @@ struct SoloPlan {
   int threads = 0;  // 0: not applicable
   int per_thread = 1;
   int per_lane = 0;  // experts per lane of the in-warp scan; 0: block scan
+  bool late_trigger = false;  // pdl_late_trigger
 };
 
 // Threads: one per slot (2, 4 or 8 per thread past 1024 slots) and, past 128
@@ -118,6 +120,7 @@ inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
   int threads = policy_for(caps).solo_min_threads;
   while (threads < kSoloMaxThreads && threads < want) threads *= 2;
   pl.threads = threads;
+  pl.late_trigger = pdl_late_trigger(p.numel, policy_for(caps).solo_late_trigger_max_slots);
   return pl;
 }
 

@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kThreads) stripe_kernel(Args a, int stripe_row
     if (t < prim::kBlockScanScratch) warp_sums[t] = 0;  // block_exclusive_scan_small's precondition
   }
   prim::pdl_wait();  // the ids; the fill overwrites rows the previous kernel may read
-  prim::pdl_launch_dependents();
+  prim::pdl_launch_dependents();  // early: a trigger after the scan was 0.2-0.3 us slower (64 x 8)
 
   int ev[1];
   ev[0] = t < n ? expert_at<IdT>(a, t) : -1;
