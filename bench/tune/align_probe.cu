@@ -346,7 +346,7 @@ double micro_at(Setup& su, int threads, int rows_per_thread) {
     const auto f = [&su, kernel, threads, chunk](cudaStream_t s, int c) {
       const std::int64_t rows = std::max<std::int64_t>(su.p.max_num_tokens_padded, 1);
       const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
-      kernel<<<grid, threads, 0, s>>>(ad::make_args(su.p, su.buffers(c)), chunk, false);
+      kernel<<<grid, threads, 0, s>>>(ad::make_args(su.p, su.buffers(c)), chunk);
     };
     return su.verify(f) ? bench_like(f, su.copies) : 1e9;
   };

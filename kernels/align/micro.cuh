@@ -56,13 +56,15 @@ constexpr int kMicroThreads = kS == 1 ? 128 : kS * kWarp;
 
 // kS: slots per lane (slot s * 32 + lane); kPow2: B is a power of two
 // (shifts only: less code to fetch). kThreads: probe_align micro tries others.
-template <class IdT, int kS, bool kPow2, int kThreads = kMicroThreads<kS>>
-__global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk, bool late_trigger) {
+// kLate: the PDL trigger after the layout (pdl_late_trigger); a template
+// argument, because a runtime flag cost 0.04 us with PDL off.
+template <class IdT, int kS, bool kPow2, int kThreads = kMicroThreads<kS>, bool kLate = false>
+__global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   constexpr int kWarps = kThreads / kWarp;
   const int lane = static_cast<int>(threadIdx.x) % kWarp, w = static_cast<int>(threadIdx.x) / kWarp;
   const int n = a.numel;
   prim::pdl_wait();  // the ids; the fill below overwrites rows the previous kernel may read
-  if (!late_trigger) prim::pdl_launch_dependents();  // else after the layout: see pdl_late_trigger
+  if constexpr (!kLate) prim::pdl_launch_dependents();
   static_assert(kS == 1 || kWarps >= kS, "with kS > 1, warp h owns column h");
   // kS == 1: every warp loads the <= 32 slots; else warp w < kS column w
   // (every warp, at the default shape: no owner branch is compiled).
@@ -106,7 +108,7 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk, bool
       fb += __popc(m & below) << bit;
     }
     __syncwarp();  // this warp's fill above lands before its overwrites below
-    if (late_trigger) prim::pdl_launch_dependents();
+    if constexpr (kLate) prim::pdl_launch_dependents();
     if (blockIdx.x == 0 && threadIdx.x == 0) *a.total = tb * db.B;
     if (e < 0) return;
     const int row = fb * db.B + rank;
@@ -168,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk, bool
       }
     }
     __syncthreads();  // every column's block-count ballots
-    if (late_trigger) prim::pdl_launch_dependents();
+    if constexpr (kLate) prim::pdl_launch_dependents();
     if (!owner) return;
     int fb = 0, tb = 0;
 #pragma unroll 1
@@ -225,8 +227,10 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
   // The instantiation for S slots per lane, at its default block size.
   const auto go = [&](auto per_lane) {
     constexpr int S = decltype(per_lane)::value;
-    const auto kernel = p2 ? micro_kernel<IdT, S, true> : micro_kernel<IdT, S, false>;
-    return prim::launch_ex(kernel, grid, kMicroThreads<S>, 0, s, launch_attrs(p), make_args(p, bufs), chunk, late_trigger);
+    constexpr int kT = kMicroThreads<S>;
+    const auto kernel = late_trigger ? (p2 ? micro_kernel<IdT, S, true, kT, true> : micro_kernel<IdT, S, false, kT, true>)
+                                     : (p2 ? micro_kernel<IdT, S, true> : micro_kernel<IdT, S, false>);
+    return prim::launch_ex(kernel, grid, kT, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
   };
   switch (micro_per_lane(p.numel)) {
     case 1: return go(std::integral_constant<int, 1>{});
@@ -240,7 +244,7 @@ template <class IdT>
 inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s) {
   const DeviceCaps& caps = device_caps();
   return launch_micro<IdT>(p, bufs, s, micro_chunk(p, caps),
-                           pdl_late_trigger(p.numel, policy_for(caps).micro_late_trigger_max_slots));
+                           pdl_late_trigger(p, policy_for(caps).micro_late_trigger_max_slots));
 }
 
 }  // namespace moekit::align::detail

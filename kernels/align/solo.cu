@@ -11,12 +11,13 @@ cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, c
   const Args a = make_args(p, bufs);
   const std::size_t smem = expert_table_smem(p.num_experts);  // counts, then first blocks
   const bool p2 = is_pow2(p.block_size);
-  const auto go = [&](auto threads, auto per_thread) {
+  const auto go = [&](auto threads, auto per_thread, auto late) {
     constexpr int kT = decltype(threads)::value, kL = decltype(per_thread)::value;
+    constexpr bool kLate = decltype(late)::value;
     const auto by_lane = [&](auto per_lane) {
       constexpr int kP = decltype(per_lane)::value;
-      const auto kernel = p2 ? solo_kernel<IdT, kT, kL, kP, true> : solo_kernel<IdT, kT, kL, kP, false>;
-      return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a, pl.late_trigger);
+      const auto kernel = p2 ? solo_kernel<IdT, kT, kL, kP, true, kLate> : solo_kernel<IdT, kT, kL, kP, false, kLate>;
+      return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a);
     };
     switch (pl.per_lane) {
       case 1: return by_lane(std::integral_constant<int, 1>{});
@@ -26,18 +27,21 @@ cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, c
   };
   using std::integral_constant;
   using One = integral_constant<int, 1>;
+  using Early = std::false_type;
   // Two or more slots per thread only at 1024 threads (fewer threads would
   // hold them at one each).
   switch (pl.per_thread) {
     case 1: break;
-    case 2: return go(integral_constant<int, 1024>{}, integral_constant<int, 2>{});
-    case 4: return go(integral_constant<int, 1024>{}, integral_constant<int, 4>{});
-    default: return go(integral_constant<int, 1024>{}, integral_constant<int, 8>{});
+    case 2: return go(integral_constant<int, 1024>{}, integral_constant<int, 2>{}, Early{});
+    case 4: return go(integral_constant<int, 1024>{}, integral_constant<int, 4>{}, Early{});
+    default: return go(integral_constant<int, 1024>{}, integral_constant<int, 8>{}, Early{});
   }
   switch (pl.threads) {
-    case kSoloMinThreads: return go(integral_constant<int, kSoloMinThreads>{}, One{});
-    case 512: return go(integral_constant<int, 512>{}, One{});
-    default: return go(integral_constant<int, 1024>{}, One{});
+    case kSoloMinThreads:
+      if (pl.late_trigger) return go(integral_constant<int, kSoloMinThreads>{}, One{}, std::true_type{});
+      return go(integral_constant<int, kSoloMinThreads>{}, One{}, Early{});
+    case 512: return go(integral_constant<int, 512>{}, One{}, Early{});
+    default: return go(integral_constant<int, 1024>{}, One{}, Early{});
   }
 }
 

@@ -44,8 +44,10 @@ constexpr int kSoloMaxNumel = kSoloMaxThreads * kSoloMaxPerThread;
 // kL: slots per thread (slot k * kThreads + t); kP: 0 for the block scan,
 // else experts per lane of the in-warp scan (E <= 32 kP); kPow2: B is a power
 // of two (shifts only).
-template <class IdT, int kThreads, int kL, int kP, bool kPow2>
-__global__ void __launch_bounds__(kThreads) solo_kernel(Args a, bool late_trigger) {
+// kLate: the PDL trigger after the scan (pdl_late_trigger; a template
+// argument: a runtime flag cost 0.04 us with PDL off).
+template <class IdT, int kThreads, int kL, int kP, bool kPow2, bool kLate = false>
+__global__ void __launch_bounds__(kThreads) solo_kernel(Args a) {
   extern __shared__ int cs[];  // E + 1
   __shared__ int warp_sums[prim::kBlockScanScratch];
   const int t = static_cast<int>(threadIdx.x);
@@ -54,7 +56,7 @@ __global__ void __launch_bounds__(kThreads) solo_kernel(Args a, bool late_trigge
   for (int e = t; e < E; e += kThreads) cs[e] = 0;
   if (t < prim::kBlockScanScratch) warp_sums[t] = 0;  // block_exclusive_scan_small's precondition
   prim::pdl_wait();  // the ids; the fill overwrites rows the previous kernel may read
-  if (!late_trigger) prim::pdl_launch_dependents();  // else after the scan: see pdl_late_trigger
+  if constexpr (!kLate) prim::pdl_launch_dependents();  // else after the scan: pdl_late_trigger
 
   int ev[kL];
 #pragma unroll
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) solo_kernel(Args a, bool late_trigge
 #pragma unroll
     for (int k = 0; k < kL; ++k) fb[k] = ev[k] >= 0 ? cs[ev[k]] : 0;
   }
-  if (late_trigger) prim::pdl_launch_dependents();
+  if constexpr (kLate) prim::pdl_launch_dependents();
   if (t == 0) *a.total = blocks * db.B;
 #pragma unroll
   for (int k = 0; k < kL; ++k) {
@@ -100,7 +102,7 @@ struct SoloPlan {
   int threads = 0;  // 0: not applicable
   int per_thread = 1;
   int per_lane = 0;  // experts per lane of the in-warp scan; 0: block scan
-  bool late_trigger = false;  // pdl_late_trigger
+  bool late_trigger = false;  // pdl_late_trigger (instantiated for 256 threads, one slot each)
 };
 
 // Threads: one per slot (2, 4 or 8 per thread past 1024 slots) and, past 128
@@ -120,7 +122,8 @@ inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
   int threads = policy_for(caps).solo_min_threads;
   while (threads < kSoloMaxThreads && threads < want) threads *= 2;
   pl.threads = threads;
-  pl.late_trigger = pdl_late_trigger(p.numel, policy_for(caps).solo_late_trigger_max_slots);
+  pl.late_trigger = pl.per_thread == 1 && threads == kSoloMinThreads &&
+                    pdl_late_trigger(p, policy_for(caps).solo_late_trigger_max_slots);
   return pl;
 }
 
