@@ -63,8 +63,10 @@ constexpr int kCountThreads = 1024;  // the counting block of the count-then-sca
 inline std::size_t expert_table_smem(int num_experts) {
   return sizeof(int) * (static_cast<std::size_t>(num_experts) + 1);
 }
-// ... and what must fit a block that also holds the block scan's static
-// scratch (prim::kBlockScanScratch ints, rounded up).
-inline std::size_t expert_table_block_smem(int num_experts) { return expert_table_smem(num_experts) + 256; }  // the counting block of the count-then-scatter variants
+// The block scan's static scratch (prim::kBlockScanScratch ints, rounded up)
+// that a block's dynamic shared memory must leave room for.
+constexpr std::size_t kBlockScanReserve = 256;
+// ... and what must fit a block that also holds that scratch.
+inline std::size_t expert_table_block_smem(int num_experts) { return expert_table_smem(num_experts) + kBlockScanReserve; }
 
 }  // namespace moekit::align::detail

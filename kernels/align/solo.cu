@@ -19,11 +19,7 @@ cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, c
       const auto kernel = p2 ? solo_kernel<IdT, kT, kL, kP, true, kLate> : solo_kernel<IdT, kT, kL, kP, false, kLate>;
       return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a);
     };
-    switch (pl.per_lane) {
-      case 1: return by_lane(std::integral_constant<int, 1>{});
-      case 4: return by_lane(std::integral_constant<int, 4>{});
-      default: return by_lane(std::integral_constant<int, 0>{});
-    }
+    return with_warp_scan_width(pl.per_lane, by_lane);
   };
   using std::integral_constant;
   using One = integral_constant<int, 1>;

@@ -18,8 +18,9 @@
 //      with __match_any_sync, was 0.05-0.45 us slower at every E measured,
 //      E = 8 included: align-notes.md "solo");
 //   4. scan the experts' BLOCK counts: up to 128 experts every warp scans
-//      them all itself (warp_scan_block_counts, no barrier); else one expert per thread when E fits
-//      the block (2 barriers) or the chunked scan (3). The counting barrier
+//      them all itself (warp_scan_block_counts, no barrier); else one
+//      expert per thread when E fits the block (2 barriers) or the chunked
+//      scan (3). The counting barrier
 //      already ordered every thread's fill before the overwrites below;
 //   5. write each slot's row; the slot at the first row of a block writes the
 //      block's expert_ids entry (every block of an expert starts with a slot).
@@ -116,7 +117,7 @@ inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
   if (p.numel > kSoloMaxNumel) return pl;
   while (pl.per_thread < kSoloMaxPerThread && p.numel > std::int64_t{pl.per_thread} * kSoloMaxThreads) pl.per_thread *= 2;
   // 8 per lane (E <= 256) was 0.15-0.4 us slower than the block scan.
-  pl.per_lane = p.num_experts <= kWarp ? 1 : p.num_experts <= 4 * kWarp ? 4 : 0;
+  pl.per_lane = warp_scan_per_lane(p.num_experts);
   const std::int64_t want = std::max(ceil_div<std::int64_t>(p.numel, pl.per_thread),
                                      pl.per_lane > 0 ? std::int64_t{0} : std::int64_t{p.num_experts});
   int threads = policy_for(caps).solo_min_threads;

@@ -1,6 +1,5 @@
 // stripe's launches: every instantiation of stripe_kernel (threads x in-warp
-// scan width x power-of-two B) compiles here, apart from
-// the registry.
+// scan width x power-of-two B) compiles here, apart from the registry.
 #include "align/stripe.cuh"
 
 namespace moekit::align::detail {
@@ -17,11 +16,7 @@ cudaError_t launch_stripe(const Problem& p, const Buffers& bufs, cudaStream_t s,
       const auto kernel = p2 ? stripe_kernel<IdT, kT, kP, true> : stripe_kernel<IdT, kT, kP, false>;
       return prim::launch_with_smem(kernel, pl.grid, kT, pl.smem, s, launch_attrs(p), a, pl.stripe_rows);
     };
-    switch (pl.per_lane) {
-      case 1: return by_lane(std::integral_constant<int, 1>{});
-      case 4: return by_lane(std::integral_constant<int, 4>{});
-      default: return by_lane(std::integral_constant<int, 0>{});
-    }
+    return with_warp_scan_width(pl.per_lane, by_lane);
   };
   switch (pl.threads) {
     case kStripeMinThreads: return go(std::integral_constant<int, kStripeMinThreads>{});

@@ -58,8 +58,8 @@ inline std::size_t stripe_smem(std::int64_t numel, int num_experts) {
                         static_cast<std::size_t>(num_experts) + 1);
 }
 
-// kP: 0 for the block scan, else experts per lane of warp_scan_block_counts; kPow2: B
-// is a power of two.
+// kP: 0 for the block scan, else experts per lane of warp_scan_block_counts;
+// kPow2: B is a power of two.
 template <class IdT, int kThreads, int kP, bool kPow2>
 __global__ void __launch_bounds__(kThreads) stripe_kernel(Args a, int stripe_rows) {
   extern __shared__ int4 sm4[];
@@ -142,12 +142,12 @@ struct StripePlan {
 
 // Threads: one per slot and, for the block scan, one per expert, a power of
 // two from stripe_min_threads (fewer are faster: at 128 slots 256 threads
-// took 1.82-2.05 us, 512 1.88-2.26, 1024 2.19-2.79); stripes of about `rows` rows (a multiple of 16:
-// 64-byte aligned), at most one per SM.
+// took 1.82-2.05 us, 512 1.88-2.26, 1024 2.19-2.79); stripes of about `rows`
+// rows (a multiple of 16: 64-byte aligned), at most one per SM.
 inline StripePlan stripe_plan_rows(const Problem& p, const DeviceCaps& caps, int rows) {
   StripePlan pl;
   if (p.numel > kStripeMaxNumel) return pl;
-  pl.per_lane = p.num_experts <= kWarp ? 1 : p.num_experts <= 4 * kWarp ? 4 : 0;
+  pl.per_lane = warp_scan_per_lane(p.num_experts);
   const std::int64_t want = std::max(p.numel,
                                      pl.per_lane > 0 ? std::int64_t{0} : std::int64_t{p.num_experts});
   int threads = policy_for(caps).stripe_min_threads;
@@ -173,7 +173,7 @@ inline const char* stripe_not_applicable(const Problem& p, const DeviceCaps& cap
     return why.c_str();
   }
   if (!caps.present()) return nullptr;  // the rest depends on the device
-  if (!fits_smem(caps, stripe_smem(p.numel, p.num_experts) + 256)) {
+  if (!fits_smem(caps, stripe_smem(p.numel, p.num_experts) + kBlockScanReserve)) {
     static const std::string why = std::string("needs ") + kStripeSmemText + " per block";
     return why.c_str();
   }

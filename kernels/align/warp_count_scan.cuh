@@ -2,9 +2,28 @@
 // (`solo`, `stripe`) up to 128 experts.
 #pragma once
 
+#include <type_traits>
+
 #include "align/common.cuh"
 
 namespace moekit::align::detail {
+
+// Experts per lane of warp_scan_block_counts for E experts (1 up to 32, 4 up
+// to 128), or 0 where the kernel takes the block scan instead. Host side.
+inline int warp_scan_per_lane(int num_experts) {
+  return num_experts <= kWarp ? 1 : num_experts <= 4 * kWarp ? 4 : 0;
+}
+
+// f(std::integral_constant<int, kP>{}) for a warp_scan_per_lane value: the
+// launchers' dispatch to the instantiation of that scan width.
+template <class F>
+inline decltype(auto) with_warp_scan_width(int per_lane, F&& f) {
+  switch (per_lane) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    default: return f(std::integral_constant<int, 0>{});
+  }
+}
 
 // Every warp scans all E <= 32 kP counters cs (kP per lane) itself after the
 // counting barrier, so the block scan's two barriers go (8 per lane, E <= 256,

@@ -26,10 +26,11 @@
 //!     pdl_wait() holds them. Except the shortest launches: one-block decode
 //!     kernels at small sizes may trigger after their layout, before their
 //!     stores, which measured 0.04-0.17 us faster there (and slower for
-//!     longer launches; the family's policy table says where). A kernel whose grid can exceed one wave (one
-//!     block per token or batch row, or per 256 elements) triggers at the end
-//!     of each block instead: triggered early, the next grid's waiting blocks
-//!     take SM slots this grid's later blocks still need (measured: the
+//!     longer launches; the family's policy table says where). A kernel
+//!     whose grid can exceed one wave (one block per token or batch row, or
+//!     per 256 elements) triggers at the end of each block instead:
+//!     triggered early, the next grid's waiting blocks take SM slots this
+//!     grid's later blocks still need (measured: the
 //!     spread-pdl variant fell to ~43% of the copy bandwidth past one wave;
 //!     flat-pdl, which triggers after its stores, was never slower than
 //!     without PDL). The same holds for a one-wave grid whose blocks loop
