@@ -92,30 +92,89 @@ constexpr int kVec = prim::kVec16<IdT>;
 
 __device__ __forceinline__ bool ids_aligned16(const Args& a) { return prim::is_aligned16(a.ids); }
 
-// Local experts of slots first .. first+kVec-1 (first is a multiple of kVec);
-// -1 past numel. One 16-byte load when the pointer is aligned and the whole
-// vector is in range.
-template <class IdT>
-__device__ __forceinline__ void load_experts(const Args& a, std::int64_t first, bool aligned,
-                                             int (&e)[kVec<IdT>]) {
-  const IdT* ids = static_cast<const IdT*>(a.ids);
-  if (aligned && first + kVec<IdT> <= a.numel) {
-    if constexpr (sizeof(IdT) == 4) {
-      const int4 v = prim::load16_ldg(ids + first);
-      e[0] = expert_of<IdT>(v.x, a);
-      e[1] = expert_of<IdT>(v.y, a);
-      e[2] = expert_of<IdT>(v.z, a);
-      e[3] = expert_of<IdT>(v.w, a);
-    } else {
-      const longlong2 v = prim::load16_ldg(ids + first);
-      e[0] = expert_of<IdT>(static_cast<IdT>(v.x), a);
-      e[1] = expert_of<IdT>(static_cast<IdT>(v.y), a);
-    }
-  } else {
+// Local experts of raw ids (ids < 0 stay dropped). The map gathers are all
+// issued before any result is checked.
+template <class IdT, int kN>
+__device__ __forceinline__ void experts_of(const Args& a, const IdT (&raw)[kN], int (&ev)[kN]) {
+  using U = std::make_unsigned_t<IdT>;
+  if (a.map == nullptr) {
 #pragma unroll
-    for (int k = 0; k < kVec<IdT>; ++k)
-      e[k] = first + k < a.numel ? expert_at<IdT>(a, first + k) : -1;
+    for (int k = 0; k < kN; ++k)
+      ev[k] = static_cast<U>(raw[k]) < static_cast<U>(a.num_experts) ? static_cast<int>(raw[k]) : -1;
+    return;
   }
+#pragma unroll
+  for (int k = 0; k < kN; ++k)
+    ev[k] = static_cast<U>(raw[k]) < static_cast<U>(a.map_size) ? __ldg(a.map + static_cast<std::int64_t>(raw[k])) : -1;
+#pragma unroll
+  for (int k = 0; k < kN; ++k) ev[k] = static_cast<unsigned>(ev[k]) < static_cast<unsigned>(a.num_experts) ? ev[k] : -1;
+}
+
+// The loaders below issue every id load of a thread before any id is used.
+// (Converting each id right where it was loaded, inside the bounds check's
+// branch, made a warp wait for each load before issuing the next: one
+// memory latency per load of the thread. Fixing it took solo at 4096 / 8192
+// slots of E = 8 from 3.67 / 6.36 us to 3.26 / 5.25: align-notes.md "id
+// loads".)
+
+// Local experts of slots first + k * stride, k < kL (-1 past numel): scalar
+// loads, coalesced across the threads.
+template <class IdT, int kL>
+__device__ __forceinline__ void load_experts_strided(const Args& a, int first, int stride, int (&ev)[kL]) {
+  const IdT* ids = static_cast<const IdT*>(a.ids);
+  IdT raw[kL];
+#pragma unroll
+  for (int k = 0; k < kL; ++k) {
+    const std::int64_t i = first + static_cast<std::int64_t>(k) * stride;
+    raw[k] = i < a.numel ? __ldg(ids + i) : IdT(-1);
+  }
+  experts_of<IdT>(a, raw, ev);
+}
+
+// Local experts of the kU vectors of slots first + u * step .. + kVec-1
+// (first and step multiples of kVec); -1 past numel. One 16-byte load per
+// vector when the pointer is aligned and the whole vector is in range.
+template <class IdT, int kU>
+__device__ __forceinline__ void load_experts(const Args& a, std::int64_t first, std::int64_t step, bool aligned,
+                                             int (&e)[kU][kVec<IdT>]) {
+  constexpr int V = kVec<IdT>;
+  const IdT* ids = static_cast<const IdT*>(a.ids);
+  IdT raw[kU * V];
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    const std::int64_t f = first + u * step;
+    if (aligned && f + V <= a.numel) {
+      if constexpr (sizeof(IdT) == 4) {
+        const int4 v = prim::load16_ldg(ids + f);
+        raw[u * V] = v.x;
+        raw[u * V + 1] = v.y;
+        raw[u * V + 2] = v.z;
+        raw[u * V + 3] = v.w;
+      } else {
+        const longlong2 v = prim::load16_ldg(ids + f);
+        raw[u * V] = static_cast<IdT>(v.x);
+        raw[u * V + 1] = static_cast<IdT>(v.y);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) raw[u * V + k] = f + k < a.numel ? __ldg(ids + f + k) : IdT(-1);
+    }
+  }
+  int ev[kU * V];
+  experts_of<IdT>(a, raw, ev);
+#pragma unroll
+  for (int u = 0; u < kU; ++u)
+#pragma unroll
+    for (int k = 0; k < V; ++k) e[u][k] = ev[u * V + k];
+}
+
+// One vector: slots first .. first+kVec-1.
+template <class IdT>
+__device__ __forceinline__ void load_experts(const Args& a, std::int64_t first, bool aligned, int (&e)[kVec<IdT>]) {
+  int ev[1][kVec<IdT>];
+  load_experts<IdT, 1>(a, first, 0, aligned, ev);
+#pragma unroll
+  for (int k = 0; k < kVec<IdT>; ++k) e[k] = ev[0][k];
 }
 
 // Where a one-block decode kernel (micro, solo) lets the next grid launch

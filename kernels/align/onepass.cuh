@@ -112,9 +112,7 @@ __global__ void __launch_bounds__(1024)
   const bool aligned = ids_aligned16(a);
   const std::int64_t first = (static_cast<std::int64_t>(b) * K * nt + t) * V;
   int ev[K][V];
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-    load_experts<IdT>(a, first + static_cast<std::int64_t>(k) * nt * V, aligned, ev[k]);
+  load_experts<IdT>(a, first, static_cast<std::int64_t>(nt) * V, aligned, ev);
   for (int e = t; e < E; e += nt) off[e] = 0;
   // Unsigned: b * chunk may pass 2^31 by up to 4G rows when max_padded nears
   // it, never 2^32 (64-bit math here cost 0.05 µs at E = 8, 4096 tokens).

@@ -56,8 +56,7 @@ __global__ void __launch_bounds__(kOneshotThreads) oneshot_kernel(Args a, int sl
   const bool aligned = ids_aligned16(a);
   for (int base = w * kWarp * V * U; base < a.numel; base += nw * kWarp * V * U) {
     int ev[U][V];
-#pragma unroll
-    for (int u = 0; u < U; ++u) load_experts<IdT>(a, base + (u * kWarp + lane) * V, aligned, ev[u]);
+    load_experts<IdT>(a, base + lane * V, kWarp * V, aligned, ev);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
 #pragma unroll

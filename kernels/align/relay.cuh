@@ -63,13 +63,9 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(Args a, unsigned* __res
 
   extern __shared__ int cs[];  // E + 1
   __shared__ int warp_sums[prim::kBlockScanScratch];
-  const int E = a.num_experts, n = a.numel;
+  const int E = a.num_experts;
   int ev[kRelayLoads];
-#pragma unroll
-  for (int k = 0; k < kRelayLoads; ++k) {
-    const int i = k * kThreads + t;
-    ev[k] = i < n ? expert_at<IdT>(a, i) : -1;
-  }
+  load_experts_strided<IdT>(a, t, kThreads, ev);
 #pragma unroll 1
   for (int e = t; e < E; e += kThreads) cs[e] = 0;
   if (t < prim::kBlockScanScratch) warp_sums[t] = 0;  // block_exclusive_scan_small's precondition

@@ -60,11 +60,7 @@ __global__ void __launch_bounds__(kThreads) solo_kernel(Args a) {
   if constexpr (!kLate) prim::pdl_launch_dependents();  // else after the scan: pdl_late_trigger
 
   int ev[kL];
-#pragma unroll
-  for (int k = 0; k < kL; ++k) {
-    const int i = k * kThreads + t;
-    ev[k] = i < n ? expert_at<IdT>(a, i) : -1;
-  }
+  load_experts_strided<IdT>(a, t, kThreads, ev);
   fill_range(a.sorted, 0, a.max_padded, n, t, kThreads);
 #pragma unroll 1
   for (int j = t; j < a.max_blocks; j += kThreads) a.eids[j] = -1;

@@ -123,8 +123,7 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     constexpr int V = kVec<IdT>, U = kTinyUnroll;
     const bool aligned = ids_aligned16(a);
     int ev[U][V];
-#pragma unroll
-    for (int u = 0; u < U; ++u) load_experts<IdT>(a, (u * kThreads + t) * V, aligned, ev[u]);
+    load_experts<IdT>(a, t * V, kThreads * V, aligned, ev);
     Probe::loaded(ev[0][0]);
 #pragma unroll 1
     for (int e = t; e < E; e += kThreads) cnt[e] = 0;
@@ -133,9 +132,7 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
 #pragma unroll 1
     for (int base = 0; base < n; base += U * kThreads * V) {
       if (base > 0) {
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-          load_experts<IdT>(a, base + (u * kThreads + t) * V, aligned, ev[u]);
+        load_experts<IdT>(a, base + t * V, kThreads * V, aligned, ev);
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
