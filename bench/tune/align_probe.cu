@@ -17,8 +17,6 @@
 //                                plain and cooperative launches, next to tiny
 //   probe_align solo             `solo` over threads (256-1024), next to
 //                                micro, tiny, relay and onepass
-//   probe_align lanes            `lanes` over rows per block (512-4096) and
-//                                threads (256-1024), next to solo/tiny/onepass
 //   probe_align stripe           `stripe` over rows per block (1024-8192) and
 //                                threads, next to micro, solo and tiny
 //   probe_align onepass          `onepass` over threads x loads x grid, with
@@ -49,7 +47,6 @@
 #include "align/relay.cuh"
 #include "align/solo.cuh"
 #include "align/stripe.cuh"
-#include "align/lanes.cuh"
 #include "align/tiny.cuh"
 #include "align/twopass.cuh"
 #include "common/device.hpp"
@@ -486,42 +483,6 @@ int stripe_mode() {
   return 0;
 }
 
-// `lanes` at 512-4096 rows per block and at most 512 / 256 threads (more
-// rounds per thread), next to the product's solo, tiny, onepass and stripe.
-int lanes_mode() {
-  std::mt19937_64 rng(19);
-  spin_ms(20);
-  std::printf("| E, topk | tokens | solo | tiny | onepass | lanes | grid | r512 | r1024 | r2048 | r4096 | t512 | t256 |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  struct Row {
-    Shape sh;
-    int tokens;
-  };
-  for (const Row& r : {Row{{8, 2, false}, 64}, Row{{8, 2, false}, 256}, Row{{8, 2, false}, 512}, Row{{8, 2, false}, 1024},
-                       Row{{8, 2, false}, 2048}, Row{{8, 2, false}, 4096}, Row{{8, 2, false}, 8192},
-                       Row{{16, 2, false}, 1024}, Row{{16, 2, false}, 4096}, Row{{32, 4, false}, 256},
-                       Row{{32, 4, false}, 1024}, Row{{32, 4, false}, 4096}, Row{{8, 2, true}, 4096}}) {
-    if (!token_in_range(r.tokens)) continue;
-    Setup su(r.sh, r.tokens, rng);
-    const auto prod = [&](const char* v) { return time_product(su, v); };
-    const auto at = [&](int rows, int threads) {
-      if (ad::lanes_not_applicable(su.p, device_caps()) != nullptr) return 1e9;
-      const ad::LanesPlan pl = ad::lanes_plan_shape(su.p, device_caps(), rows, threads);
-      if (pl.threads == 0) return 1e9;
-      const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_lanes<std::int32_t>(su.p, su.buffers(c), s, pl); };
-      return su.verify(f) ? bench_like(f, su.copies) : 1e9;
-    };
-    const align::Policy& pol = align::policy_for(device_caps());
-    const int rows = pol.lanes_rows_per_block;
-    std::printf("| %d, %d%s | %d | %.2f | %.2f | %.2f | %.2f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E,
-                r.sh.topk, r.sh.zipf ? " zipf" : "", r.tokens, prod("solo"), prod("tiny"), prod("onepass"),
-                prod("lanes"), ad::lanes_plan(su.p, device_caps()).grid, at(512, 1024), at(1024, 1024),
-                at(2048, 1024), at(4096, 1024), at(rows, 512), at(rows, 256));
-    std::fflush(stdout);
-  }
-  return 0;
-}
-
 // `relay` (product launch: cooperative, policy shape) against plain <<<>>>
 // launches of the same kernel with threads x fill rows per thread, next to
 // `tiny` and `auto`.
@@ -938,12 +899,11 @@ int main(int argc, char** argv) {
     if (mode == "relay") return relay_mode();
     if (mode == "solo") return solo_mode();
     if (mode == "stripe") return stripe_mode();
-    if (mode == "lanes") return lanes_mode();
     if (mode == "phases") return phases();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "probe_align: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | onepass | micro | relay | solo | stripe | lanes | ncu\n");
+  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | onepass | micro | relay | solo | stripe | ncu\n");
   return 2;
 }

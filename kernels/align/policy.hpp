@@ -85,10 +85,6 @@ struct Policy {
   // block); rows per block (one stripe per SM at most).
   int stripe_min_threads = 0;
   int stripe_rows_per_block = 0;
-  // --- lanes: threads at most (256..1024; fewer where half of them hold
-  // every slot in one round); rows per block (one stripe per SM at most).
-  int lanes_max_threads = 0;
-  int lanes_rows_per_block = 0;
   // --- onepass: blocks per SM (one: residency certain without an occupancy
   // query) and padding rows per thread before the grid grows.
   int onepass_blocks_per_sm = 0;
@@ -170,8 +166,6 @@ inline constexpr Policy kPolicySm90 = {
     .solo_late_trigger_max_slots = 256,
     .stripe_min_threads = 256,
     .stripe_rows_per_block = 2048,
-    .lanes_max_threads = 1024,
-    .lanes_rows_per_block = 2048,
     .onepass_blocks_per_sm = 1,
     .onepass_pad_rows_per_thread = 8,
     .twopass_max_grid_few_experts = 128,

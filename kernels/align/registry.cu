@@ -21,7 +21,6 @@
 #include "align/small_batch.cuh"
 #include "align/solo.cuh"
 #include "align/stripe.cuh"
-#include "align/lanes.cuh"
 #include "align/tiny.cuh"
 #include "align/twopass.cuh"
 #include "align/vecpad.cuh"
@@ -120,9 +119,6 @@ std::string stripe_limits(const DeviceCaps& c) {
   std::string o = "numel <= " + num(kStripeMaxNumel) + ", " + kStripeSmemText;
   if (c.present()) o += " <= " + num(static_cast<std::int64_t>(c.smem_optin));
   return o;
-}
-std::string lanes_limits(const DeviceCaps&) {
-  return "E <= " + num(kLanesMaxExperts) + ", numel <= " + num(kLanesMaxNumel);
 }
 std::string relay_limits(const DeviceCaps& c) {
   return "numel <= " + num(kRelayMaxNumel) + ", " + smem_bound(c, "4(E+1)+256 bytes", expert_table_block_smem) +
@@ -303,14 +299,6 @@ struct Stripe {
 const char* stripe_na(const Problem& p, const DeviceCaps& caps) { return stripe_not_applicable(p, caps); }
 
 template <class IdT>
-struct Lanes {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_lanes<IdT>(p, b, s);
-  }
-};
-const char* lanes_na(const Problem& p, const DeviceCaps& caps) { return lanes_not_applicable(p, caps); }
-
-template <class IdT>
 struct Oneshot {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     return launch_oneshot<IdT>(p, b, s);
@@ -429,7 +417,7 @@ bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
   return needs_zeroed_workspace(auto_pick(p, caps), p, caps);
 }
 
-const std::array<Variant, 18> kVariants = {{
+const std::array<Variant, 17> kVariants = {{
     {{"baseline",
       "fill kernel; one block counts (shared atomics) and scans serially; scatter by a global "
       "atomic per slot"},
@@ -471,11 +459,6 @@ const std::array<Variant, 18> kVariants = {{
       "slots (ranks from ballots, a per-warp count table) and writes only its own stripe of "
       "rows, filled while the ids load; no workspace; stable"},
      true, stripe_limits, stripe_na, no_workspace, by_dtype<Stripe>},
-    {{"lanes",
-      "few experts (E <= 32), up to a few thousand tokens: stripe's layout with each lane "
-      "counting one expert from the ballots (no shared atomics): every block lays out all "
-      "slots and writes its own stripe of rows; no workspace; stable"},
-     true, lanes_limits, lanes_na, no_workspace, by_dtype<Lanes>},
     {{"oneshot",
       "small inputs: one launch, every block counts all slots, blocks split the writes; stable"},
      true, oneshot_limits, oneshot_na, no_workspace, by_dtype<Oneshot>},

@@ -196,7 +196,6 @@ void run_case(const Case& c, Stats& st) {
       must = c.numel <= 1024;
       known = !must || 4 * (((c.numel + 31) / 32) * E + E + 5) + 256 <= 160 * 1024;
     }
-    if (name == "lanes") must = c.numel <= 16384 && E <= 32;
     if (name == "onepass") must = c.numel <= 1048576;  // one wave of 1024 x 16-byte loads x 4
     if (name == "tiny") {  // shared memory 4*(numel + 2E + 1) bytes: sure below 160 KiB
       must = c.numel <= 32768;
@@ -363,8 +362,8 @@ TEST_CASE("small and tile-edge shapes") {
   // to 32, 4 up to 128) and just past them (the block scan).
   for (std::int64_t n : {40, 300, 1500})
     for (std::int32_t E : {31, 32, 33, 127, 129}) run_at(n, E, true);
-  // lanes: its round counts (1-16 ids per thread) and bound, lane widths of
-  // 3 and 5 expert bits and the bound E = 32.
+  // Few experts at 1-16 ids per thread of a 1024-thread block (solo's and
+  // the batched id loads' steps), either side of E = 8, 16 and 32.
   for (std::int64_t n : {1025, 2047, 4097, 8191, 8193, 12345, 16383, 16384, 16385})
     for (std::int32_t E : {2, 8, 9, 16, 31, 32, 33}) run_at(n, E, true);
   for (std::int64_t n : {511, 2049, 16 * 512 + 3, 32768, 65536 + 17, 131072 * 3 + 1})
