@@ -93,6 +93,8 @@ const Variant* find(std::string_view name);     // nullptr if unknown (no fallba
 const Variant& pick_auto(const Problem& p);
 const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
 std::span<const AutoRow<Problem>> auto_rows();  // the table itself (docs, tests)
+// The variant `stable` runs for p on `caps`.
+const Variant& pick_stable(const Problem& p, const DeviceCaps& caps);
 std::string auto_rule();                        // generated from auto_rows()
 
 // ---- expert parallelism: --invalid bucket and --map-semantics vllm ----------

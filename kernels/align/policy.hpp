@@ -53,8 +53,15 @@ struct Policy {
   std::int64_t tiny_max_slots_few_experts = 0;   // E <= 16
   std::int64_t tiny_max_slots = 0;
   std::int64_t tiny_max_slots_many_experts = 0;  // E >= 1024
-  // The stable rule: oneshot while every block can afford to re-read all
-  // slots, and from huge_experts on (twopass's G x E table cap starves it).
+  // The stable rule: stripe from stable_stripe_min_slots (more than
+  // micro_max_slots where E > stable_stripe_warp_scan_experts: its block scan)
+  // to stable_stripe_max_slots for E up to stable_stripe_max_experts, else
+  // micro; then oneshot while every block can afford to re-read all slots,
+  // and from huge_experts on (twopass's G x E table cap starves it).
+  std::int64_t stable_stripe_min_slots = 0;
+  std::int64_t stable_stripe_max_slots = 0;
+  int stable_stripe_max_experts = 0;
+  int stable_stripe_warp_scan_experts = 0;
   std::int64_t oneshot_max_slots = 0;
   int huge_experts = 0;
   // --- tiny: rows of sorted_token_ids per block, blocks per SM, block size
@@ -122,6 +129,11 @@ struct Policy {
 // and solo up to 135 slots faster late (0.04-0.17 us), micro at 256 and solo
 // at 384 and 2048 slots slower (0.07-0.26); solo at 512 slots of E = 8 was
 // faster late (1.35 -> 1.25) but is left early with the 384-slot case.
+// stable_stripe_*: H200, 2026-11-26, align-notes.md "stable" (micro, stripe,
+// oneshot in one process per shape, PDL off / on): stripe 1.73-4.21 us at
+// 128-1024 slots of E = 8-512 where stable took micro (1.77-3.24) or oneshot
+// (4.79-6.74); micro still faster at 128 slots of E = 256 (1.88 against
+// 2.06: stripe's block scan) and at E = 4096 (3.03 against 4.76).
 // stripe_*: H200, 2026-11-26, align-notes.md "stripe" (probe_align stripe and
 // the same-call table against SGLang, PDL off / on): 16 x 8, E = 64 (8,256
 // rows) 1.80 / 1.38 us against solo 1.85 / 1.54; 64 x 8, E = 64 2.16 / 1.78
@@ -149,6 +161,10 @@ inline constexpr Policy kPolicySm90 = {
     .tiny_max_slots_few_experts = 4096,
     .tiny_max_slots = 8192,
     .tiny_max_slots_many_experts = 16384,
+    .stable_stripe_min_slots = 128,
+    .stable_stripe_max_slots = 1024,
+    .stable_stripe_max_experts = 512,
+    .stable_stripe_warp_scan_experts = 128,
     .oneshot_max_slots = 8192,
     .huge_experts = 4096,
     .tiny_rows_per_block = 256,
@@ -203,6 +219,13 @@ inline bool solo_preferred(const Policy& pol, std::int64_t numel, int num_expert
                         : pol.solo_max_slots;
   return numel >= pol.solo_min_slots && numel <= most && rows <= pol.solo_max_rows &&
          num_experts <= pol.solo_max_experts;
+}
+
+// Whether `stable` picks stripe (where it applies).
+inline bool stable_stripe_preferred(const Policy& pol, std::int64_t numel, int num_experts) {
+  const std::int64_t lo = num_experts > pol.stable_stripe_warp_scan_experts ? std::max(pol.stable_stripe_min_slots, pol.micro_max_slots + 1)
+                                                                             : pol.stable_stripe_min_slots;
+  return numel >= lo && numel <= pol.stable_stripe_max_slots && num_experts <= pol.stable_stripe_max_experts;
 }
 
 // Whether `auto` picks micro past micro_max_slots.

@@ -350,7 +350,10 @@ const char* twopass_na(const Problem& p, const DeviceCaps& caps) {
 }
 
 // Stable designs by size (docs/align.md, measured in docs/bench/align.md):
-// micro for decode-sized inputs (<= 256 slots), oneshot while every block can
+// stripe from 128 to 1024 slots for E <= 512 (from 129 slots when E > 128:
+// its block scan) (H200, align-notes.md "stable": 1.73-4.21 us where micro
+// took 1.77-3.24 and oneshot 4.79-6.74), micro for the other decode-sized
+// inputs (<= 256 slots), oneshot while every block can
 // afford to re-read all slots (<= 8192: it beat twopass at 1024 tokens x 8 by
 // 0.3-3.9 µs), then twopass (since its launch-shape fit it beats persistent
 // at every measured shape with E <= 1024: E = 512, 16384 tokens 17.1 vs
@@ -359,7 +362,7 @@ const char* twopass_na(const Problem& p, const DeviceCaps& caps) {
 // one counting warp each (E = 16384, 4096 tokens: 528 µs), so there oneshot
 // runs as long as it applies (43.7 µs) and persistent after it (E = 4096,
 // 16384 tokens: 59.6 vs 102.8 µs).
-enum class StablePath { kMicro, kOneshot, kPersistent, kTwoPass };
+enum class StablePath { kStripe, kMicro, kOneshot, kPersistent, kTwoPass };
 
 bool oneshot_preferred(const Problem& p, const Policy& pol) { return p.numel <= pol.oneshot_max_slots; }
 bool huge_experts(const Problem& p, const Policy& pol) { return p.num_experts >= pol.huge_experts; }
@@ -369,6 +372,8 @@ StablePath stable_path(const Problem& p, const DeviceCaps& caps) {
   const bool two_ok = twopass_not_applicable(p, caps) == nullptr;
   const bool per_ok = persistent_not_applicable(p, caps) == nullptr;
   const Policy& pol = policy_for(caps);
+  if (stable_stripe_preferred(pol, p.numel, p.num_experts) && stripe_not_applicable(p, caps) == nullptr)
+    return StablePath::kStripe;
   if (micro_not_applicable(p, caps) == nullptr) return StablePath::kMicro;
   if (one_ok && (oneshot_preferred(p, pol) || huge_experts(p, pol))) return StablePath::kOneshot;
   if (per_ok && huge_experts(p, pol)) return StablePath::kPersistent;
@@ -381,6 +386,7 @@ const char* stable_na(const Problem& p, const DeviceCaps& caps) {
     case StablePath::kPersistent: return persistent_not_applicable(p, caps);
     case StablePath::kTwoPass: return twopass_not_applicable(p, caps);
     case StablePath::kMicro: return micro_not_applicable(p, caps);
+    case StablePath::kStripe: return stripe_not_applicable(p, caps);
     default: return oneshot_not_applicable(p, caps);
   }
 }
@@ -391,6 +397,7 @@ struct Stable {
       case StablePath::kPersistent: return launch_persistent<IdT>(p, b, s);
       case StablePath::kTwoPass: return launch_twopass<IdT>(p, b, s);
       case StablePath::kMicro: return launch_micro<IdT>(p, b, s);
+      case StablePath::kStripe: return launch_stripe<IdT>(p, b, s);
       default: return launch_oneshot<IdT>(p, b, s);
     }
   }
@@ -476,7 +483,7 @@ const std::array<Variant, 17> kVariants = {{
       "atomics; stable"},
      true, twopass_limits, twopass_na, twopass_ws, by_dtype<TwoPass>},
     {{"stable",
-      "slots ascend inside each expert (bit-exact vs the reference): micro, oneshot or "
+      "slots ascend inside each expert (bit-exact vs the reference): stripe, micro, oneshot or "
       "twopass by size (persistent where twopass does not apply; E >= 4096: oneshot, then "
       "persistent)"},
      true, stable_limits, stable_na, stable_ws, by_dtype<Stable>},
@@ -567,6 +574,18 @@ const Variant* find(std::string_view name) { return find_variant<Variant>(kVaria
 
 const Variant& pick_auto(const Problem& p) { return auto_pick(p, moekit::device_caps()); }
 const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) { return auto_pick(p, caps); }
+
+const Variant& pick_stable(const Problem& p, const DeviceCaps& caps) {
+  const char* name = "oneshot";
+  switch (stable_path(p, caps)) {
+    case StablePath::kStripe: name = "stripe"; break;
+    case StablePath::kMicro: name = "micro"; break;
+    case StablePath::kPersistent: name = "persistent"; break;
+    case StablePath::kTwoPass: name = "twopass"; break;
+    default: break;
+  }
+  return *find(name);
+}
 
 std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
 

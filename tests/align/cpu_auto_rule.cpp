@@ -123,3 +123,33 @@ TEST_CASE("align limits name this device's numbers, and the formula without one"
   CHECK(onepass->limits(DeviceCaps{}).find("SMs") != std::string::npos);
   for (const auto& v : align::variants()) CHECK(!v.limits(DeviceCaps{}).empty());
 }
+
+// `stable` by hand (registry.cu's stable_path; sm_90 thresholds of 2026-11-26).
+TEST_CASE("align stable: the variant it runs on sm_90") {
+  for (const align::Problem& p : grid()) {
+    CAPTURE(p.numel);
+    CAPTURE(p.num_experts);
+    CAPTURE(p.block_size);
+    CAPTURE(p.ids_int64);
+    const int E = p.num_experts;
+    const bool huge = E >= 4096;
+    std::string_view want;
+    if (p.numel >= (E > 128 ? 129 : 128) && p.numel <= 1024 && E <= 512 && applies("stripe", p, kSm90))
+      want = "stripe";
+    else if (applies("micro", p, kSm90))
+      want = "micro";
+    else if (applies("oneshot", p, kSm90) && (p.numel <= 8192 || huge))
+      want = "oneshot";
+    else if (applies("persistent", p, kSm90) && huge)
+      want = "persistent";
+    else if (applies("twopass", p, kSm90))
+      want = "twopass";
+    else if (applies("persistent", p, kSm90))
+      want = "persistent";
+    else
+      want = "oneshot";
+    const align::Variant& got = align::pick_stable(p, kSm90);
+    CHECK(got.info.name == want);
+    CHECK(got.stable_order);
+  }
+}
