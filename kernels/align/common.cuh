@@ -92,8 +92,10 @@ constexpr int kVec = prim::kVec16<IdT>;
 
 __device__ __forceinline__ bool ids_aligned16(const Args& a) { return prim::is_aligned16(a.ids); }
 
-// Local experts of raw ids (ids < 0 stay dropped). The map gathers are all
-// issued before any result is checked.
+// Local experts of raw ids, -1 for a dropped slot: an id outside [0, E)
+// (outside [0, map_size) with a map, or mapped outside [0, E)); callers mark
+// slots past numel with IdT(-1). The map gathers are all issued before any
+// result is checked.
 template <class IdT, int kN>
 __device__ __forceinline__ void experts_of(const Args& a, const IdT (&raw)[kN], int (&ev)[kN]) {
   using U = std::make_unsigned_t<IdT>;

@@ -10,7 +10,8 @@
 // the rest in one packed 16+16-bit shared counter, keeps the experts of its own
 // range in shared memory, and warp 0 ranks them 32 slots at a time in slot
 // order (peers found by ballots, see warp_peers). Output is therefore
-// identical to the CPU reference (this is also the small half of `stable`).
+// identical to the CPU reference (`stable` runs it up to 8192 slots where
+// neither stripe nor micro does, and at E >= 4096).
 #pragma once
 
 #include "align/common.cuh"

@@ -53,12 +53,14 @@ struct Policy {
   std::int64_t tiny_max_slots_few_experts = 0;   // E <= 16
   std::int64_t tiny_max_slots = 0;
   std::int64_t tiny_max_slots_many_experts = 0;  // E >= 1024
-  // The stable rule: stripe from stable_stripe_min_slots (more than
-  // micro_max_slots where E > stable_stripe_warp_scan_experts: its block scan)
-  // to stable_stripe_max_slots for E up to stable_stripe_max_experts, else
-  // micro; then oneshot while every block can afford to re-read all slots,
-  // and from huge_experts on (twopass's G x E table cap starves it).
+  // The stable rule: stripe from stable_stripe_min_slots (from
+  // stable_stripe_min_slots_block_scan where E > stable_stripe_warp_scan_experts,
+  // stripe's in-warp scan width: its block scan is slower) to
+  // stable_stripe_max_slots for E up to stable_stripe_max_experts, else micro;
+  // then oneshot while every block can afford to re-read all slots, and from
+  // huge_experts on (twopass's G x E table cap starves it).
   std::int64_t stable_stripe_min_slots = 0;
+  std::int64_t stable_stripe_min_slots_block_scan = 0;
   std::int64_t stable_stripe_max_slots = 0;
   int stable_stripe_max_experts = 0;
   int stable_stripe_warp_scan_experts = 0;
@@ -162,6 +164,7 @@ inline constexpr Policy kPolicySm90 = {
     .tiny_max_slots = 8192,
     .tiny_max_slots_many_experts = 16384,
     .stable_stripe_min_slots = 128,
+    .stable_stripe_min_slots_block_scan = 129,
     .stable_stripe_max_slots = 1024,
     .stable_stripe_max_experts = 512,
     .stable_stripe_warp_scan_experts = 128,
@@ -223,8 +226,8 @@ inline bool solo_preferred(const Policy& pol, std::int64_t numel, int num_expert
 
 // Whether `stable` picks stripe (where it applies).
 inline bool stable_stripe_preferred(const Policy& pol, std::int64_t numel, int num_experts) {
-  const std::int64_t lo = num_experts > pol.stable_stripe_warp_scan_experts ? std::max(pol.stable_stripe_min_slots, pol.micro_max_slots + 1)
-                                                                             : pol.stable_stripe_min_slots;
+  const std::int64_t lo =
+      num_experts > pol.stable_stripe_warp_scan_experts ? pol.stable_stripe_min_slots_block_scan : pol.stable_stripe_min_slots;
   return numel >= lo && numel <= pol.stable_stripe_max_slots && num_experts <= pol.stable_stripe_max_experts;
 }
 

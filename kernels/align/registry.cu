@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "align/align.hpp"
@@ -364,6 +365,11 @@ const char* twopass_na(const Problem& p, const DeviceCaps& caps) {
 // 16384 tokens: 59.6 vs 102.8 µs).
 enum class StablePath { kStripe, kMicro, kOneshot, kPersistent, kTwoPass };
 
+// stable_stripe_warp_scan_experts is stripe's in-warp scan width (4 experts
+// per lane: warp_scan_per_lane).
+static_assert(kPolicySm90.stable_stripe_warp_scan_experts == 4 * kWarp &&
+              kPolicySm80.stable_stripe_warp_scan_experts == 4 * kWarp);
+
 bool oneshot_preferred(const Problem& p, const Policy& pol) { return p.numel <= pol.oneshot_max_slots; }
 bool huge_experts(const Problem& p, const Policy& pol) { return p.num_experts >= pol.huge_experts; }
 
@@ -584,7 +590,9 @@ const Variant& pick_stable(const Problem& p, const DeviceCaps& caps) {
     case StablePath::kTwoPass: name = "twopass"; break;
     default: break;
   }
-  return *find(name);
+  const Variant* v = find(name);
+  if (v == nullptr) throw std::logic_error(std::string("align stable: no variant ") + name);
+  return *v;
 }
 
 std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }

@@ -1,7 +1,8 @@
 // Variant `stripe` (decode batches and small prefills with many padded rows:
 // numel <= 1024): every block lays out ALL slots, then writes only its own
 // stripe of rows. One launch, no workspace, no global atomics, no hand-over
-// between blocks; stable.
+// between blocks; stable (`stable` runs it from 128 to 1024 slots for
+// E <= 512).
 //
 // `solo` is one block: one SM writes every padding row (its cost past ~8K
 // rows). `relay` and SGLang's fused kernel spread that fill over other blocks

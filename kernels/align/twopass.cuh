@@ -19,7 +19,8 @@
 //
 // Blocks agree on offsets through that table: block b's rows of expert e start
 // at cumsum[e] + sum over blocks k < b of H[k][e], plus the warp prefix.
-// `stable` and `auto` use it above 32768 slots when E < 512.
+// `stable` uses it above 8192 slots for E < 4096 (where onepass does not
+// apply, so does `auto`).
 #pragma once
 
 #include <algorithm>
