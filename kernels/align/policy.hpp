@@ -54,8 +54,8 @@ struct Policy {
   std::int64_t tiny_max_slots = 0;
   std::int64_t tiny_max_slots_many_experts = 0;  // E >= 1024
   // The stable rule: stripe from stable_stripe_min_slots (from
-  // stable_stripe_min_slots_block_scan where E > stable_stripe_warp_scan_experts,
-  // stripe's in-warp scan width: its block scan is slower) to
+  // stable_stripe_min_slots_block_scan where stripe takes its block scan,
+  // E > 128: slower than its in-warp scan) to
   // stable_stripe_max_slots for E up to stable_stripe_max_experts, else micro;
   // then oneshot while every block can afford to re-read all slots, and from
   // huge_experts on (twopass's G x E table cap starves it).
@@ -63,7 +63,6 @@ struct Policy {
   std::int64_t stable_stripe_min_slots_block_scan = 0;
   std::int64_t stable_stripe_max_slots = 0;
   int stable_stripe_max_experts = 0;
-  int stable_stripe_warp_scan_experts = 0;
   std::int64_t oneshot_max_slots = 0;
   int huge_experts = 0;
   // --- tiny: rows of sorted_token_ids per block, blocks per SM, block size
@@ -167,7 +166,6 @@ inline constexpr Policy kPolicySm90 = {
     .stable_stripe_min_slots_block_scan = 129,
     .stable_stripe_max_slots = 1024,
     .stable_stripe_max_experts = 512,
-    .stable_stripe_warp_scan_experts = 128,
     .oneshot_max_slots = 8192,
     .huge_experts = 4096,
     .tiny_rows_per_block = 256,
@@ -224,10 +222,10 @@ inline bool solo_preferred(const Policy& pol, std::int64_t numel, int num_expert
          num_experts <= pol.solo_max_experts;
 }
 
-// Whether `stable` picks stripe (where it applies).
-inline bool stable_stripe_preferred(const Policy& pol, std::int64_t numel, int num_experts) {
-  const std::int64_t lo =
-      num_experts > pol.stable_stripe_warp_scan_experts ? pol.stable_stripe_min_slots_block_scan : pol.stable_stripe_min_slots;
+// Whether `stable` picks stripe (where it applies); block_scan: stripe scans
+// E with its block scan (warp_scan_per_lane(E) == 0).
+inline bool stable_stripe_preferred(const Policy& pol, std::int64_t numel, int num_experts, bool block_scan) {
+  const std::int64_t lo = block_scan ? pol.stable_stripe_min_slots_block_scan : pol.stable_stripe_min_slots;
   return numel >= lo && numel <= pol.stable_stripe_max_slots && num_experts <= pol.stable_stripe_max_experts;
 }
 

@@ -363,57 +363,35 @@ const char* twopass_na(const Problem& p, const DeviceCaps& caps) {
 // one counting warp each (E = 16384, 4096 tokens: 528 µs), so there oneshot
 // runs as long as it applies (43.7 µs) and persistent after it (E = 4096,
 // 16384 tokens: 59.6 vs 102.8 µs).
-enum class StablePath { kStripe, kMicro, kOneshot, kPersistent, kTwoPass };
-
-// stable_stripe_warp_scan_experts is stripe's in-warp scan width (4 experts
-// per lane: warp_scan_per_lane).
-static_assert(kPolicySm90.stable_stripe_warp_scan_experts == 4 * kWarp &&
-              kPolicySm80.stable_stripe_warp_scan_experts == 4 * kWarp);
-
 bool oneshot_preferred(const Problem& p, const Policy& pol) { return p.numel <= pol.oneshot_max_slots; }
 bool huge_experts(const Problem& p, const Policy& pol) { return p.num_experts >= pol.huge_experts; }
 
-StablePath stable_path(const Problem& p, const DeviceCaps& caps) {
+// The variant `stable` runs; the registry entry of that variant then answers
+// for it (limits check, workspace, launch), as `auto` does.
+const char* stable_choice(const Problem& p, const DeviceCaps& caps) {
   const bool one_ok = oneshot_not_applicable(p, caps) == nullptr;
   const bool two_ok = twopass_not_applicable(p, caps) == nullptr;
   const bool per_ok = persistent_not_applicable(p, caps) == nullptr;
   const Policy& pol = policy_for(caps);
-  if (stable_stripe_preferred(pol, p.numel, p.num_experts) && stripe_not_applicable(p, caps) == nullptr)
-    return StablePath::kStripe;
-  if (micro_not_applicable(p, caps) == nullptr) return StablePath::kMicro;
-  if (one_ok && (oneshot_preferred(p, pol) || huge_experts(p, pol))) return StablePath::kOneshot;
-  if (per_ok && huge_experts(p, pol)) return StablePath::kPersistent;
-  if (two_ok) return StablePath::kTwoPass;
-  if (per_ok) return StablePath::kPersistent;
-  return StablePath::kOneshot;  // applicable or nothing is
+  const bool block_scan = warp_scan_per_lane(p.num_experts) == 0;  // stripe's scan
+  if (stable_stripe_preferred(pol, p.numel, p.num_experts, block_scan) && stripe_not_applicable(p, caps) == nullptr)
+    return "stripe";
+  if (micro_not_applicable(p, caps) == nullptr) return "micro";
+  if (one_ok && (oneshot_preferred(p, pol) || huge_experts(p, pol))) return "oneshot";
+  if (per_ok && huge_experts(p, pol)) return "persistent";
+  if (two_ok) return "twopass";
+  if (per_ok) return "persistent";
+  return "oneshot";  // applicable or nothing is
 }
+const Variant& stable_pick(const Problem& p, const DeviceCaps& caps);
 const char* stable_na(const Problem& p, const DeviceCaps& caps) {
-  switch (stable_path(p, caps)) {
-    case StablePath::kPersistent: return persistent_not_applicable(p, caps);
-    case StablePath::kTwoPass: return twopass_not_applicable(p, caps);
-    case StablePath::kMicro: return micro_not_applicable(p, caps);
-    case StablePath::kStripe: return stripe_not_applicable(p, caps);
-    default: return oneshot_not_applicable(p, caps);
-  }
+  return stable_pick(p, caps).not_applicable(p, caps);
 }
-template <class IdT>
-struct Stable {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    switch (stable_path(p, moekit::device_caps())) {
-      case StablePath::kPersistent: return launch_persistent<IdT>(p, b, s);
-      case StablePath::kTwoPass: return launch_twopass<IdT>(p, b, s);
-      case StablePath::kMicro: return launch_micro<IdT>(p, b, s);
-      case StablePath::kStripe: return launch_stripe<IdT>(p, b, s);
-      default: return launch_oneshot<IdT>(p, b, s);
-    }
-  }
-};
 std::size_t stable_ws(const Problem& p, const DeviceCaps& caps) {
-  switch (stable_path(p, caps)) {
-    case StablePath::kPersistent: return persistent_ws(p, caps);
-    case StablePath::kTwoPass: return twopass_ws(p, caps);
-    default: return 0;
-  }
+  return stable_pick(p, caps).workspace_bytes(p, caps);
+}
+LaunchStatus stable_launch(const Problem& p, const Buffers& b, Stream s) {
+  return stable_pick(p, moekit::device_caps()).launch(p, b, s);
 }
 
 const Variant& auto_pick(const Problem& p, const DeviceCaps& caps);
@@ -492,7 +470,7 @@ const std::array<Variant, 17> kVariants = {{
       "slots ascend inside each expert (bit-exact vs the reference): stripe, micro, oneshot or "
       "twopass by size (persistent where twopass does not apply; E >= 4096: oneshot, then "
       "persistent)"},
-     true, stable_limits, stable_na, stable_ws, by_dtype<Stable>},
+     true, stable_limits, stable_na, stable_ws, stable_launch},
     {{"auto", "picks per shape from measured data (docs/align.md)"},
      false, any_limits, auto_na, auto_ws, auto_launch, auto_zeroed},
 }};
@@ -572,6 +550,13 @@ const Variant& auto_pick(const Problem& p, const DeviceCaps& caps) {
   return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
 }
 
+const Variant& stable_pick(const Problem& p, const DeviceCaps& caps) {
+  const char* name = stable_choice(p, caps);
+  const Variant* v = find_variant<Variant>(kVariants, name);
+  if (v == nullptr) throw std::logic_error(std::string("align stable: no variant ") + name);
+  return *v;
+}
+
 }  // namespace
 
 std::span<const Variant> variants() { return kVariants; }
@@ -581,19 +566,7 @@ const Variant* find(std::string_view name) { return find_variant<Variant>(kVaria
 const Variant& pick_auto(const Problem& p) { return auto_pick(p, moekit::device_caps()); }
 const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) { return auto_pick(p, caps); }
 
-const Variant& pick_stable(const Problem& p, const DeviceCaps& caps) {
-  const char* name = "oneshot";
-  switch (stable_path(p, caps)) {
-    case StablePath::kStripe: name = "stripe"; break;
-    case StablePath::kMicro: name = "micro"; break;
-    case StablePath::kPersistent: name = "persistent"; break;
-    case StablePath::kTwoPass: name = "twopass"; break;
-    default: break;
-  }
-  const Variant* v = find(name);
-  if (v == nullptr) throw std::logic_error(std::string("align stable: no variant ") + name);
-  return *v;
-}
+const Variant& pick_stable(const Problem& p, const DeviceCaps& caps) { return stable_pick(p, caps); }
 
 std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
 
