@@ -15,7 +15,7 @@
 //      slot order (ranks recomputed, never stored).
 //
 // `stable` takes it where twopass does not apply, and from E >=
-// policy.huge_experts on once oneshot does not (stable_path in registry.cu):
+// policy.huge_experts on once oneshot does not (stable_choice in registry.cu):
 // there twopass's G x E table cap leaves it a few blocks (docs/align.md).
 #pragma once
 

@@ -124,7 +124,7 @@ TEST_CASE("align limits name this device's numbers, and the formula without one"
   for (const auto& v : align::variants()) CHECK(!v.limits(DeviceCaps{}).empty());
 }
 
-// `stable` by hand (registry.cu's stable_path; sm_90 thresholds of 2026-11-26).
+// `stable` by hand (registry.cu's stable_choice; sm_90 thresholds of 2026-11-26).
 TEST_CASE("align stable: the variant it runs on sm_90") {
   for (const align::Problem& p : grid()) {
     CAPTURE(p.numel);
