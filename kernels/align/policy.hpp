@@ -47,6 +47,12 @@ struct Policy {
   int micro_wide_min_experts = 0;
   int small_block = 0;
   std::int64_t relay_max_slots = 0;
+  // `cluster` from cluster_min_slots (below, solo's one block or tiny) to
+  // cluster_max_slots for E up to cluster_max_experts (every block of the
+  // cluster reads every block's E counts and scans E).
+  std::int64_t cluster_min_slots = 0;
+  std::int64_t cluster_max_slots = 0;
+  int cluster_max_experts = 0;
   // `tiny` up to this many slots (its few shared counters contend in every
   // block when E <= 16; onepass's per-block E-wide passes cost more when
   // E >= 1024), then onepass.
@@ -93,6 +99,9 @@ struct Policy {
   // block); rows per block (one stripe per SM at most).
   int stripe_min_threads = 0;
   int stripe_rows_per_block = 0;
+  // --- cluster: threads per block at least (more when 8 blocks of them
+  // cannot hold the slots).
+  int cluster_min_threads = 0;
   // --- onepass: blocks per SM (one: residency certain without an occupancy
   // query) and padding rows per thread before the grid grows.
   int onepass_blocks_per_sm = 0;
@@ -135,6 +144,12 @@ struct Policy {
 // 128-1024 slots of E = 8-512 where stable took micro (1.77-3.24) or oneshot
 // (4.79-6.74); micro still faster at 128 slots of E = 256 (1.88 against
 // 2.06: stripe's block scan) and at E = 4096 (3.03 against 4.76).
+// cluster_*: H200, 2026-11-26, align-notes.md "cluster" (one process per
+// shape and launch shape, PDL off / on): 8 x 256 threads at 4096 x 2, E = 8
+// 3.88 / 3.42 us against onepass 4.56 / 4.39; 2048 x 4, E = 16 3.96 / 3.52
+// against 4.60 / 4.44; 1024 x 8, E = 32 4.14 / 3.75 against tiny 4.42 /
+// 4.08; but 1024 x 8, E = 64 4.49 against tiny 4.41, 2048 x 2, E = 8 (solo's
+// 4,096 slots) 3.64 against solo 3.27; 32,768 slots 5.07 against onepass 4.99.
 // stripe_*: H200, 2026-11-26, align-notes.md "stripe" (probe_align stripe and
 // the same-call table against SGLang, PDL off / on): 16 x 8, E = 64 (8,256
 // rows) 1.80 / 1.38 us against solo 1.85 / 1.54; 64 x 8, E = 64 2.16 / 1.78
@@ -159,6 +174,9 @@ inline constexpr Policy kPolicySm90 = {
     .micro_wide_min_experts = 2048,
     .small_block = 64,
     .relay_max_slots = 256,
+    .cluster_min_slots = 4097,
+    .cluster_max_slots = 16384,
+    .cluster_max_experts = 32,
     .tiny_max_slots_few_experts = 4096,
     .tiny_max_slots = 8192,
     .tiny_max_slots_many_experts = 16384,
@@ -183,6 +201,7 @@ inline constexpr Policy kPolicySm90 = {
     .solo_late_trigger_max_slots = 256,
     .stripe_min_threads = 256,
     .stripe_rows_per_block = 2048,
+    .cluster_min_threads = 256,
     .onepass_blocks_per_sm = 1,
     .onepass_pad_rows_per_thread = 8,
     .twopass_max_grid_few_experts = 128,
@@ -204,6 +223,11 @@ inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
 
 inline const Policy& policy_for(const DeviceCaps& caps) {
   return policy_row_for<Policy>(kPolicyRows, caps);
+}
+
+// Whether `auto` picks cluster (after solo, micro and relay).
+inline bool cluster_preferred(const Policy& pol, std::int64_t numel, int num_experts) {
+  return numel >= pol.cluster_min_slots && numel <= pol.cluster_max_slots && num_experts <= pol.cluster_max_experts;
 }
 
 // Whether `auto` picks stripe (first).

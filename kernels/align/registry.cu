@@ -15,6 +15,7 @@
 #include "align/host_util.cuh"
 #include "align/micro.cuh"
 #include "align/onepass.cuh"
+#include "align/cluster.cuh"
 #include "align/oneshot.cuh"
 #include "align/persistent.cuh"
 #include "align/relay.cuh"
@@ -292,6 +293,20 @@ struct Solo {
 const char* solo_na(const Problem& p, const DeviceCaps& caps) { return solo_not_applicable(p, caps); }
 
 template <class IdT>
+struct Cluster {
+  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
+    return launch_cluster<IdT>(p, b, s);
+  }
+};
+const char* cluster_na(const Problem& p, const DeviceCaps& caps) {
+  return p.ids_int64 ? cluster_not_applicable<std::int64_t>(p, caps) : cluster_not_applicable<std::int32_t>(p, caps);
+}
+std::string cluster_limits(const DeviceCaps&) {
+  return "E <= " + num(kClusterMaxExperts) + ", numel <= " + num(cluster_max_numel<std::int32_t>()) + " (int64 ids: " +
+         num(cluster_max_numel<std::int64_t>()) + "), thread block clusters (sm_90+)";
+}
+
+template <class IdT>
 struct Stripe {
   static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
     return launch_stripe<IdT>(p, b, s);
@@ -408,7 +423,7 @@ bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
   return needs_zeroed_workspace(auto_pick(p, caps), p, caps);
 }
 
-const std::array<Variant, 17> kVariants = {{
+const std::array<Variant, 18> kVariants = {{
     {{"baseline",
       "fill kernel; one block counts (shared atomics) and scans serially; scatter by a global "
       "atomic per slot"},
@@ -462,6 +477,11 @@ const std::array<Variant, 17> kVariants = {{
       "atomic per (block, expert) give offsets; one grid barrier; self-clearing workspace; "
       "unstable"},
      false, onepass_limits, onepass_na, onepass_ws, by_dtype<OnePass>, zeroed},
+    {{"cluster",
+      "mid-sized inputs, few experts: ONE thread block cluster (sm_90+) of up to 16 blocks; each "
+      "ranks its slots with shared atomics and reads the others' counts from their shared memory "
+      "after a cluster barrier; rows filled while the ids load; no workspace; unstable"},
+     false, cluster_limits, cluster_na, no_workspace, by_dtype<Cluster>},
     {{"twopass",
       "large inputs: count + place kernels chained by PDL, blocks x experts table, no global "
       "atomics; stable"},
@@ -488,6 +508,9 @@ const std::array<Variant, 17> kVariants = {{
 //  - `micro` up to 128 slots, and up to 256 with E >= 2048 and B >= 64 (its
 //    cost hardly grows with E; H200, docs/bench/align-notes.md): stable;
 //  - `relay` up to 256 slots where B < 64;
+//  - `cluster` from 4097 to 16384 slots for E <= 32 (H200, align-notes.md
+//    "cluster"): one thread block cluster, no global atomics, no grid-wide
+//    wait;
 //  - `tiny` up to 8192 slots (4096 when E <= 16: its few shared counters
 //    contend in every block; 16384 when E >= 1024, where onepass's per-block
 //    E-wide passes cost more): one launch, no barrier between blocks;
@@ -499,7 +522,7 @@ const std::array<Variant, 17> kVariants = {{
 //    twopass does not apply (or first when E >= 4096);
 // warpscan is the last resort (E <= 16384 always fits it). Thresholds: the
 // device's row of align/policy.hpp.
-const std::array<AutoRow<Problem>, 14> kAutoRows = {{
+const std::array<AutoRow<Problem>, 15> kAutoRows = {{
     {"stripe",
      "policy.stripe_min_slots <= numel <= policy.stripe_max_slots and E <= policy.stripe_max_experts and "
      "max_num_tokens_padded >= policy.stripe_min_rows",
@@ -524,6 +547,10 @@ const std::array<AutoRow<Problem>, 14> kAutoRows = {{
      "numel <= policy.relay_max_slots and B < policy.small_block",
      [](const Problem& p, const DeviceCaps& caps) {
        return relay_preferred(policy_for(caps), p.numel, p.block_size);
+     }},
+    {"cluster", "policy.cluster_min_slots <= numel <= policy.cluster_max_slots and E <= policy.cluster_max_experts",
+     [](const Problem& p, const DeviceCaps& caps) {
+       return cluster_preferred(policy_for(caps), p.numel, p.num_experts);
      }},
     {"tiny",
      "numel <= policy.tiny_max_slots (policy.tiny_max_slots_few_experts when E <= 16, "

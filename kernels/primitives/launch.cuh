@@ -17,6 +17,7 @@ namespace moekit::prim {
 struct LaunchAttrs {
   bool pdl = false;          //!< may overlap the previous kernel (see pdl.cuh)
   bool cooperative = false;  //!< every block co-resident, or the launch fails
+  int cluster = 0;           //!< blocks per thread block cluster (x); 0: no cluster
 };
 
 //! Launches kernel<<<grid, block, smem, s>>>(args...) with `attrs`; returns the
@@ -30,8 +31,16 @@ inline cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, s
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
-  cudaLaunchAttribute attr[2];
+  cudaLaunchAttribute attr[3];
   unsigned n = 0;
+  if (attrs.cluster > 0) {
+    attr[n] = cudaLaunchAttribute{};
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = static_cast<unsigned>(attrs.cluster);
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
   if (attrs.cooperative) {
     attr[n] = cudaLaunchAttribute{};
     attr[n].id = cudaLaunchAttributeCooperative;
@@ -44,12 +53,18 @@ inline cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, s
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Actual>(args)...);
 }
 
-//! launch_ex after the shared-memory opt-in (smem.cuh); the first error of the two.
+//! launch_ex after the shared-memory opt-in (smem.cuh) and, for clusters of
+//! more than 8 blocks (the portable size), the non-portable size opt-in; the
+//! first error.
 template <class... Params, class... Actual>
 inline cudaError_t launch_with_smem(void (*kernel)(Params...), dim3 grid, dim3 block,
                                     std::size_t smem, cudaStream_t s, LaunchAttrs attrs,
                                     Actual&&... args) {
   if (const cudaError_t e = opt_in_smem(kernel, smem); e != cudaSuccess) return e;
+  if (attrs.cluster > 8)
+    if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        e != cudaSuccess)
+      return e;
   return launch_ex(kernel, grid, block, smem, s, attrs, std::forward<Actual>(args)...);
 }
 

@@ -1,0 +1,155 @@
+// Variant `cluster` (mid-sized inputs, few experts): ONE thread block
+// cluster (sm_90+) of up to 16 blocks; the cluster barrier and distributed
+// shared memory replace onepass's global atomics and grid-wide wait (onepass
+// costs ~4.5 µs however few its slots). Every block:
+//
+//   1. issues its 16-byte id loads (slots [r * S, (r + 1) * S) of block r),
+//      fills its 1/CS share of sorted_token_ids with the padding value while
+//      they are in flight, and ranks its slots with shared atomics;
+//   2. cluster barrier (release / acquire: every block's counts, and every
+//      block's fill before any slot store);
+//   3. reads every block's E counts from their shared memory: the expert's
+//      total and the slots of blocks before it; arrives on a second cluster
+//      barrier (its reads of the others' counts are done);
+//   4. scans the padded totals, writes its slots at start[e] + before[e] +
+//      rank and its 1/CS share of expert_ids; waits on the second barrier
+//      before leaving, so no block's counts vanish while another reads them.
+//
+// No workspace; unstable (the order inside an expert is the shared atomics').
+// Every pass over E runs in every block, and the cluster's launch costs more
+// the more blocks it has: a design for few experts and at most 16 K slots.
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "align/common.cuh"
+#include "align/host_util.cuh"
+
+namespace moekit::align::detail {
+
+// Cluster sizes of sm_90: 8 blocks portable, 16 with the non-portable opt-in.
+constexpr int kClusterPortableBlocks = 8;
+constexpr int kClusterMaxBlocks = 16;
+constexpr int kClusterMaxThreads = 1024;
+// E limit: 3E+1 ints per block stay small enough (12 KiB) that 16 blocks of
+// 1024 threads always find room in one GPC; beyond, the E-wide passes of
+// every block lose to onepass anyway.
+constexpr int kClusterMaxExperts = 1024;
+
+// Dynamic shared memory: 3E + 1 ints (counts, slots of earlier blocks, the scan).
+template <class IdT>
+__global__ void __launch_bounds__(kClusterMaxThreads) cluster_kernel(Args a, int chunk) {
+  namespace cg = cooperative_groups;
+  extern __shared__ int sm[];
+  __shared__ int warp_sums[prim::kBlockScanScratch];
+  constexpr int V = kVec<IdT>;
+  const cg::cluster_group cl = cg::this_cluster();
+  const int r = static_cast<int>(cl.block_rank()), CS = static_cast<int>(cl.num_blocks());
+  const int E = a.num_experts;
+  int* cnt = sm;         // this block's count per expert (read by the others)
+  int* before = sm + E;  // slots of expert e in blocks before this one
+  int* cs = sm + 2 * E;  // E + 1: padded totals, scanned
+  const int t = threadIdx.x, nt = blockDim.x;
+  for (int e = t; e < E; e += nt) cnt[e] = 0;
+  prim::pdl_wait();  // the ids; the fill overwrites rows the previous kernel may read
+  prim::pdl_launch_dependents();
+
+  const std::int64_t first = (static_cast<std::int64_t>(r) * nt + t) * V;
+  int ev[V];
+  load_experts<IdT>(a, first, ids_aligned16(a), ev);
+  const unsigned mp = static_cast<unsigned>(a.max_padded);
+  const unsigned r0 = min(static_cast<unsigned>(r) * static_cast<unsigned>(chunk), mp);
+  fill_range(a.sorted, r0, min(r0 + static_cast<unsigned>(chunk), mp), a.numel, t, nt);
+  __syncthreads();  // counters zeroed
+  int rk[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) rk[v] = ev[v] >= 0 ? atomicAdd(cnt + ev[v], 1) : 0;
+  cl.sync();
+
+  for (int e = t; e < E; e += nt) {
+    int tot = 0, bef = 0;
+#pragma unroll 4
+    for (int j = 0; j < CS; ++j) {
+      const int c = cl.map_shared_rank(cnt, j)[e];
+      tot += c;
+      bef += j < r ? c : 0;
+    }
+    cs[e] = padded(tot, a.block_size);
+    before[e] = bef;
+  }
+  cl.barrier_arrive();
+  __syncthreads();
+  const int total = block_exclusive_scan(cs, E, warp_sums);  // ends with a barrier
+  if (r == 0 && t == 0) *a.total = total;
+#pragma unroll
+  for (int v = 0; v < V; ++v)
+    if (ev[v] >= 0) a.sorted[cs[ev[v]] + before[ev[v]] + rk[v]] = static_cast<int>(first + v);
+  const std::int64_t jchunk = (static_cast<std::int64_t>(a.max_blocks) + CS - 1) / CS;
+  write_expert_ids(a, cs, jchunk * r, jchunk * (r + 1), t, nt);
+  cl.barrier_wait();
+}
+
+struct ClusterPlan {
+  int blocks = 0;  // blocks of the one cluster (0: not applicable)
+  int threads = 0;
+  int chunk = 0;   // rows of sorted_token_ids each block pads
+  std::size_t smem = 0;
+};
+
+inline std::size_t cluster_smem(int num_experts) {
+  return sizeof(int) * (3 * static_cast<std::size_t>(num_experts) + 1);
+}
+
+// Most slots the variant holds: one 16-byte id load per thread.
+template <class IdT>
+constexpr std::int64_t cluster_max_numel() {
+  return std::int64_t{kClusterMaxBlocks} * kClusterMaxThreads * kVec<IdT>;
+}
+
+// Launch shape (H200 sweep, align-notes.md "cluster"): one 16-byte load per
+// thread (two or four per thread were 0.5-1.5 µs slower), the fewest threads
+// from policy.cluster_min_threads that hold the slots in a portable cluster
+// of up to 8 blocks (8 x 256 at 8,192 slots 3.88 µs, 8 x 512 4.15, 16 x 256
+// 4.38), else in up to 16 blocks.
+template <class IdT>
+inline ClusterPlan cluster_plan(const Problem& p, const DeviceCaps& caps) {
+  ClusterPlan pl;
+  if (p.num_experts > kClusterMaxExperts || p.numel > cluster_max_numel<IdT>()) return pl;
+  const std::int64_t n = std::max<std::int64_t>(p.numel, 1);
+  const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
+  for (int max_blocks : {kClusterPortableBlocks, kClusterMaxBlocks}) {
+    for (int threads = policy_for(caps).cluster_min_threads; threads <= kClusterMaxThreads; threads *= 2) {
+      const std::int64_t blocks = ceil_div<std::int64_t>(n, std::int64_t{threads} * kVec<IdT>);
+      if (blocks > max_blocks) continue;
+      pl.blocks = static_cast<int>(blocks);
+      pl.threads = threads;
+      pl.chunk = static_cast<int>(ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, blocks), 4) * 4);
+      pl.smem = cluster_smem(p.num_experts);
+      return pl;
+    }
+  }
+  return pl;
+}
+
+template <class IdT>
+inline const char* cluster_not_applicable(const Problem& p, const DeviceCaps& caps) {
+  if (p.num_experts > kClusterMaxExperts) return "needs E <= 1024";
+  if (p.numel > cluster_max_numel<IdT>())
+    return "needs numel <= 16 blocks x 1024 threads x one 16-byte id load";
+  if (caps.present() && caps.arch() < 90) return "needs thread block clusters (sm_90+)";
+  return nullptr;
+}
+
+template <class IdT>
+inline cudaError_t launch_cluster(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+  const ClusterPlan pl = cluster_plan<IdT>(p, device_caps());
+  if (pl.blocks == 0) return cudaErrorInvalidValue;  // not applicable
+  prim::LaunchAttrs at = launch_attrs(p);
+  at.cluster = pl.blocks;
+  return prim::launch_with_smem(cluster_kernel<IdT>, dim3(pl.blocks), dim3(pl.threads), pl.smem, s, at,
+                                make_args(p, bufs), pl.chunk);
+}
+
+}  // namespace moekit::align::detail
