@@ -29,18 +29,20 @@
 
 namespace moekit::align::detail {
 
-// Cluster sizes of sm_90: 8 blocks portable, 16 with the non-portable opt-in.
-constexpr int kClusterPortableBlocks = 8;
+// sm_90's largest cluster (the non-portable size; 8 portable).
 constexpr int kClusterMaxBlocks = 16;
 constexpr int kClusterMaxThreads = 1024;
-// E limit: 3E+1 ints per block stay small enough (12 KiB) that 16 blocks of
-// 1024 threads always find room in one GPC; beyond, the E-wide passes of
-// every block lose to onepass anyway.
+// E limit: 3E+1 ints per block stay at most 12 KiB, so with two 1024-thread
+// blocks per SM (the launch bounds cap the registers) 16 blocks need 8 SMs
+// of one GPC; beyond, every block's E-wide passes lose to onepass anyway.
 constexpr int kClusterMaxExperts = 1024;
 
 // Dynamic shared memory: 3E + 1 ints (counts, slots of earlier blocks, the scan).
 template <class IdT>
-__global__ void __launch_bounds__(kClusterMaxThreads) cluster_kernel(Args a, int chunk) {
+__global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, int chunk) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // no clusters before sm_90: cluster_not_applicable refuses the device
+#else
   namespace cg = cooperative_groups;
   extern __shared__ int sm[];
   __shared__ int warp_sums[prim::kBlockScanScratch];
@@ -89,6 +91,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads) cluster_kernel(Args a, int
   const std::int64_t jchunk = (static_cast<std::int64_t>(a.max_blocks) + CS - 1) / CS;
   write_expert_ids(a, cs, jchunk * r, jchunk * (r + 1), t, nt);
   cl.barrier_wait();
+#endif
 }
 
 struct ClusterPlan {
@@ -108,28 +111,27 @@ constexpr std::int64_t cluster_max_numel() {
   return std::int64_t{kClusterMaxBlocks} * kClusterMaxThreads * kVec<IdT>;
 }
 
-// Launch shape (H200 sweep, align-notes.md "cluster"): one 16-byte load per
-// thread (two or four per thread were 0.5-1.5 µs slower), the fewest threads
-// from policy.cluster_min_threads that hold the slots in a portable cluster
-// of up to 8 blocks (8 x 256 at 8,192 slots 3.88 µs, 8 x 512 4.15, 16 x 256
-// 4.38), else in up to 16 blocks.
+// Launch shape (H200 sweeps, align-notes.md "cluster"): one load per thread
+// (two or four per thread were 0.5-1.5 µs slower), the fewest threads from
+// policy.cluster_min_threads that hold the slots in a portable cluster of up
+// to 8 blocks (at 8,192 slots 8 x 256 threads beat 8 x 512 and 16 x 256:
+// a cluster's cost grows with its blocks, and blocks of 256 share SMs), else
+// up to 16 blocks of 1024 threads.
 template <class IdT>
 inline ClusterPlan cluster_plan(const Problem& p, const DeviceCaps& caps) {
   ClusterPlan pl;
   if (p.num_experts > kClusterMaxExperts || p.numel > cluster_max_numel<IdT>()) return pl;
   const std::int64_t n = std::max<std::int64_t>(p.numel, 1);
+  int threads = policy_for(caps).cluster_min_threads;
+  while (threads < kClusterMaxThreads &&
+         n > std::int64_t{prim::kPortableClusterBlocks} * threads * kVec<IdT>)
+    threads *= 2;
+  const std::int64_t blocks = ceil_div<std::int64_t>(n, std::int64_t{threads} * kVec<IdT>);
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
-  for (int max_blocks : {kClusterPortableBlocks, kClusterMaxBlocks}) {
-    for (int threads = policy_for(caps).cluster_min_threads; threads <= kClusterMaxThreads; threads *= 2) {
-      const std::int64_t blocks = ceil_div<std::int64_t>(n, std::int64_t{threads} * kVec<IdT>);
-      if (blocks > max_blocks) continue;
-      pl.blocks = static_cast<int>(blocks);
-      pl.threads = threads;
-      pl.chunk = static_cast<int>(ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, blocks), 4) * 4);
-      pl.smem = cluster_smem(p.num_experts);
-      return pl;
-    }
-  }
+  pl.blocks = static_cast<int>(blocks);
+  pl.threads = threads;
+  pl.chunk = static_cast<int>(ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, blocks), 4) * 4);
+  pl.smem = cluster_smem(p.num_experts);
   return pl;
 }
 

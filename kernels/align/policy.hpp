@@ -47,11 +47,13 @@ struct Policy {
   int micro_wide_min_experts = 0;
   int small_block = 0;
   std::int64_t relay_max_slots = 0;
-  // `cluster` from cluster_min_slots (below, solo's one block or tiny) to
-  // cluster_max_slots for E up to cluster_max_experts (every block of the
-  // cluster reads every block's E counts and scans E).
+  // `cluster` from cluster_min_slots (below, solo's one block or tiny) up
+  // to cluster_max_loads 16-byte id loads (cluster_max_loads_few_experts
+  // when E <= 16: past them its blocks grow to 1024 threads) for E up to
+  // cluster_max_experts (every block reads every block's E counts and scans E).
   std::int64_t cluster_min_slots = 0;
-  std::int64_t cluster_max_slots = 0;
+  std::int64_t cluster_max_loads = 0;
+  std::int64_t cluster_max_loads_few_experts = 0;
   int cluster_max_experts = 0;
   // `tiny` up to this many slots (its few shared counters contend in every
   // block when E <= 16; onepass's per-block E-wide passes cost more when
@@ -144,12 +146,17 @@ struct Policy {
 // 128-1024 slots of E = 8-512 where stable took micro (1.77-3.24) or oneshot
 // (4.79-6.74); micro still faster at 128 slots of E = 256 (1.88 against
 // 2.06: stripe's block scan) and at E = 4096 (3.03 against 4.76).
-// cluster_*: H200, 2026-11-26, align-notes.md "cluster" (one process per
-// shape and launch shape, PDL off / on): 8 x 256 threads at 4096 x 2, E = 8
-// 3.88 / 3.42 us against onepass 4.56 / 4.39; 2048 x 4, E = 16 3.96 / 3.52
-// against 4.60 / 4.44; 1024 x 8, E = 32 4.14 / 3.75 against tiny 4.42 /
-// 4.08; but 1024 x 8, E = 64 4.49 against tiny 4.41, 2048 x 2, E = 8 (solo's
-// 4,096 slots) 3.64 against solo 3.27; 32,768 slots 5.07 against onepass 4.99.
+// cluster_*: docs/bench/peers-pdl-10.md "auto before and after cluster"
+// (H200, one process per shape, PDL off / on; uniform int32 ids unless said):
+// 4096 x 2, E = 8 3.89 / 3.41 us against onepass 4.56 / 4.40; 8192 x 2 4.27
+// / 3.85 against 4.99 / 4.61; 4096 x 4, E = 16 4.51 / 4.12 against 5.06 /
+// 4.66; 1024 x 8, E = 32 4.12 / 3.74 against tiny 4.43 / 4.08; int64 ids
+// 4096 x 2, E = 8 3.79 / 3.41 against 4.68 / 4.33. Not: 2048 x 2, E = 8
+// (solo's 4,096 slots) 3.64 against solo 3.28; 1024 x 8, E = 64 4.49
+// against tiny 4.41; 16384 x 2, E = 8 5.58 against onepass 4.97. On an H100
+// (review run, same binary) 1024-thread blocks lost: int64 ids at 8,193-16,384
+// slots 5.09-5.88 against onepass 4.80-4.83, and at E = 32 the 512-thread
+// shape did (16,384 int32 slots: 5.49 against 5.03), hence the load caps.
 // stripe_*: H200, 2026-11-26, align-notes.md "stripe" (probe_align stripe and
 // the same-call table against SGLang, PDL off / on): 16 x 8, E = 64 (8,256
 // rows) 1.80 / 1.38 us against solo 1.85 / 1.54; 64 x 8, E = 64 2.16 / 1.78
@@ -175,7 +182,8 @@ inline constexpr Policy kPolicySm90 = {
     .small_block = 64,
     .relay_max_slots = 256,
     .cluster_min_slots = 4097,
-    .cluster_max_slots = 16384,
+    .cluster_max_loads = 2048,
+    .cluster_max_loads_few_experts = 4096,
     .cluster_max_experts = 32,
     .tiny_max_slots_few_experts = 4096,
     .tiny_max_slots = 8192,
@@ -209,6 +217,9 @@ inline constexpr Policy kPolicySm90 = {
 };
 
 static_assert(kPolicySm90.tiny_experts_per_thread > 0 && kPolicySm90.tiny_rows_per_thread > 0);
+// cluster_plan's blocks: powers of two from 32 threads up to 1024.
+static_assert(kPolicySm90.cluster_min_threads >= 32 && kPolicySm90.cluster_min_threads <= 1024 &&
+              (kPolicySm90.cluster_min_threads & (kPolicySm90.cluster_min_threads - 1)) == 0);
 // launch_solo's blocks: powers of two from 256.
 static_assert(kPolicySm90.solo_min_threads >= 256 && (kPolicySm90.solo_min_threads & (kPolicySm90.solo_min_threads - 1)) == 0);
 
@@ -225,9 +236,11 @@ inline const Policy& policy_for(const DeviceCaps& caps) {
   return policy_row_for<Policy>(kPolicyRows, caps);
 }
 
-// Whether `auto` picks cluster (after solo, micro and relay).
-inline bool cluster_preferred(const Policy& pol, std::int64_t numel, int num_experts) {
-  return numel >= pol.cluster_min_slots && numel <= pol.cluster_max_slots && num_experts <= pol.cluster_max_experts;
+// Whether `auto` picks cluster (after solo, micro and relay); id_bytes 4 or 8.
+inline bool cluster_preferred(const Policy& pol, std::int64_t numel, int num_experts, int id_bytes) {
+  const std::int64_t loads = (numel * id_bytes + 15) / 16;
+  const std::int64_t most = num_experts <= 16 ? pol.cluster_max_loads_few_experts : pol.cluster_max_loads;
+  return numel >= pol.cluster_min_slots && loads <= most && num_experts <= pol.cluster_max_experts;
 }
 
 // Whether `auto` picks stripe (first).

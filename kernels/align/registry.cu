@@ -11,11 +11,11 @@
 #include "align/align.hpp"
 #include "align/baseline.cuh"
 #include "align/blelloch.cuh"
+#include "align/cluster.cuh"
 #include "align/common.cuh"
 #include "align/host_util.cuh"
 #include "align/micro.cuh"
 #include "align/onepass.cuh"
-#include "align/cluster.cuh"
 #include "align/oneshot.cuh"
 #include "align/persistent.cuh"
 #include "align/relay.cuh"
@@ -508,7 +508,8 @@ const std::array<Variant, 18> kVariants = {{
 //  - `micro` up to 128 slots, and up to 256 with E >= 2048 and B >= 64 (its
 //    cost hardly grows with E; H200, docs/bench/align-notes.md): stable;
 //  - `relay` up to 256 slots where B < 64;
-//  - `cluster` from 4097 to 16384 slots for E <= 32 (H200, align-notes.md
+//  - `cluster` from 4097 slots up to 4096 16-byte id loads (16384 int32
+//    slots) for E <= 16, 2048 for E <= 32 (H200 and H100, align-notes.md
 //    "cluster"): one thread block cluster, no global atomics, no grid-wide
 //    wait;
 //  - `tiny` up to 8192 slots (4096 when E <= 16: its few shared counters
@@ -548,9 +549,11 @@ const std::array<AutoRow<Problem>, 15> kAutoRows = {{
      [](const Problem& p, const DeviceCaps& caps) {
        return relay_preferred(policy_for(caps), p.numel, p.block_size);
      }},
-    {"cluster", "policy.cluster_min_slots <= numel <= policy.cluster_max_slots and E <= policy.cluster_max_experts",
+    {"cluster",
+     "numel >= policy.cluster_min_slots and its 16-byte id loads <= policy.cluster_max_loads "
+     "(policy.cluster_max_loads_few_experts when E <= 16) and E <= policy.cluster_max_experts",
      [](const Problem& p, const DeviceCaps& caps) {
-       return cluster_preferred(policy_for(caps), p.numel, p.num_experts);
+       return cluster_preferred(policy_for(caps), p.numel, p.num_experts, p.ids_int64 ? 8 : 4);
      }},
     {"tiny",
      "numel <= policy.tiny_max_slots (policy.tiny_max_slots_few_experts when E <= 16, "

@@ -6,12 +6,18 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <mutex>
+#include <set>
 #include <utility>
 
 #include "primitives/pdl.cuh"
 #include "primitives/smem.cuh"
 
 namespace moekit::prim {
+
+//! Blocks per thread block cluster that every sm_90+ device can run; more
+//! (up to 16 on sm_90) need the non-portable opt-in (launch_with_smem).
+constexpr int kPortableClusterBlocks = 8;
 
 //! What a launch asks for beyond grid, block and shared memory.
 struct LaunchAttrs {
@@ -53,18 +59,29 @@ inline cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, s
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Actual>(args)...);
 }
 
+//! Lets `kernel` launch in clusters of more than kPortableClusterBlocks
+//! blocks; the attribute is set once per kernel (as opt_in_smem does).
+template <class... Params>
+inline cudaError_t opt_in_cluster(void (*kernel)(Params...), int blocks) {
+  if (blocks <= kPortableClusterBlocks) return cudaSuccess;
+  static std::mutex mu;
+  static std::set<const void*> granted;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (granted.count(reinterpret_cast<const void*>(kernel)) != 0) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e == cudaSuccess) granted.insert(reinterpret_cast<const void*>(kernel));
+  return e;
+}
+
 //! launch_ex after the shared-memory opt-in (smem.cuh) and, for clusters of
-//! more than 8 blocks (the portable size), the non-portable size opt-in; the
-//! first error.
+//! more than kPortableClusterBlocks, the non-portable size opt-in; the first
+//! error.
 template <class... Params, class... Actual>
 inline cudaError_t launch_with_smem(void (*kernel)(Params...), dim3 grid, dim3 block,
                                     std::size_t smem, cudaStream_t s, LaunchAttrs attrs,
                                     Actual&&... args) {
   if (const cudaError_t e = opt_in_smem(kernel, smem); e != cudaSuccess) return e;
-  if (attrs.cluster > 8)
-    if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-        e != cudaSuccess)
-      return e;
+  if (const cudaError_t e = opt_in_cluster(kernel, attrs.cluster); e != cudaSuccess) return e;
   return launch_ex(kernel, grid, block, smem, s, attrs, std::forward<Actual>(args)...);
 }
 

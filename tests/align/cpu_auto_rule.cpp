@@ -54,7 +54,9 @@ std::string_view legacy_sm90(const align::Problem& p, const DeviceCaps& c) {
   if (p.numel <= 128 && applies("micro", p, c)) return "micro";
   if (p.numel <= 256 && E >= 2048 && p.block_size >= 64 && applies("micro", p, c)) return "micro";
   if (p.numel <= 256 && p.block_size < 64 && applies("relay", p, c)) return "relay";
-  if (p.numel >= 4097 && p.numel <= 16384 && E <= 32 && applies("cluster", p, c)) return "cluster";
+  const std::int64_t cluster_loads = p.ids_int64 ? (p.numel + 1) / 2 : (p.numel + 3) / 4;
+  if (p.numel >= 4097 && cluster_loads <= (E <= 16 ? 4096 : 2048) && E <= 32 && applies("cluster", p, c))
+    return "cluster";
   const bool tiny_size = p.numel <= (E <= 16 ? 4096 : E >= 1024 ? 16384 : 8192);
   if (tiny_size && applies("tiny", p, c)) return "tiny";
   if (applies("onepass", p, c)) return "onepass";
@@ -71,7 +73,7 @@ std::string_view legacy_sm90(const align::Problem& p, const DeviceCaps& c) {
 
 std::vector<align::Problem> grid() {
   std::vector<align::Problem> ps;
-  for (std::int64_t n : {1, 8, 32, 33, 64, 65, 100, 128, 129, 256, 257, 512, 513, 1024, 1500, 2048, 2049, 4096, 4097, 6000, 8192, 8193, 16384, 16385, 32768, 65535,
+  for (std::int64_t n : {1, 8, 32, 33, 64, 65, 100, 128, 129, 256, 257, 512, 513, 1024, 1500, 2048, 2049, 4096, 4097, 6000, 8192, 8193, 12000, 16384, 16385, 32768, 65535,
                          65536, 300000, 1 << 20, 1081345, 2162688, 2162689, 3 << 20})
     for (int E : {1, 2, 4, 8, 16, 17, 32, 33, 64, 127, 128, 129, 256, 511, 512, 513, 1023, 1024, 2047, 2048, 4095, 4096, 16384, 19370, 19371,
                   24576, 29000, 40000})
