@@ -47,13 +47,12 @@ struct Policy {
   int micro_wide_min_experts = 0;
   int small_block = 0;
   std::int64_t relay_max_slots = 0;
-  // `cluster` from cluster_min_slots (below, solo's one block or tiny) up
-  // to cluster_max_loads 16-byte id loads (cluster_max_loads_few_experts
-  // when E <= 16: past them its blocks grow to 1024 threads) for E up to
-  // cluster_max_experts (every block reads every block's E counts and scans E).
+  // `cluster` from cluster_min_slots (below, solo's one block) up to
+  // cluster_max_loads 16-byte id loads (past them its blocks grow to 1024
+  // threads) for E up to cluster_max_experts (every block reads every
+  // block's E counts and scans E).
   std::int64_t cluster_min_slots = 0;
   std::int64_t cluster_max_loads = 0;
-  std::int64_t cluster_max_loads_few_experts = 0;
   int cluster_max_experts = 0;
   // `tiny` up to this many slots (its few shared counters contend in every
   // block when E <= 16; onepass's per-block E-wide passes cost more when
@@ -155,8 +154,9 @@ struct Policy {
 // (solo's 4,096 slots) 3.64 against solo 3.28; 1024 x 8, E = 64 4.49
 // against tiny 4.41; 16384 x 2, E = 8 5.58 against onepass 4.97. On an H100
 // (review run, same binary) 1024-thread blocks lost: int64 ids at 8,193-16,384
-// slots 5.09-5.88 against onepass 4.80-4.83, and at E = 32 the 512-thread
-// shape did (16,384 int32 slots: 5.49 against 5.03), hence the load caps.
+// slots 5.09-5.88 against onepass 4.80-4.83, hence the load cap; and E = 32
+// did not pay there (same peers-pdl-10 file, H100 table: 1024 x 8 4.40 /
+// 4.24 against tiny 4.46 / 4.11), hence E <= 16.
 // stripe_*: H200, 2026-11-26, align-notes.md "stripe" (probe_align stripe and
 // the same-call table against SGLang, PDL off / on): 16 x 8, E = 64 (8,256
 // rows) 1.80 / 1.38 us against solo 1.85 / 1.54; 64 x 8, E = 64 2.16 / 1.78
@@ -182,9 +182,8 @@ inline constexpr Policy kPolicySm90 = {
     .small_block = 64,
     .relay_max_slots = 256,
     .cluster_min_slots = 4097,
-    .cluster_max_loads = 2048,
-    .cluster_max_loads_few_experts = 4096,
-    .cluster_max_experts = 32,
+    .cluster_max_loads = 4096,
+    .cluster_max_experts = 16,
     .tiny_max_slots_few_experts = 4096,
     .tiny_max_slots = 8192,
     .tiny_max_slots_many_experts = 16384,
@@ -239,8 +238,7 @@ inline const Policy& policy_for(const DeviceCaps& caps) {
 // Whether `auto` picks cluster (after solo, micro and relay); id_bytes 4 or 8.
 inline bool cluster_preferred(const Policy& pol, std::int64_t numel, int num_experts, int id_bytes) {
   const std::int64_t loads = (numel * id_bytes + 15) / 16;
-  const std::int64_t most = num_experts <= 16 ? pol.cluster_max_loads_few_experts : pol.cluster_max_loads;
-  return numel >= pol.cluster_min_slots && loads <= most && num_experts <= pol.cluster_max_experts;
+  return numel >= pol.cluster_min_slots && loads <= pol.cluster_max_loads && num_experts <= pol.cluster_max_experts;
 }
 
 // Whether `auto` picks stripe (first).

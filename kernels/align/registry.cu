@@ -509,9 +509,8 @@ const std::array<Variant, 18> kVariants = {{
 //    cost hardly grows with E; H200, docs/bench/align-notes.md): stable;
 //  - `relay` up to 256 slots where B < 64;
 //  - `cluster` from 4097 slots up to 4096 16-byte id loads (16384 int32
-//    slots) for E <= 16, 2048 for E <= 32 (H200 and H100, align-notes.md
-//    "cluster"): one thread block cluster, no global atomics, no grid-wide
-//    wait;
+//    slots) for E <= 16 (H200 and H100, align-notes.md "cluster"): one
+//    thread block cluster, no global atomics, no grid-wide wait;
 //  - `tiny` up to 8192 slots (4096 when E <= 16: its few shared counters
 //    contend in every block; 16384 when E >= 1024, where onepass's per-block
 //    E-wide passes cost more): one launch, no barrier between blocks;
@@ -551,7 +550,7 @@ const std::array<AutoRow<Problem>, 15> kAutoRows = {{
      }},
     {"cluster",
      "numel >= policy.cluster_min_slots and its 16-byte id loads <= policy.cluster_max_loads "
-     "(policy.cluster_max_loads_few_experts when E <= 16) and E <= policy.cluster_max_experts",
+     "and E <= policy.cluster_max_experts",
      [](const Problem& p, const DeviceCaps& caps) {
        return cluster_preferred(policy_for(caps), p.numel, p.num_experts, p.ids_int64 ? 8 : 4);
      }},

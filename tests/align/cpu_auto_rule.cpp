@@ -55,7 +55,7 @@ std::string_view legacy_sm90(const align::Problem& p, const DeviceCaps& c) {
   if (p.numel <= 256 && E >= 2048 && p.block_size >= 64 && applies("micro", p, c)) return "micro";
   if (p.numel <= 256 && p.block_size < 64 && applies("relay", p, c)) return "relay";
   const std::int64_t cluster_loads = p.ids_int64 ? (p.numel + 1) / 2 : (p.numel + 3) / 4;
-  if (p.numel >= 4097 && cluster_loads <= (E <= 16 ? 4096 : 2048) && E <= 32 && applies("cluster", p, c))
+  if (p.numel >= 4097 && cluster_loads <= 4096 && E <= 16 && applies("cluster", p, c))
     return "cluster";
   const bool tiny_size = p.numel <= (E <= 16 ? 4096 : E >= 1024 ? 16384 : 8192);
   if (tiny_size && applies("tiny", p, c)) return "tiny";
