@@ -6,14 +6,19 @@
 //   1. issues its 16-byte id loads (slots [r * S, (r + 1) * S) of block r),
 //      fills its 1/CS share of sorted_token_ids with the padding value while
 //      they are in flight, and ranks its slots with shared atomics;
-//   2. cluster barrier (release / acquire: every block's counts, and every
-//      block's fill before any slot store);
-//   3. reads every block's E counts from their shared memory: the expert's
-//      total and the slots of blocks before it; arrives on a second cluster
-//      barrier (its reads of the others' counts are done);
-//   4. scans the padded totals, writes its slots at start[e] + before[e] +
-//      rank and its 1/CS share of expert_ids; waits on the second barrier
-//      before leaving, so no block's counts vanish while another reads them.
+//   2. once every block of the cluster runs (a relaxed cluster barrier that
+//      it arrived on at its start), stores its E counts into row r of every
+//      block's [CS][E] table in shared memory;
+//   3. cluster barrier (release / acquire: every table complete, and every
+//      block's fill before any slot store); no shared memory of another
+//      block is touched after it, so blocks leave when done;
+//   4. sums its table per expert (the total and the slots of blocks before
+//      it), scans the padded totals, writes its slots at start[e] +
+//      before[e] + rank and its 1/CS share of expert_ids.
+//
+// Pushing the counts (stores, no round trip) instead of pulling them after
+// the barrier (remote loads, and a second barrier so that no block leaves
+// while read) was 0.3-1.1 µs faster (H100, align-notes.md "cluster").
 //
 // No workspace; unstable (the order inside an expert is the shared atomics').
 // Every pass over E runs in every block, and the cluster's launch costs more
@@ -32,12 +37,13 @@ namespace moekit::align::detail {
 // sm_90's largest cluster (the non-portable size; 8 portable).
 constexpr int kClusterMaxBlocks = 16;
 constexpr int kClusterMaxThreads = 1024;
-// E limit: 3E+1 ints per block stay at most 12 KiB, so with two 1024-thread
+// E limit: (CS+3)E+1 ints per block stay at most 76 KiB, so with two 1024-thread
 // blocks per SM (the launch bounds cap the registers) 16 blocks need 8 SMs
 // of one GPC; beyond, every block's E-wide passes lose to onepass anyway.
 constexpr int kClusterMaxExperts = 1024;
 
-// Dynamic shared memory: 3E + 1 ints (counts, slots of earlier blocks, the scan).
+// Dynamic shared memory: (CS + 3)E + 1 ints (counts, every block's counts,
+// slots of earlier blocks, the scan).
 template <class IdT>
 __global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, int chunk) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -50,11 +56,16 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, 
   const cg::cluster_group cl = cg::this_cluster();
   const int r = static_cast<int>(cl.block_rank()), CS = static_cast<int>(cl.num_blocks());
   const int E = a.num_experts;
-  int* cnt = sm;         // this block's count per expert (read by the others)
-  int* before = sm + E;  // slots of expert e in blocks before this one
-  int* cs = sm + 2 * E;  // E + 1: padded totals, scanned
+  int* cnt = sm;                    // this block's count per expert
+  int* table = sm + E;              // [CS][E]: every block's counts, written by each block
+  int* before = table + CS * E;     // slots of expert e in blocks before this one
+  int* cs = before + E;             // E + 1: padded totals, scanned
   const int t = threadIdx.x, nt = blockDim.x;
   for (int e = t; e < E; e += nt) cnt[e] = 0;
+  // Another block's shared memory may be written only once that block runs:
+  // arrive now (relaxed: nothing to publish yet), wait before the first
+  // remote store (the loads and ranks below hide the wait).
+  __cluster_barrier_arrive_relaxed();
   prim::pdl_wait();  // the ids; the fill overwrites rows the previous kernel may read
   prim::pdl_launch_dependents();
 
@@ -68,20 +79,27 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, 
   int rk[V];
 #pragma unroll
   for (int v = 0; v < V; ++v) rk[v] = ev[v] >= 0 ? atomicAdd(cnt + ev[v], 1) : 0;
+  __syncthreads();  // this block's counts
+  __cluster_barrier_wait();  // every block of the cluster runs
+  // Push them into row r of every block's table (stores, no round trip);
+  // the cluster barrier then makes every row visible, and no block touches
+  // another's shared memory after it.
+  for (int i = t; i < CS * E; i += nt) {
+    const int j = i / E, e = i - j * E;
+    cl.map_shared_rank(table, j)[r * E + e] = cnt[e];
+  }
   cl.sync();
 
   for (int e = t; e < E; e += nt) {
     int tot = 0, bef = 0;
-#pragma unroll 4
     for (int j = 0; j < CS; ++j) {
-      const int c = cl.map_shared_rank(cnt, j)[e];
+      const int c = table[j * E + e];
       tot += c;
       bef += j < r ? c : 0;
     }
     cs[e] = padded(tot, a.block_size);
     before[e] = bef;
   }
-  cl.barrier_arrive();
   __syncthreads();
   const int total = block_exclusive_scan(cs, E, warp_sums);  // ends with a barrier
   if (r == 0 && t == 0) *a.total = total;
@@ -90,7 +108,6 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, 
     if (ev[v] >= 0) a.sorted[cs[ev[v]] + before[ev[v]] + rk[v]] = static_cast<int>(first + v);
   const std::int64_t jchunk = (static_cast<std::int64_t>(a.max_blocks) + CS - 1) / CS;
   write_expert_ids(a, cs, jchunk * r, jchunk * (r + 1), t, nt);
-  cl.barrier_wait();
 #endif
 }
 
@@ -101,8 +118,8 @@ struct ClusterPlan {
   std::size_t smem = 0;
 };
 
-inline std::size_t cluster_smem(int num_experts) {
-  return sizeof(int) * (3 * static_cast<std::size_t>(num_experts) + 1);
+inline std::size_t cluster_smem(int num_experts, int blocks) {
+  return sizeof(int) * ((static_cast<std::size_t>(blocks) + 3) * static_cast<std::size_t>(num_experts) + 1);
 }
 
 // Most slots the variant holds: one 16-byte id load per thread.
@@ -131,7 +148,7 @@ inline ClusterPlan cluster_plan(const Problem& p, const DeviceCaps& caps) {
   pl.blocks = static_cast<int>(blocks);
   pl.threads = threads;
   pl.chunk = static_cast<int>(ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, blocks), 4) * 4);
-  pl.smem = cluster_smem(p.num_experts);
+  pl.smem = cluster_smem(p.num_experts, pl.blocks);
   return pl;
 }
 

@@ -145,7 +145,9 @@ struct Policy {
 // 128-1024 slots of E = 8-512 where stable took micro (1.77-3.24) or oneshot
 // (4.79-6.74); micro still faster at 128 slots of E = 256 (1.88 against
 // 2.06: stripe's block scan) and at E = 4096 (3.03 against 4.76).
-// cluster_*: docs/bench/peers-pdl-10.md "auto before and after cluster"
+// cluster_*: docs/bench/peers-pdl-10.md "auto before and after cluster",
+// measured with the kernel's first (pull) version, which the push version
+// beats by 0.3-1.1 us (align-notes.md "cluster"; re-fit pending)
 // (H200, one process per shape, PDL off / on; uniform int32 ids unless said):
 // 4096 x 2, E = 8 3.89 / 3.41 us against onepass 4.56 / 4.40; 8192 x 2 4.27
 // / 3.85 against 4.99 / 4.61; 4096 x 4, E = 16 4.51 / 4.12 against 5.06 /
