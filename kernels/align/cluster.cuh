@@ -4,25 +4,33 @@
 // costs ~4.5 µs however few its slots). Every block:
 //
 //   1. issues its 16-byte id loads (slots [r * S, (r + 1) * S) of block r),
-//      fills its 1/CS share of sorted_token_ids with the padding value while
-//      they are in flight, and ranks its slots with shared atomics;
+//      sets its 1/CS share of sorted_token_ids to the padding value and of
+//      expert_ids to -1 while they are in flight, and ranks its slots with
+//      shared atomics;
 //   2. once every block of the cluster runs (a relaxed cluster barrier that
 //      it arrived on at its start), stores its E counts into row r of every
 //      block's [CS][E] table in shared memory;
 //   3. cluster barrier (release / acquire: every table complete, and every
 //      block's fill before any slot store); no shared memory of another
 //      block is touched after it, so blocks leave when done;
-//   4. sums its table per expert (the total and the slots of blocks before
-//      it), scans the padded totals, writes its slots at start[e] +
-//      before[e] + rank and its 1/CS share of expert_ids.
+//   4. every warp, with no block barrier (as `solo` does): each lane sums its
+//      experts' counts over the table (the total, and the slots of blocks
+//      before this one) and the warp scans their block counts; each slot is
+//      written at its expert's start + earlier blocks' slots + its rank, and
+//      the slot at the first row of an expert block writes its expert_ids
+//      entry (every block of an expert starts with a slot).
 //
 // Pushing the counts (stores, no round trip) instead of pulling them after
 // the barrier (remote loads, and a second barrier so that no block leaves
-// while read) was 0.3-1.1 µs faster (H100, align-notes.md "cluster").
+// while read) was 0.3-1.1 µs faster (H100, align-notes.md "cluster"). The
+// in-warp scan and the slot-written expert_ids (four barriers in all, not
+// seven, and no binary search) took another 0.5-1.0 µs off (4096 x 2, E = 8:
+// 3.80 -> 2.99 µs; the one-block kernel measured 3.2 µs at 300 slots where
+// `solo` takes 1.6: align-notes.md "cluster, lean").
 //
 // No workspace; unstable (the order inside an expert is the shared atomics').
-// Every pass over E runs in every block, and the cluster's launch costs more
-// the more blocks it has: a design for few experts and at most 16 K slots.
+// Every warp reads CS x E counts, and the cluster's launch costs more the
+// more blocks it has: a design for few experts and at most 16 K slots.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -31,36 +39,36 @@
 
 #include "align/common.cuh"
 #include "align/host_util.cuh"
+#include "align/warp_count_scan.cuh"
 
 namespace moekit::align::detail {
 
 // sm_90's largest cluster (the non-portable size; 8 portable).
 constexpr int kClusterMaxBlocks = 16;
 constexpr int kClusterMaxThreads = 1024;
-// E limit: (CS+3)E+1 ints per block stay at most 76 KiB, so with two 1024-thread
-// blocks per SM (the launch bounds cap the registers) 16 blocks need 8 SMs
-// of one GPC; beyond, every block's E-wide passes lose to onepass anyway.
-constexpr int kClusterMaxExperts = 1024;
+// E limit: every warp scans all E itself (warp_scan_block_counts' widths, up
+// to 128); at E >= 128 the kernel already lost to tiny and onepass (every
+// block reads CS x E counts).
+constexpr int kClusterMaxExperts = 4 * kWarp;
 
-// Dynamic shared memory: (CS + 3)E + 1 ints (counts, every block's counts,
-// slots of earlier blocks, the scan).
-template <class IdT>
-__global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, int chunk) {
+// Dynamic shared memory: (CS + 1)E ints (this block's counts, then every
+// block's). kP: experts per lane of the in-warp scan (warp_scan_per_lane);
+// kPow2: B is a power of two. jchunk: expert_ids entries each block sets to -1.
+template <class IdT, int kP, bool kPow2>
+__global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, int chunk, int jchunk) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // no clusters before sm_90: cluster_not_applicable refuses the device
 #else
   namespace cg = cooperative_groups;
   extern __shared__ int sm[];
-  __shared__ int warp_sums[prim::kBlockScanScratch];
   constexpr int V = kVec<IdT>;
   const cg::cluster_group cl = cg::this_cluster();
   const int r = static_cast<int>(cl.block_rank()), CS = static_cast<int>(cl.num_blocks());
   const int E = a.num_experts;
-  int* cnt = sm;                    // this block's count per expert
-  int* table = sm + E;              // [CS][E]: every block's counts, written by each block
-  int* before = table + CS * E;     // slots of expert e in blocks before this one
-  int* cs = before + E;             // E + 1: padded totals, scanned
+  int* cnt = sm;        // this block's count per expert
+  int* table = sm + E;  // [CS][E]: every block's counts, written by each block
   const int t = threadIdx.x, nt = blockDim.x;
+#pragma unroll 1
   for (int e = t; e < E; e += nt) cnt[e] = 0;
   // Another block's shared memory may be written only once that block runs:
   // arrive now (relaxed: nothing to publish yet), wait before the first
@@ -69,12 +77,18 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, 
   prim::pdl_wait();  // the ids; the fill overwrites rows the previous kernel may read
   prim::pdl_launch_dependents();
 
-  const std::int64_t first = (static_cast<std::int64_t>(r) * nt + t) * V;
+  const int first = (r * nt + t) * V;
   int ev[V];
   load_experts<IdT>(a, first, ids_aligned16(a), ev);
+  // While they load: this block's share of the padding rows and of expert_ids
+  // (-1); the slots and each expert block's first slot overwrite them after
+  // the cluster barrier below, which orders every block's fill before them.
   const unsigned mp = static_cast<unsigned>(a.max_padded);
   const unsigned r0 = min(static_cast<unsigned>(r) * static_cast<unsigned>(chunk), mp);
   fill_range(a.sorted, r0, min(r0 + static_cast<unsigned>(chunk), mp), a.numel, t, nt);
+  const int j0 = min(r * jchunk, a.max_blocks), j1 = min(j0 + jchunk, a.max_blocks);
+#pragma unroll 1
+  for (int j = j0 + t; j < j1; j += nt) a.eids[j] = -1;
   __syncthreads();  // counters zeroed
   int rk[V];
 #pragma unroll
@@ -84,30 +98,66 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, 
   // Push them into row r of every block's table (stores, no round trip);
   // the cluster barrier then makes every row visible, and no block touches
   // another's shared memory after it.
+#pragma unroll 1
   for (int i = t; i < CS * E; i += nt) {
     const int j = i / E, e = i - j * E;
     cl.map_shared_rank(table, j)[r * E + e] = cnt[e];
   }
   cl.sync();
 
-  for (int e = t; e < E; e += nt) {
-    int tot = 0, bef = 0;
-    for (int j = 0; j < CS; ++j) {
-      const int c = table[j * E + e];
-      tot += c;
-      bef += j < r ? c : 0;
-    }
-    cs[e] = padded(tot, a.block_size);
-    before[e] = bef;
-  }
-  __syncthreads();
-  const int total = block_exclusive_scan(cs, E, warp_sums);  // ends with a barrier
-  if (r == 0 && t == 0) *a.total = total;
+  // Every warp, no barrier: lane l sums experts l*kP .. l*kP+kP-1 over the
+  // blocks (the total, and the slots of blocks before this one) and scans
+  // their block counts across the warp.
+  const DivB<kPow2> db = make_divb<kPow2>(a.block_size);
+  const int lane = t % kWarp;
+  int start[kP], bef[kP], sum = 0;
 #pragma unroll
-  for (int v = 0; v < V; ++v)
-    if (ev[v] >= 0) a.sorted[cs[ev[v]] + before[ev[v]] + rk[v]] = static_cast<int>(first + v);
-  const std::int64_t jchunk = (static_cast<std::int64_t>(a.max_blocks) + CS - 1) / CS;
-  write_expert_ids(a, cs, jchunk * r, jchunk * (r + 1), t, nt);
+  for (int p = 0; p < kP; ++p) start[p] = bef[p] = 0;
+  // Blocks outer, experts inner: up to 4 kP independent loads in flight.
+#pragma unroll 4
+  for (int j = 0; j < CS; ++j)
+#pragma unroll
+    for (int p = 0; p < kP; ++p) {
+      const int e = lane * kP + p;
+      const int c = e < E ? table[j * E + e] : 0;
+      start[p] += c;
+      bef[p] += j < r ? c : 0;
+    }
+#pragma unroll
+  for (int p = 0; p < kP; ++p) {
+    start[p] = db.div_up(start[p]);  // the total's blocks
+    sum += start[p];
+  }
+  const int incl = warp_inclusive_scan(sum);
+  int run = incl - sum;
+#pragma unroll
+  for (int p = 0; p < kP; ++p) {
+    const int nb = start[p];
+    start[p] = run;
+    run += nb;
+  }
+  const int blocks = __shfl_sync(kFullMask, incl, kWarp - 1);
+  if (r == 0 && t == 0) *a.total = blocks * db.B;
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const int e = max(ev[v], 0);
+    int fb = 0, off = 0;
+#pragma unroll
+    for (int p = 0; p < kP; ++p) {
+      const int sb = __shfl_sync(kFullMask, start[p], e / kP);
+      const int ob = __shfl_sync(kFullMask, bef[p], e / kP);
+      if (e % kP == p) {
+        fb = sb;
+        off = ob;
+      }
+    }
+    if (ev[v] < 0) continue;
+    const int o = off + rk[v];  // position inside the expert
+    const int row = fb * db.B + o;
+    a.sorted[row] = first + v;
+    const bool lead = db.pow2() ? (o & (db.B - 1)) == 0 : o % db.B == 0;
+    if (lead) a.eids[db.div(row)] = ev[v];  // every block of an expert starts with a slot
+  }
 #endif
 }
 
@@ -115,11 +165,12 @@ struct ClusterPlan {
   int blocks = 0;  // blocks of the one cluster (0: not applicable)
   int threads = 0;
   int chunk = 0;   // rows of sorted_token_ids each block pads
+  int jchunk = 0;  // entries of expert_ids each block sets to -1
   std::size_t smem = 0;
 };
 
 inline std::size_t cluster_smem(int num_experts, int blocks) {
-  return sizeof(int) * ((static_cast<std::size_t>(blocks) + 3) * static_cast<std::size_t>(num_experts) + 1);
+  return sizeof(int) * (static_cast<std::size_t>(blocks) + 1) * static_cast<std::size_t>(num_experts);
 }
 
 // Most slots the variant holds: one 16-byte id load per thread.
@@ -148,13 +199,14 @@ inline ClusterPlan cluster_plan(const Problem& p, const DeviceCaps& caps) {
   pl.blocks = static_cast<int>(blocks);
   pl.threads = threads;
   pl.chunk = static_cast<int>(ceil_div<std::int64_t>(ceil_div<std::int64_t>(rows, blocks), 4) * 4);
+  pl.jchunk = static_cast<int>(ceil_div<std::int64_t>(std::max<std::int64_t>(p.max_num_blocks, 1), blocks));
   pl.smem = cluster_smem(p.num_experts, pl.blocks);
   return pl;
 }
 
 template <class IdT>
 inline const char* cluster_not_applicable(const Problem& p, const DeviceCaps& caps) {
-  if (p.num_experts > kClusterMaxExperts) return "needs E <= 1024";
+  if (p.num_experts > kClusterMaxExperts) return "needs E <= 128";
   if (p.numel > cluster_max_numel<IdT>())
     return "needs numel <= 16 blocks x 1024 threads x one 16-byte id load";
   if (caps.present() && caps.arch() < 90) return "needs thread block clusters (sm_90+)";
@@ -167,8 +219,19 @@ inline cudaError_t launch_cluster(const Problem& p, const Buffers& bufs, cudaStr
   if (pl.blocks == 0) return cudaErrorInvalidValue;  // not applicable
   prim::LaunchAttrs at = launch_attrs(p);
   at.cluster = pl.blocks;
-  return prim::launch_with_smem(cluster_kernel<IdT>, dim3(pl.blocks), dim3(pl.threads), pl.smem, s, at,
-                                make_args(p, bufs), pl.chunk);
+  const Args a = make_args(p, bufs);
+  return with_warp_scan_width(warp_scan_per_lane(p.num_experts), [&](auto width) {
+    constexpr int kP = decltype(width)::value;
+    if constexpr (kP == 0) {
+      return cudaErrorInvalidValue;  // E > 128: not applicable
+    } else {
+      const auto go = [&](auto kernel) {
+        return prim::launch_with_smem(kernel, dim3(pl.blocks), dim3(pl.threads), pl.smem, s, at, a, pl.chunk,
+                                      pl.jchunk);
+      };
+      return is_pow2(p.block_size) ? go(cluster_kernel<IdT, kP, true>) : go(cluster_kernel<IdT, kP, false>);
+    }
+  });
 }
 
 }  // namespace moekit::align::detail

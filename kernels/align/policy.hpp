@@ -47,13 +47,13 @@ struct Policy {
   int micro_wide_min_experts = 0;
   int small_block = 0;
   std::int64_t relay_max_slots = 0;
-  // `cluster` from cluster_min_slots (below, solo's one block) up to
-  // cluster_max_loads 16-byte id loads (past them its blocks grow to 1024
-  // threads) for E up to cluster_max_experts (every block reads every
-  // block's E counts and scans E).
+  // `cluster` from cluster_min_slots (below, solo's one block and tiny) up to
+  // cluster_max_slots, cluster_max_slots_wide for E > cluster_wide_experts
+  // (every warp reads every block's E counts).
   std::int64_t cluster_min_slots = 0;
-  std::int64_t cluster_max_loads = 0;
-  int cluster_max_experts = 0;
+  std::int64_t cluster_max_slots = 0;
+  std::int64_t cluster_max_slots_wide = 0;
+  int cluster_wide_experts = 0;
   // `tiny` up to this many slots (its few shared counters contend in every
   // block when E <= 16; onepass's per-block E-wide passes cost more when
   // E >= 1024), then onepass.
@@ -145,20 +145,22 @@ struct Policy {
 // 128-1024 slots of E = 8-512 where stable took micro (1.77-3.24) or oneshot
 // (4.79-6.74); micro still faster at 128 slots of E = 256 (1.88 against
 // 2.06: stripe's block scan) and at E = 4096 (3.03 against 4.76).
-// cluster_*: docs/bench/peers-pdl-10.md "auto before and after cluster",
-// measured with the kernel's first (pull) version, which the push version
-// beats by 0.3-1.1 us (align-notes.md "cluster"; re-fit pending)
-// (H200, one process per shape, PDL off / on; uniform int32 ids unless said):
-// 4096 x 2, E = 8 3.89 / 3.41 us against onepass 4.56 / 4.40; 8192 x 2 4.27
-// / 3.85 against 4.99 / 4.61; 4096 x 4, E = 16 4.51 / 4.12 against 5.06 /
-// 4.66; 1024 x 8, E = 32 4.12 / 3.74 against tiny 4.43 / 4.08; int64 ids
-// 4096 x 2, E = 8 3.79 / 3.41 against 4.68 / 4.33. Not: 2048 x 2, E = 8
-// (solo's 4,096 slots) 3.64 against solo 3.28; 1024 x 8, E = 64 4.49
-// against tiny 4.41; 16384 x 2, E = 8 5.58 against onepass 4.97. On an H100
-// (review run, same binary) 1024-thread blocks lost: int64 ids at 8,193-16,384
-// slots 5.09-5.88 against onepass 4.80-4.83, hence the load cap; and E = 32
-// did not pay there (same peers-pdl-10 file, H100 table: 1024 x 8 4.40 /
-// 4.24 against tiny 4.46 / 4.11), hence E <= 16.
+// cluster_*, solo_max_slots_few_experts: H100, 2026-11-26 (fifteenth session),
+// align-notes.md "cluster, lean" (one process per shape, PDL off / on,
+// B = 128, uniform ids unless said; the kernel with the in-warp scan): cluster
+// beat the best other variant from 4096 to 16384 slots for E = 8-48 (E = 8
+// at 4096 slots 2.82 / 2.47 us against solo 3.31 / 2.97; E = 16 at 4096
+// 2.83 / 2.46 against tiny 3.80 / 3.47; E = 32 at 16384 4.24 / 3.84 against
+// onepass 5.07 / 4.65; E = 48 at 16384 4.88 / 4.50 against 5.14 / 4.79;
+// int64 ids E = 8 at 16384 3.99 / 3.55 against 4.64 / 4.34), E = 64 up to
+// 12288 (4.75 / 4.34 against onepass 4.94 / 4.62; 16384: 5.19 / 4.78
+// against 5.13 / 4.74) and E = 96-128 up to 8192 (E = 128 4.15 / 3.77
+// against tiny 4.46 / 4.12; 12288: 5.51 against onepass 4.99). Not at 2048
+// slots (E = 8: solo 2.18 against 2.79; E = 32: tiny 2.98 against 3.10;
+// E = 64: tiny 3.01 against 3.48) nor at 32768 (E = 8: 5.11 against onepass
+// 5.00; E = 16: 5.63 against 5.12): the switch from solo / tiny at the
+// midpoint of 2048 and 4096; DeepSeek-V2-Lite's first 1024 tokens (6144
+// slots, E = 64, B = 64): 3.63 / 3.25 against tiny 4.06 / 3.75.
 // stripe_*: H200, 2026-11-26, align-notes.md "stripe" (probe_align stripe and
 // the same-call table against SGLang, PDL off / on): 16 x 8, E = 64 (8,256
 // rows) 1.80 / 1.38 us against solo 1.85 / 1.54; 64 x 8, E = 64 2.16 / 1.78
@@ -174,7 +176,7 @@ inline constexpr Policy kPolicySm90 = {
     .stripe_min_rows = 8192,
     .solo_min_slots = 33,
     .solo_max_slots = 512,
-    .solo_max_slots_few_experts = 4096,
+    .solo_max_slots_few_experts = 3072,
     .solo_max_slots_per_expert = 512,
     .solo_max_experts = 512,
     .solo_max_rows = 8704,
@@ -183,9 +185,10 @@ inline constexpr Policy kPolicySm90 = {
     .micro_wide_min_experts = 2048,
     .small_block = 64,
     .relay_max_slots = 256,
-    .cluster_min_slots = 4097,
-    .cluster_max_loads = 4096,
-    .cluster_max_experts = 16,
+    .cluster_min_slots = 3073,
+    .cluster_max_slots = 16384,
+    .cluster_max_slots_wide = 8192,
+    .cluster_wide_experts = 64,
     .tiny_max_slots_few_experts = 4096,
     .tiny_max_slots = 8192,
     .tiny_max_slots_many_experts = 16384,
@@ -237,10 +240,11 @@ inline const Policy& policy_for(const DeviceCaps& caps) {
   return policy_row_for<Policy>(kPolicyRows, caps);
 }
 
-// Whether `auto` picks cluster (after solo, micro and relay); id_bytes 4 or 8.
-inline bool cluster_preferred(const Policy& pol, std::int64_t numel, int num_experts, int id_bytes) {
-  const std::int64_t loads = (numel * id_bytes + 15) / 16;
-  return numel >= pol.cluster_min_slots && loads <= pol.cluster_max_loads && num_experts <= pol.cluster_max_experts;
+// Whether `auto` picks cluster (after solo, micro and relay; where the
+// variant applies: E <= 128).
+inline bool cluster_preferred(const Policy& pol, std::int64_t numel, int num_experts) {
+  const std::int64_t most = num_experts > pol.cluster_wide_experts ? pol.cluster_max_slots_wide : pol.cluster_max_slots;
+  return numel >= pol.cluster_min_slots && numel <= most;
 }
 
 // Whether `auto` picks stripe (first).

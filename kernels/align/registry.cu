@@ -508,9 +508,9 @@ const std::array<Variant, 18> kVariants = {{
 //  - `micro` up to 128 slots, and up to 256 with E >= 2048 and B >= 64 (its
 //    cost hardly grows with E; H200, docs/bench/align-notes.md): stable;
 //  - `relay` up to 256 slots where B < 64;
-//  - `cluster` from 4097 slots up to 4096 16-byte id loads (16384 int32
-//    slots) for E <= 16 (H200 and H100, align-notes.md "cluster"): one
-//    thread block cluster, no global atomics, no grid-wide wait;
+//  - `cluster` from 3073 to 16384 slots (8192 when E > 64), E <= 128 (H100,
+//    align-notes.md "cluster, lean"): one thread block cluster, no global
+//    atomics, no grid-wide wait;
 //  - `tiny` up to 8192 slots (4096 when E <= 16: its few shared counters
 //    contend in every block; 16384 when E >= 1024, where onepass's per-block
 //    E-wide passes cost more): one launch, no barrier between blocks;
@@ -549,10 +549,10 @@ const std::array<AutoRow<Problem>, 15> kAutoRows = {{
        return relay_preferred(policy_for(caps), p.numel, p.block_size);
      }},
     {"cluster",
-     "numel >= policy.cluster_min_slots and its 16-byte id loads <= policy.cluster_max_loads "
-     "and E <= policy.cluster_max_experts",
+     "policy.cluster_min_slots <= numel <= policy.cluster_max_slots (policy.cluster_max_slots_wide "
+     "when E > policy.cluster_wide_experts)",
      [](const Problem& p, const DeviceCaps& caps) {
-       return cluster_preferred(policy_for(caps), p.numel, p.num_experts, p.ids_int64 ? 8 : 4);
+       return cluster_preferred(policy_for(caps), p.numel, p.num_experts);
      }},
     {"tiny",
      "numel <= policy.tiny_max_slots (policy.tiny_max_slots_few_experts when E <= 16, "

@@ -48,15 +48,13 @@ std::string_view legacy_sm90(const align::Problem& p, const DeviceCaps& c) {
   const int E = p.num_experts;
   if (p.numel >= 128 && p.numel <= 512 && E <= 128 && p.max_num_tokens_padded >= 8192 && applies("stripe", p, c))
     return "stripe";
-  const std::int64_t solo_most = E <= 16 ? std::max<std::int64_t>(512, std::min<std::int64_t>(4096, 512 * E)) : 512;
+  const std::int64_t solo_most = E <= 16 ? std::max<std::int64_t>(512, std::min<std::int64_t>(3072, 512 * E)) : 512;
   if (p.numel >= 33 && p.numel <= solo_most && p.max_num_tokens_padded <= 8704 && E <= 512 && applies("solo", p, c))
     return "solo";
   if (p.numel <= 128 && applies("micro", p, c)) return "micro";
   if (p.numel <= 256 && E >= 2048 && p.block_size >= 64 && applies("micro", p, c)) return "micro";
   if (p.numel <= 256 && p.block_size < 64 && applies("relay", p, c)) return "relay";
-  const std::int64_t cluster_loads = p.ids_int64 ? (p.numel + 1) / 2 : (p.numel + 3) / 4;
-  if (p.numel >= 4097 && cluster_loads <= 4096 && E <= 16 && applies("cluster", p, c))
-    return "cluster";
+  if (p.numel >= 3073 && p.numel <= (E > 64 ? 8192 : 16384) && applies("cluster", p, c)) return "cluster";
   const bool tiny_size = p.numel <= (E <= 16 ? 4096 : E >= 1024 ? 16384 : 8192);
   if (tiny_size && applies("tiny", p, c)) return "tiny";
   if (applies("onepass", p, c)) return "onepass";
@@ -73,9 +71,9 @@ std::string_view legacy_sm90(const align::Problem& p, const DeviceCaps& c) {
 
 std::vector<align::Problem> grid() {
   std::vector<align::Problem> ps;
-  for (std::int64_t n : {1, 8, 32, 33, 64, 65, 100, 128, 129, 256, 257, 512, 513, 1024, 1500, 2048, 2049, 4096, 4097, 6000, 8192, 8193, 12000, 16384, 16385, 32768, 65535,
+  for (std::int64_t n : {1, 8, 32, 33, 64, 65, 100, 128, 129, 256, 257, 512, 513, 1024, 1500, 2048, 2049, 3072, 3073, 4096, 4097, 6000, 8192, 8193, 12000, 16384, 16385, 32768, 65535,
                          65536, 300000, 1 << 20, 1081345, 2162688, 2162689, 3 << 20})
-    for (int E : {1, 2, 4, 8, 16, 17, 32, 33, 64, 127, 128, 129, 256, 511, 512, 513, 1023, 1024, 2047, 2048, 4095, 4096, 16384, 19370, 19371,
+    for (int E : {1, 2, 4, 8, 16, 17, 32, 33, 64, 65, 127, 128, 129, 256, 511, 512, 513, 1023, 1024, 2047, 2048, 4095, 4096, 16384, 19370, 19371,
                   24576, 29000, 40000})
       for (bool i64 : {false, true})
         for (int B : {1, 16, 63, 64, 128}) {
@@ -123,7 +121,8 @@ TEST_CASE("align cluster: sm_90 only, E and numel bounds by id width") {
   CHECK(applies("cluster", p, kSm90));
   CHECK_FALSE(applies("cluster", p, kSm80));
   CHECK(applies("cluster", p, DeviceCaps{}));  // no device: only the device-independent limits
-  CHECK(applies("cluster", align::make_problem(65536, 1024, 128, false, 0, true), kSm90));
+  CHECK(applies("cluster", align::make_problem(65536, 128, 128, false, 0, true), kSm90));
+  CHECK_FALSE(applies("cluster", align::make_problem(64, 129, 128, false, 0, true), kSm90));
   CHECK_FALSE(applies("cluster", align::make_problem(65537, 8, 128, false, 0, true), kSm90));
   CHECK_FALSE(applies("cluster", align::make_problem(32769, 8, 128, true, 0, true), kSm90));
   CHECK_FALSE(applies("cluster", align::make_problem(64, 1025, 128, false, 0, true), kSm90));

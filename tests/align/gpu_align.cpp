@@ -192,7 +192,7 @@ void run_case(const Case& c, Stats& st) {
     if (name == "micro") must = c.numel <= 256;
     if (name == "relay") must = c.numel <= 4096;
     if (name == "solo") must = c.numel <= 8192;
-    if (name == "cluster") must = E <= 1024 && c.numel <= (vp.ids_int64 ? 32768 : 65536) && caps.arch() >= 90;
+    if (name == "cluster") must = E <= 128 && c.numel <= (vp.ids_int64 ? 32768 : 65536) && caps.arch() >= 90;
     if (name == "stripe") {  // shared memory 4*(ceil(numel/32)*E + E + 5) + 256 bytes: sure below 160 KiB
       must = c.numel <= 1024;
       known = !must || 4 * (((c.numel + 31) / 32) * E + E + 5) + 256 <= 160 * 1024;
@@ -372,7 +372,7 @@ TEST_CASE("small and tile-edge shapes") {
   // cluster's launch-shape steps: 1-8 blocks of 256, 512, 1024 threads, then
   // 16 blocks (int32 ids: 1,024 slots per 256 threads), and its bounds.
   for (std::int64_t n : {1023, 1024, 1025, 7000, 8193, 16385, 32769, 49000, 65535, 65536, 65537})
-    for (std::int32_t E : {1, 7, 32, 1024}) run_at(n, E, true);
+    for (std::int32_t E : {1, 7, 32, 33, 128, 1024}) run_at(n, E, true);
   report("small and tile-edge shapes", st);
   CHECK(st.runs > 0);
 }
