@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, 
   // their block counts across the warp.
   const DivB<kPow2> db = make_divb<kPow2>(a.block_size);
   const int lane = t % kWarp;
-  int start[kP], bef[kP], sum = 0;
+  int start[kP], bef[kP];
 #pragma unroll
   for (int p = 0; p < kP; ++p) start[p] = bef[p] = 0;
   // Blocks outer, experts inner: up to 4 kP independent loads in flight.
@@ -124,19 +124,8 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, 
       bef[p] += j < r ? c : 0;
     }
 #pragma unroll
-  for (int p = 0; p < kP; ++p) {
-    start[p] = db.div_up(start[p]);  // the total's blocks
-    sum += start[p];
-  }
-  const int incl = warp_inclusive_scan(sum);
-  int run = incl - sum;
-#pragma unroll
-  for (int p = 0; p < kP; ++p) {
-    const int nb = start[p];
-    start[p] = run;
-    run += nb;
-  }
-  const int blocks = __shfl_sync(kFullMask, incl, kWarp - 1);
+  for (int p = 0; p < kP; ++p) start[p] = db.div_up(start[p]);  // the total's blocks
+  const int blocks = warp_block_starts<kP>(start);
   if (r == 0 && t == 0) *a.total = blocks * db.B;
 #pragma unroll
   for (int v = 0; v < V; ++v) {

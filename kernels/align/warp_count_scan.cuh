@@ -25,6 +25,25 @@ inline decltype(auto) with_warp_scan_width(int per_lane, F&& f) {
   }
 }
 
+// nb[p]: the block counts of this lane's experts lane*kP + p -> their first
+// blocks (an exclusive scan across the warp, in expert order). Returns all
+// blocks, to every lane.
+template <int kP>
+__device__ __forceinline__ int warp_block_starts(int (&nb)[kP]) {
+  int sum = 0;
+#pragma unroll
+  for (int j = 0; j < kP; ++j) sum += nb[j];
+  const int incl = warp_inclusive_scan(sum);
+  int run = incl - sum;
+#pragma unroll
+  for (int j = 0; j < kP; ++j) {
+    const int c = nb[j];
+    nb[j] = run;
+    run += c;
+  }
+  return __shfl_sync(kFullMask, incl, kWarp - 1);
+}
+
 // Every warp scans all E <= 32 kP counters cs (kP per lane) itself after the
 // counting barrier, so the block scan's two barriers go (8 per lane, E <= 256,
 // was 0.15-0.4 us slower than the block scan: align-notes.md "solo").
@@ -33,21 +52,13 @@ template <int kP, int kL, bool kPow2>
 __device__ __forceinline__ int warp_scan_block_counts(const int* cs, int E, const DivB<kPow2>& db, const int (&ev)[kL],
                                                       int (&fb)[kL]) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  int pre[kP], sum = 0;
+  int pre[kP];
 #pragma unroll
   for (int j = 0; j < kP; ++j) {
     const int e = lane * kP + j;
     pre[j] = e < E ? db.div_up(cs[e]) : 0;
-    sum += pre[j];
   }
-  const int incl = warp_inclusive_scan(sum);
-  int run = incl - sum;
-#pragma unroll
-  for (int j = 0; j < kP; ++j) {
-    const int nb = pre[j];
-    pre[j] = run;
-    run += nb;
-  }
+  const int blocks = warp_block_starts<kP>(pre);
 #pragma unroll
   for (int k = 0; k < kL; ++k) {
     const int e = max(ev[k], 0);
@@ -58,7 +69,7 @@ __device__ __forceinline__ int warp_scan_block_counts(const int* cs, int E, cons
       if (e % kP == j) fb[k] = v;
     }
   }
-  return __shfl_sync(kFullMask, incl, kWarp - 1);
+  return blocks;
 }
 
 }  // namespace moekit::align::detail
