@@ -478,9 +478,10 @@ const std::array<Variant, 18> kVariants = {{
       "unstable"},
      false, onepass_limits, onepass_na, onepass_ws, by_dtype<OnePass>, zeroed},
     {{"cluster",
-      "mid-sized inputs, few experts: ONE thread block cluster (sm_90+) of up to 16 blocks; each "
-      "ranks its slots with shared atomics and stores its counts into every block's shared memory "
-      "before a cluster barrier; rows filled while the ids load; no workspace; unstable"},
+      "mid-sized inputs, up to 128 experts: ONE thread block cluster (sm_90+) of up to 16 blocks; "
+      "each ranks its slots with shared atomics and stores its counts into every block's shared "
+      "memory before a cluster barrier, then every warp sums them and scans the block counts itself; "
+      "rows filled while the ids load; no workspace; unstable"},
      false, cluster_limits, cluster_na, no_workspace, by_dtype<Cluster>},
     {{"twopass",
       "large inputs: count + place kernels chained by PDL, blocks x experts table, no global "
