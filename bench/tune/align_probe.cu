@@ -112,24 +112,17 @@ __global__ void spin_kernel(long long ns) {
 __global__ void mark_kernel(int* out) {
   if (threadIdx.x == 0) out[blockIdx.x] = 1;
 }
-// `cluster`'s three cluster barriers and nothing else.
-__global__ void cluster_barriers_kernel(int* out) {
+// `cluster`'s three cluster barriers and nothing else, optionally after one
+// global store per thread (a release at cluster scope also covers global
+// stores: does it wait for them?).
+__global__ void cluster_barriers_kernel(int* out, bool store_first) {
+  if (store_first) out[blockIdx.x * blockDim.x + threadIdx.x] = 1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __cluster_barrier_arrive_relaxed();
   __cluster_barrier_wait();
   cooperative_groups::this_cluster().sync();
 #endif
-  if (threadIdx.x == 0) out[blockIdx.x] = 1;
-}
-// The same after one global store per thread (a release at cluster scope
-// also covers global stores: does it wait for them?).
-__global__ void cluster_barriers_after_store_kernel(int* out) {
-  out[blockIdx.x * blockDim.x + threadIdx.x] = 1;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __cluster_barrier_arrive_relaxed();
-  __cluster_barrier_wait();
-  cooperative_groups::this_cluster().sync();
-#endif
+  if (!store_first && threadIdx.x == 0) out[blockIdx.x] = 1;
 }
 
 void spin_ms(double ms) {
@@ -924,16 +917,16 @@ int cluster_mode() {
               "|---:|---|---:|---:|---:|---:|\n");
   for (int g : {1, 2, 4, 8, 16})
     for (bool pdl : {false, true}) {
-      const auto run = [&](auto kernel, int cluster) {
+      const auto run = [&](auto kernel, int cluster, auto... args) {
         return bench_like(
             [&, kernel, cluster](cudaStream_t s, int) {
               prim::launch_with_smem(kernel, dim3(g), dim3(256), 0, s, prim::LaunchAttrs{pdl, false, cluster},
-                                     out.as<int>());
+                                     out.as<int>(), args...);
             },
             1);
       };
       std::printf("| %d | %s | %.2f | %.2f | %.2f | %.2f |\n", g, pdl ? "on" : "off", run(mark_kernel, 0),
-                  run(mark_kernel, g), run(cluster_barriers_kernel, g), run(cluster_barriers_after_store_kernel, g));
+                  run(mark_kernel, g), run(cluster_barriers_kernel, g, false), run(cluster_barriers_kernel, g, true));
       std::fflush(stdout);
     }
   std::printf("\n| E, topk | tokens | PDL | plan | solo | tiny | onepass | cluster |\n"

@@ -36,6 +36,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <string>
 
 #include "align/common.cuh"
 #include "align/host_util.cuh"
@@ -46,10 +47,10 @@ namespace moekit::align::detail {
 // sm_90's largest cluster (the non-portable size; 8 portable).
 constexpr int kClusterMaxBlocks = 16;
 constexpr int kClusterMaxThreads = 1024;
-// E limit: every warp scans all E itself (warp_scan_block_counts' widths, up
-// to 128); at E >= 128 the kernel already lost to tiny and onepass (every
-// block reads CS x E counts).
-constexpr int kClusterMaxExperts = 4 * kWarp;
+// E limit: every warp scans all E itself (the in-warp scan's widths); at
+// E >= 128 the kernel already lost to tiny and onepass (every warp reads
+// CS x E counts).
+constexpr int kClusterMaxExperts = kWarpScanMaxExperts;
 
 // Dynamic shared memory: (CS + 1)E ints (this block's counts, then every
 // block's). kP: experts per lane of the in-warp scan (warp_scan_per_lane);
@@ -130,16 +131,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads, 2) cluster_kernel(Args a, 
 #pragma unroll
   for (int v = 0; v < V; ++v) {
     const int e = max(ev[v], 0);
-    int fb = 0, off = 0;
-#pragma unroll
-    for (int p = 0; p < kP; ++p) {
-      const int sb = __shfl_sync(kFullMask, start[p], e / kP);
-      const int ob = __shfl_sync(kFullMask, bef[p], e / kP);
-      if (e % kP == p) {
-        fb = sb;
-        off = ob;
-      }
-    }
+    const int fb = from_expert_lane<kP>(start, e), off = from_expert_lane<kP>(bef, e);
     if (ev[v] < 0) continue;
     const int o = off + rk[v];  // position inside the expert
     const int row = fb * db.B + o;
@@ -195,7 +187,10 @@ inline ClusterPlan cluster_plan(const Problem& p, const DeviceCaps& caps) {
 
 template <class IdT>
 inline const char* cluster_not_applicable(const Problem& p, const DeviceCaps& caps) {
-  if (p.num_experts > kClusterMaxExperts) return "needs E <= 128";
+  if (p.num_experts > kClusterMaxExperts) {
+    static const std::string why = "needs E <= " + std::to_string(kClusterMaxExperts);
+    return why.c_str();
+  }
   if (p.numel > cluster_max_numel<IdT>())
     return "needs numel <= 16 blocks x 1024 threads x one 16-byte id load";
   if (caps.present() && caps.arch() < 90) return "needs thread block clusters (sm_90+)";

@@ -1,5 +1,5 @@
-// In-warp scan of the experts' block counts, for the one-block layouts
-// (`solo`, `stripe`) up to 128 experts.
+// In-warp scan of the experts' block counts, for the layouts where every warp
+// scans all experts itself (`solo`, `stripe`, `cluster`) up to 128 experts.
 #pragma once
 
 #include <type_traits>
@@ -8,10 +8,14 @@
 
 namespace moekit::align::detail {
 
+// Most experts the in-warp scan holds (4 per lane).
+constexpr int kWarpScanMaxExperts = 4 * kWarp;
+
 // Experts per lane of warp_scan_block_counts for E experts (1 up to 32, 4 up
-// to 128), or 0 where the kernel takes the block scan instead. Host side.
+// to kWarpScanMaxExperts), or 0 where the kernel takes the block scan instead.
+// Host side.
 inline int warp_scan_per_lane(int num_experts) {
-  return num_experts <= kWarp ? 1 : num_experts <= 4 * kWarp ? 4 : 0;
+  return num_experts <= kWarp ? 1 : num_experts <= kWarpScanMaxExperts ? 4 : 0;
 }
 
 // f(std::integral_constant<int, kP>{}) for a warp_scan_per_lane value: the
@@ -44,6 +48,19 @@ __device__ __forceinline__ int warp_block_starts(int (&nb)[kP]) {
   return __shfl_sync(kFullMask, incl, kWarp - 1);
 }
 
+// vals[e % kP] of the lane holding expert e (lane e / kP), to every lane
+// that asks; the whole warp calls it.
+template <int kP>
+__device__ __forceinline__ int from_expert_lane(const int (&vals)[kP], int e) {
+  int out = 0;
+#pragma unroll
+  for (int j = 0; j < kP; ++j) {
+    const int v = __shfl_sync(kFullMask, vals[j], e / kP);
+    if (e % kP == j) out = v;
+  }
+  return out;
+}
+
 // Every warp scans all E <= 32 kP counters cs (kP per lane) itself after the
 // counting barrier, so the block scan's two barriers go (8 per lane, E <= 256,
 // was 0.15-0.4 us slower than the block scan: align-notes.md "solo").
@@ -60,15 +77,7 @@ __device__ __forceinline__ int warp_scan_block_counts(const int* cs, int E, cons
   }
   const int blocks = warp_block_starts<kP>(pre);
 #pragma unroll
-  for (int k = 0; k < kL; ++k) {
-    const int e = max(ev[k], 0);
-    fb[k] = 0;
-#pragma unroll
-    for (int j = 0; j < kP; ++j) {
-      const int v = __shfl_sync(kFullMask, pre[j], e / kP);
-      if (e % kP == j) fb[k] = v;
-    }
-  }
+  for (int k = 0; k < kL; ++k) fb[k] = from_expert_lane<kP>(pre, max(ev[k], 0));
   return blocks;
 }
 
