@@ -26,6 +26,15 @@
 //                                kernels with and without the cluster
 //                                attribute, a barriers-only kernel, and
 //                                `cluster` next to solo / tiny / onepass
+//   probe_align floor            per issue-#12 cell, PDL off / on: an empty
+//                                kernel, one id loaded -> one row stored, and
+//                                a one-launch kernel that loads every id and
+//                                writes every row (counting and layout free),
+//                                next to `auto`
+//   probe_align trigger          `tiny` with its PDL trigger at later phases;
+//                                `solo` at 2-4 slots per thread
+//   probe_align micro1           copies of micro's one-warp path (<= 32 slots)
+//                                with parts changed or removed
 //   probe_align ncu              two launches of each kernel of interest, for
 //                                `ncu --metrics gpu__time_duration.sum ...`
 //
@@ -211,9 +220,9 @@ struct Setup {
   std::vector<DeviceBuffer> ids;
   DeviceBuffer sorted, eids, total, ws;
   int copies = 1;
-  Setup(const Shape& c, int tokens, std::mt19937_64& rng) {
+  Setup(const Shape& c, int tokens, std::mt19937_64& rng, int block_size = 128) {
     const auto h = make_ids(c, tokens, rng);
-    p = align::make_problem(static_cast<std::int64_t>(h.size()), c.E, 128, false, 0, false);
+    p = align::make_problem(static_cast<std::int64_t>(h.size()), c.E, block_size, false, 0, false);
     const std::vector<std::int64_t> h64(h.begin(), h.end());
     ref = align::reference(p, h64, {});
     copies = rotation_copies(h.size() * 4, false);
@@ -404,7 +413,8 @@ int micro_mode() {
     Setup su(r.sh, r.tokens, rng);
     const auto prod = [&](const char* v) { return time_product(su, v); };
     const auto at = [&](int threads, int rpt) {
-      switch (ad::micro_per_lane(su.p.numel)) {
+      switch (ad::micro_per_lane(su.p.numel, su.p.block_size)) {
+        case 0: return micro_at<0>(su, threads, rpt);
         case 1: return micro_at<1>(su, threads, rpt);
         case 2: return micro_at<2>(su, threads, rpt);
         case 4: return micro_at<4>(su, threads, rpt);
@@ -751,6 +761,7 @@ __device__ __forceinline__ long long clk() {
   return c;
 }
 struct StampProbe {
+  static constexpr bool kEarlyTrigger = true;
   __device__ static void mark(int ph) {
     if (threadIdx.x != 0 || blockIdx.x >= kStampBlocks) return;
     if (ph == 0) g_gt[blockIdx.x][0] = global_ns();
@@ -904,6 +915,372 @@ int ncu_mode() {
   return 0;
 }
 
+
+// ---- floor: what any one-launch align pays at least, with the product's
+// PDL placement (wait, then trigger), next to `auto`.
+__global__ void floor_empty_kernel() {
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
+}
+// The shortest dependent chain: one id loaded, one row stored.
+__global__ void floor_chain_kernel(const int* ids, int* out) {
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
+  if (threadIdx.x == 0) out[0] = ids[0] + 1;
+}
+// Every id loaded once, every row of sorted_token_ids and every expert_ids
+// entry written once (16-byte stores issued while the ids load), one barrier,
+// then one store per id at a row that depends on its value: a one-launch
+// align whose counting and layout cost nothing. numel <= 4 x the grid's threads.
+__global__ void floor_fill_kernel(const int* ids, int n, int* sorted, int rows, int* eids, int nblocks) {
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
+  const int gi = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const int gn = static_cast<int>(gridDim.x * blockDim.x);
+  int id[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) id[k] = gi + k * gn < n ? __ldg(ids + gi + k * gn) : -1;
+  int4* q = reinterpret_cast<int4*>(sorted);
+#pragma unroll 1
+  for (int j = gi; j < rows / 4; j += gn) q[j] = make_int4(n, n, n, n);
+  if (gi < (rows & 3)) sorted[rows / 4 * 4 + gi] = n;
+#pragma unroll 1
+  for (int j = gi; j < nblocks; j += gn) eids[j] = -1;
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int i = gi + k * gn, row = i + (id[k] & 1);
+    if (id[k] >= 0 && row < rows) sorted[row] = i;
+  }
+}
+
+// The same memory work without a block barrier, in micro's launch shape
+// (`chunk` rows per block of 128 threads): each warp fills its slice of the
+// block's rows while its lanes load up to 32 ids, then __syncwarp and one
+// dependent store per id.
+__global__ void floor_warp_kernel(const int* ids, int n, int* sorted, int rows, int* eids, int nblocks, int chunk) {
+  prim::pdl_wait();
+  prim::pdl_launch_dependents();
+  const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
+  const int warps = static_cast<int>(blockDim.x) >> 5;
+  const int id = lane < n ? __ldg(ids + lane) : -1;
+  const int sub = (chunk + 4 * warps - 1) / (4 * warps) * 4;
+  const int cb = static_cast<int>(blockIdx.x) * chunk, ce = min(cb + chunk, rows);
+  const int r0 = min(cb + w * sub, ce), r1 = min(r0 + sub, ce);
+  int4* q = reinterpret_cast<int4*>(sorted);
+#pragma unroll 1
+  for (int j = r0 / 4 + lane; j < r1 / 4; j += 32) q[j] = make_int4(n, n, n, n);
+#pragma unroll 1
+  for (int j = r0 + lane; j < nblocks && j < r1; j += 32) eids[j] = -1;
+  __syncwarp();
+  const int row = lane + (id & 1);
+  if (id >= 0 && row >= r0 && row < r1) sorted[row] = lane;
+}
+
+struct Cell {
+  Shape sh;
+  int tokens;
+  int block;
+};
+
+std::vector<Cell> issue_cells() {
+  std::vector<Cell> cells;
+  for (const Shape sh : {Shape{8, 2, false}, Shape{64, 8, false}, Shape{128, 8, false}, Shape{256, 8, false},
+                         Shape{512, 8, false}, Shape{4096, 8, false}})
+    for (int t : {1, 16, 64, 256, 1024}) cells.push_back({sh, t, 128});
+  cells.push_back({{128, 1, false}, 128, 16});  // Llama-4-Maverick decode rows
+  cells.push_back({{128, 1, false}, 135, 16});
+  for (int t : {1, 16, 64, 256, 1024}) cells.push_back({{64, 6, false}, t, 64});  // DeepSeek-V2-Lite prefixes
+  return cells;
+}
+
+int floor_mode() {
+  std::mt19937_64 rng(23);
+  spin_ms(20);
+  const int sms = std::max(device_caps().sm_count, 1);
+  std::printf("| E, topk, B | tokens | PDL | empty | load -> store | one-launch floor (grid) | warp-local floor, "
+              "micro's shape (grid) | micro | auto |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const Cell& c : issue_cells()) {
+    if (!token_in_range(c.tokens)) continue;
+    Setup su(c.sh, c.tokens, rng, c.block);
+    const int n = static_cast<int>(su.p.numel), rows = static_cast<int>(su.p.max_num_tokens_padded);
+    const int nb = static_cast<int>(su.p.max_num_blocks);
+    for (bool pdl : {false, true}) {
+      su.p.pdl = pdl;
+      const prim::LaunchAttrs at{pdl, false};
+      const double t_empty = bench_like(
+          [&](cudaStream_t s, int) { prim::launch_ex(floor_empty_kernel, dim3(1), dim3(32), 0, s, at); }, 1);
+      const double t_chain = bench_like(
+          [&](cudaStream_t s, int k) {
+            prim::launch_ex(floor_chain_kernel, dim3(1), dim3(32), 0, s, at,
+                            static_cast<const int*>(su.buffers(k).topk_ids), su.buffers(k).sorted_token_ids);
+          },
+          su.copies);
+      const int need = std::max(1, (n + 1023) / 1024);
+      const int g_one = std::max(need, std::min(sms, (rows + 1023) / 1024));
+      double t_fill = 1e9;
+      int g_best = 0;
+      for (int g : {g_one, std::max(need, g_one / 4)}) {
+        const double us = bench_like(
+            [&](cudaStream_t s, int k) {
+              const align::Buffers b = su.buffers(k);
+              prim::launch_ex(floor_fill_kernel, dim3(g), dim3(256), 0, s, at, static_cast<const int*>(b.topk_ids), n,
+                              b.sorted_token_ids, rows, b.expert_ids, nb);
+            },
+            su.copies);
+        if (us < t_fill) t_fill = us, g_best = g;
+      }
+      // Warp-local floor where micro's one-warp layout applies (<= 32 slots).
+      double t_warp = 0;
+      int g_warp = 0;
+      if (n <= 32) {
+        const int chunk = ad::micro_chunk(su.p, device_caps());
+        g_warp = (rows + chunk - 1) / chunk;
+        t_warp = bench_like(
+            [&](cudaStream_t s, int k) {
+              const align::Buffers b = su.buffers(k);
+              prim::launch_ex(floor_warp_kernel, dim3(g_warp), dim3(128), 0, s, at, static_cast<const int*>(b.topk_ids),
+                              n, b.sorted_token_ids, rows, b.expert_ids, nb, chunk);
+            },
+            su.copies);
+      }
+      std::printf("| %d, %d, %d | %d | %s | %.2f | %.2f | %.2f (%d) | %.2f (%d) | %.2f | %.2f |\n", c.sh.E, c.sh.topk,
+                  c.block, c.tokens, pdl ? "on" : "off", t_empty, t_chain, t_fill, g_best, t_warp, g_warp,
+                  time_product(su, "micro"), time_product(su, "auto"));
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+// ---- trigger: `tiny` with PDL on and its trigger right after pdl_wait (the
+// product) or at a later phase mark (4: after the scan, 5: after the
+// experts' padding rows, 6: after the tail and its barrier, never: at exit);
+// then `solo` with 2 or 4 slots per thread at 256 / 512 threads.
+template <int kAt>
+struct TriggerProbe {
+  static constexpr bool kEarlyTrigger = false;
+  __device__ static void mark(int ph) {
+    if (ph == kAt) prim::pdl_launch_dependents();
+  }
+  __device__ static void loaded(int) {}
+  __device__ static void end() {}
+};
+
+template <class Probe>
+cudaError_t launch_tiny_with(const Setup& su, int c, cudaStream_t s, const ad::TinyPlan& pl) {
+  const ad::Args a = ad::make_args(su.p, su.buffers(c));
+  const std::size_t smem = ad::tiny_smem(su.p.numel, su.p.num_experts);
+  const auto go = [&](auto kernel) {
+    return prim::launch_with_smem(kernel, dim3(pl.grid), dim3(pl.threads), smem, s, ad::launch_attrs(su.p), a,
+                                  pl.chunk, ad::TinyPlaceNone::Params{});
+  };
+  const bool wide = su.p.numel > std::int64_t{ad::kTinyNarrow} * pl.threads;
+  switch (pl.threads) {
+    case 256:
+      return wide ? go(ad::tiny_kernel<std::int32_t, 256, true, Probe>) : go(ad::tiny_kernel<std::int32_t, 256, false, Probe>);
+    case 512:
+      return wide ? go(ad::tiny_kernel<std::int32_t, 512, true, Probe>) : go(ad::tiny_kernel<std::int32_t, 512, false, Probe>);
+    default:
+      return wide ? go(ad::tiny_kernel<std::int32_t, 1024, true, Probe>)
+                  : go(ad::tiny_kernel<std::int32_t, 1024, false, Probe>);
+  }
+}
+
+template <int kThreads, int kL>
+cudaError_t launch_solo_at(const Setup& su, int c, cudaStream_t s) {
+  const ad::Args a = ad::make_args(su.p, su.buffers(c));
+  const std::size_t smem = ad::expert_table_smem(su.p.num_experts);
+  const bool p2 = (su.p.block_size & (su.p.block_size - 1)) == 0;
+  return ad::with_warp_scan_width(ad::warp_scan_per_lane(su.p.num_experts), [&](auto per_lane) {
+    constexpr int kP = decltype(per_lane)::value;
+    const auto kernel = p2 ? ad::solo_kernel<std::int32_t, kThreads, kL, kP, true>
+                           : ad::solo_kernel<std::int32_t, kThreads, kL, kP, false>;
+    return prim::launch_with_smem(kernel, dim3(1), dim3(kThreads), smem, s, ad::launch_attrs(su.p), a);
+  });
+}
+
+int trigger_mode() {
+  std::mt19937_64 rng(29);
+  spin_ms(20);
+  std::printf("| E, topk, B | tokens | plan | auto (PDL on) | tiny, trigger early (product) | after scan | after "
+              "padding rows | after tail | at exit |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const Cell& c : issue_cells()) {
+    if (!token_in_range(c.tokens) || c.tokens < 16 || c.sh.E < 64) continue;
+    Setup su(c.sh, c.tokens, rng, c.block);
+    if (ad::tiny_not_applicable(su.p, device_caps())) continue;
+    su.p.pdl = true;
+    const ad::TinyPlan pl = ad::tiny_plan(su.p, device_caps());
+    const auto at = [&](auto probe) {
+      using P = decltype(probe);
+      const auto f = [&su, pl](cudaStream_t s, int k) { launch_tiny_with<P>(su, k, s, pl); };
+      return su.verify(f) ? bench_like(f, su.copies) : 1e9;
+    };
+    std::printf("| %d, %d, %d | %d | %dx%d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", c.sh.E, c.sh.topk, c.block,
+                c.tokens, pl.grid, pl.threads, time_product(su, "auto"), at(ad::TinyNoProbe{}), at(TriggerProbe<4>{}),
+                at(TriggerProbe<5>{}), at(TriggerProbe<6>{}), at(TriggerProbe<99>{}));
+    std::fflush(stdout);
+  }
+  std::printf("\n| E, topk, B | tokens | PDL | solo (plan) | 256 x 2 | 512 x 2 | 256 x 4 | auto |\n"
+              "|---|---:|---|---:|---:|---:|---:|---:|\n");
+  for (const Cell& c : {Cell{{8, 2, false}, 128, 128}, Cell{{8, 2, false}, 256, 128}, Cell{{8, 2, false}, 512, 128},
+                        Cell{{16, 4, false}, 64, 128}, Cell{{16, 4, false}, 128, 128}, Cell{{64, 6, false}, 64, 64},
+                        Cell{{64, 8, false}, 32, 128}, Cell{{64, 8, false}, 64, 128}, Cell{{128, 1, false}, 384, 16}}) {
+    if (!token_in_range(c.tokens)) continue;
+    Setup su(c.sh, c.tokens, rng, c.block);
+    for (bool pdl : {false, true}) {
+      su.p.pdl = pdl;
+      const auto at = [&](auto f, int most) {
+        if (su.p.numel > most) return 1e9;
+        return su.verify(f) ? bench_like(f, su.copies) : 1e9;
+      };
+      const ad::SoloPlan sp = ad::solo_plan(su.p, device_caps());
+      std::printf("| %d, %d, %d | %d | %s | %.2f (%dx%d) | %.2f | %.2f | %.2f | %.2f |\n", c.sh.E, c.sh.topk, c.block,
+                  c.tokens, pdl ? "on" : "off", time_product(su, "solo"), sp.threads, sp.per_thread,
+                  at([&su](cudaStream_t s, int k) { launch_solo_at<256, 2>(su, k, s); }, 512),
+                  at([&su](cudaStream_t s, int k) { launch_solo_at<512, 2>(su, k, s); }, 1024),
+                  at([&su](cudaStream_t s, int k) { launch_solo_at<256, 4>(su, k, s); }, 1024), time_product(su, "auto"));
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+
+// ---- micro1: copies of `micro`'s one-warp path (<= 32 slots) with parts
+// changed, to see where its ~0.2 us over the warp-local floor goes.
+// kMode 0: the product's code; 1: the expert-bit votes unrolled for kBits
+// bits; 2: no layout (row = lane, first block 0); 3: the product's layout,
+// then the slot rows only (no expert_ids, no total); 4: every lane reads the
+// <= kMaxN keys by shuffles and compares them in registers (numel <= B only:
+// one block per expert).
+template <int kMode, int kBits, int kMaxN, bool kLate>
+__global__ void __launch_bounds__(128) micro1_kernel(ad::Args a, int chunk) {
+  constexpr int kWarps = 4;
+  const int lane = static_cast<int>(threadIdx.x) % 32, w = static_cast<int>(threadIdx.x) / 32;
+  const int n = a.numel;
+  prim::pdl_wait();
+  if constexpr (!kLate) prim::pdl_launch_dependents();
+  int raw = -1;
+  if (lane < n) raw = __ldg(static_cast<const int*>(a.ids) + lane);
+  const ad::DivB<true> db = ad::make_divb<true>(a.block_size);
+  const int sub = (chunk + 4 * kWarps - 1) / (4 * kWarps) * 4;
+  const int cb = static_cast<int>(blockIdx.x) * chunk;
+  const int ce = cb + min(chunk, max(a.max_padded - cb, 0));
+  const int r0 = cb + min(w * sub, ce - cb);
+  const int r1 = r0 + min(sub, ce - r0);
+  const int j0 = db.div_up(r0);
+  const int j1 = min(db.div_up(r1), a.max_blocks);
+  ad::fill_range(a.sorted, r0, r1, n, lane, 32);
+#pragma unroll 1
+  for (int j = j0 + lane; j < j1; j += 32) a.eids[j] = -1;
+  const int e = lane < n ? ad::expert_of<int>(raw, a) : -1;
+  int rank = 0, nb = 0, fb = 0, tb = 0;
+  if constexpr (kMode == 2) {
+    fb = lane;
+    nb = 1;
+    tb = n;
+  } else if constexpr (kMode == 4) {
+    unsigned lt = 0;
+#pragma unroll
+    for (int j = 0; j < kMaxN; ++j) {
+      const int k = __shfl_sync(0xffffffffu, e, j);
+      rank += (j < lane && k == e) ? 1 : 0;
+      lt |= (k >= 0 && k < e) ? (1u << j) : 0u;
+    }
+    const unsigned leaders = __ballot_sync(0xffffffffu, e >= 0 && rank == 0);
+    nb = e >= 0 && rank == 0 ? 1 : 0;
+    fb = __popc(leaders & lt);
+    tb = __popc(leaders);
+  } else {
+    unsigned below, peers;
+    if constexpr (kMode == 1) {
+      const unsigned valid = __ballot_sync(0xffffffffu, e >= 0);
+      peers = e >= 0 ? valid : ~valid;
+      below = 0;
+#pragma unroll
+      for (int bit = kBits - 1; bit >= 0; --bit) {
+        const bool set = (e >> bit) & 1;
+        prim::peers_below_step(set, __ballot_sync(0xffffffffu, set), peers, below);
+      }
+      if (e < 0) below = 0;
+    } else {
+      peers = ad::warp_peers_below(e, ad::expert_bits(a.num_experts), below);
+    }
+    rank = __popc(peers & prim::lanemask_lt());
+    nb = e >= 0 && rank == 0 ? db.div_up(__popc(peers)) : 0;
+    const int most = db.div_up(n);
+#pragma unroll 1
+    for (int bit = 0; (1 << bit) <= most; ++bit) {
+      const unsigned m = __ballot_sync(0xffffffffu, (nb >> bit) & 1);
+      tb += __popc(m) << bit;
+      fb += __popc(m & below) << bit;
+    }
+  }
+  __syncwarp();
+  if constexpr (kLate) prim::pdl_launch_dependents();
+  if constexpr (kMode != 3)
+    if (blockIdx.x == 0 && threadIdx.x == 0) *a.total = tb * db.B;
+  if (e < 0) return;
+  const int row = fb * db.B + rank;
+  if (row >= r0 && row < r1) a.sorted[row] = lane;
+  if constexpr (kMode != 3) {
+    const int jb1 = min(fb + nb, j1);
+#pragma unroll 1
+    for (int j = max(fb, j0); j < jb1; ++j) a.eids[j] = e;
+  }
+}
+
+template <int kMode, int kBits, int kMaxN>
+cudaError_t launch_micro1(const Setup& su, int c, cudaStream_t s) {
+  const int chunk = ad::micro_chunk(su.p, device_caps());
+  const int rows = static_cast<int>(std::max<std::int64_t>(su.p.max_num_tokens_padded, 1));
+  const int grid = (rows + chunk - 1) / chunk;
+  const ad::Args a = ad::make_args(su.p, su.buffers(c));
+  const bool late = su.p.pdl && su.p.numel <= align::policy_for(device_caps()).micro_late_trigger_max_slots;
+  return late ? prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, true>, dim3(grid), dim3(128), 0, s, ad::launch_attrs(su.p), a, chunk)
+              : prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, false>, dim3(grid), dim3(128), 0, s, ad::launch_attrs(su.p), a, chunk);
+}
+
+template <int kBits>
+double micro1_bits(Setup& su) {
+  const auto f = [&su](cudaStream_t s, int k) { launch_micro1<1, kBits, 32>(su, k, s); };
+  return su.verify(f) ? bench_like(f, su.copies) : 1e9;
+}
+
+int micro1_mode() {
+  std::mt19937_64 rng(31);
+  spin_ms(20);
+  std::printf("| E, topk, B | tokens | PDL | micro (product) | copy | votes unrolled | no layout (wrong) | no expert_ids / "
+              "total (wrong) | shuffled keys |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const Cell& c : {Cell{{8, 2, false}, 1, 128}, Cell{{64, 8, false}, 1, 128}, Cell{{256, 8, false}, 1, 128},
+                        Cell{{4096, 8, false}, 1, 128}, Cell{{64, 6, false}, 1, 64}, Cell{{8, 2, false}, 16, 128},
+                        Cell{{128, 1, false}, 32, 16}}) {
+    Setup su(c.sh, c.tokens, rng, c.block);
+    for (bool pdl : {false, true}) {
+      su.p.pdl = pdl;
+      const auto timed = [&](auto launch, bool check) {
+        const auto f = [&su, launch](cudaStream_t s, int k) { launch(su, k, s); };
+        if (check && !su.verify(f)) return -1.0;
+        return bench_like(f, su.copies);
+      };
+      int bits = 0;
+      while ((1 << bits) < c.sh.E) ++bits;  // key_bits, host side
+      const double unrolled = bits <= 3 ? micro1_bits<3>(su) : bits <= 6 ? micro1_bits<6>(su) : bits <= 7 ? micro1_bits<7>(su)
+                              : bits <= 8 ? micro1_bits<8>(su) : micro1_bits<12>(su);
+      const bool shuffled_ok = su.p.numel <= su.p.block_size;
+      const double shuffled = !shuffled_ok ? 0
+                              : su.p.numel <= 8 ? timed(launch_micro1<4, 0, 8>, true)
+                                                : timed(launch_micro1<4, 0, 32>, true);
+      std::printf("| %d, %d, %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", c.sh.E, c.sh.topk, c.block,
+                  c.tokens, pdl ? "on" : "off", time_product(su, "micro"), timed(launch_micro1<0, 0, 32>, true), unrolled,
+                  timed(launch_micro1<2, 0, 32>, false), timed(launch_micro1<3, 0, 32>, false), shuffled);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 // What one thread block cluster costs: empty kernels with and without the
@@ -972,10 +1349,13 @@ int main(int argc, char** argv) {
     if (mode == "stripe") return stripe_mode();
     if (mode == "cluster") return cluster_mode();
     if (mode == "phases") return phases();
+    if (mode == "floor") return floor_mode();
+    if (mode == "trigger") return trigger_mode();
+    if (mode == "micro1") return micro1_mode();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "probe_align: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | onepass | micro | relay | solo | stripe | cluster | ncu\n");
+  std::fprintf(stderr, "usage: probe_align calib | sweep FILE.csv | phases | twopass | onepass | micro | relay | solo | stripe | cluster | floor | trigger | micro1 | ncu\n");
   return 2;
 }

@@ -15,6 +15,12 @@
 //    __syncwarp (it orders the warp's fill before its overwrites), writes the
 //    slot rows and expert_ids that fall in its slice. No shared memory, no
 //    block barrier: warps never wait for each other.
+//  - S = 0 (at most kMicroShuffleSlots slots, numel <= B: one token, say):
+//    the S = 1 path, but each lane reads the few keys by shuffles and
+//    compares them in registers instead of voting on every expert bit (one
+//    token 1.39-1.45 -> 1.33 us PDL off, 1.10-1.17 -> 1.00 on, H100, whatever
+//    E: align-notes.md "micro: keys by shuffles"); with numel <= B every
+//    expert fills exactly one block.
 //  - S >= 2: warp h owns column h (slots 32h .. 32h + 31) and publishes
 //    its key ballots in shared memory; after a barrier each owner compares
 //    its slots with every column (S mask updates per expert bit instead of
@@ -45,6 +51,9 @@ namespace moekit::align::detail {
 // "micro up to 256 slots").
 constexpr int kMicroMaxPerLane = 8;
 constexpr int kMicroMaxNumel = kMicroMaxPerLane * kWarp;
+// S = 0: shuffles per lane (32 shuffles at 32 slots were slower than the
+// votes: 1.47 against 1.34 us, align-notes.md "micro: keys by shuffles").
+constexpr int kMicroShuffleSlots = 8;
 // Threads per block. S = 1: 4 warps (every warp computes the whole layout,
 // so more warps per SM only queue more copies of it: probe_align micro, H100,
 // 128 threads x 8 rows per thread against 256 x 4, equal at one token, 0.1 us
@@ -52,9 +61,9 @@ constexpr int kMicroMaxNumel = kMicroMaxPerLane * kWarp;
 // per column, no warp that only fills (H200, 2026-11-26, align-notes.md "micro:
 // unrolled bit loops": 64 threads at 64 slots 0.02-0.05 us faster than 128).
 template <int kS>
-constexpr int kMicroThreads = kS == 1 ? 128 : kS * kWarp;
+constexpr int kMicroThreads = kS <= 1 ? 128 : kS * kWarp;
 
-// kS: slots per lane (slot s * 32 + lane); kPow2: B is a power of two
+// kS: slots per lane (slot s * 32 + lane; 0: one, by shuffles); kPow2: B is a power of two
 // (shifts only: less code to fetch). kThreads: probe_align micro tries others.
 // kLate: the PDL trigger after the layout (pdl_late_trigger); a template
 // argument, because a runtime flag cost 0.04 us with PDL off.
@@ -65,11 +74,11 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   const int n = a.numel;
   prim::pdl_wait();  // the ids; the fill below overwrites rows the previous kernel may read
   if constexpr (!kLate) prim::pdl_launch_dependents();
-  static_assert(kS == 1 || kWarps >= kS, "with kS > 1, warp h owns column h");
-  // kS == 1: every warp loads the <= 32 slots; else warp w < kS column w
+  static_assert(kS <= 1 || kWarps >= kS, "with kS > 1, warp h owns column h");
+  // kS <= 1: every warp loads the <= 32 slots; else warp w < kS column w
   // (every warp, at the default shape: no owner branch is compiled).
-  const bool owner = kS == 1 || kWarps == kS || w < kS;
-  const int mine = kS == 1 ? lane : w * kWarp + lane;
+  const bool owner = kS <= 1 || kWarps == kS || w < kS;
+  const int mine = kS <= 1 ? lane : w * kWarp + lane;
   IdT raw = IdT(-1);
   if (owner && mine < n) raw = __ldg(static_cast<const IdT*>(a.ids) + mine);
 
@@ -88,24 +97,41 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
 #pragma unroll 1
   for (int j = j0 + lane; j < j1; j += kWarp) a.eids[j] = -1;
 
-  const int nbits = expert_bits(a.num_experts);
-  const int most = db.div_up(n);  // no expert has more blocks
-  if constexpr (kS == 1) {
+  [[maybe_unused]] const int nbits = expert_bits(a.num_experts);
+  [[maybe_unused]] const int most = db.div_up(n);  // no expert has more blocks
+  if constexpr (kS <= 1) {
     // The layout, in every warp: lane i holds slot i's expert and row; the
     // first lane of each expert (its leader) the expert's block count nb.
     const int e = lane < n ? expert_of<IdT>(raw, a) : -1;
-    unsigned below;  // lanes holding a smaller expert
-    const unsigned peers = warp_peers_below(e, nbits, below);
-    const int rank = __popc(peers & lanemask_lt(lane));
-    const int nb = e >= 0 && rank == 0 ? db.div_up(__popc(peers)) : 0;
-    // First block of my expert (blocks of the smaller distinct experts) and
-    // all blocks, one ballot per bit of the block counts (<= ceil(n / B)).
-    int fb = 0, tb = 0;
+    int rank = 0, nb = 0, fb = 0, tb = 0;
+    if constexpr (kS == 0) {
+      // Lane j < n holds slot j (the launcher: n <= kMicroShuffleSlots and
+      // n <= B, so every expert has one block). lt: the slots holding a
+      // smaller expert; rank: earlier slots holding mine.
+      unsigned lt = 0;
+#pragma unroll
+      for (int j = 0; j < kMicroShuffleSlots; ++j) {
+        const int k = __shfl_sync(kFullMask, e, j);
+        rank += j < lane && k == e ? 1 : 0;
+        lt |= k >= 0 && k < e ? 1u << j : 0u;
+      }
+      const unsigned leaders = __ballot_sync(kFullMask, e >= 0 && rank == 0);
+      nb = e >= 0 && rank == 0 ? 1 : 0;
+      fb = __popc(leaders & lt);
+      tb = __popc(leaders);
+    } else {
+      unsigned below;  // lanes holding a smaller expert
+      const unsigned peers = warp_peers_below(e, nbits, below);
+      rank = __popc(peers & lanemask_lt(lane));
+      nb = e >= 0 && rank == 0 ? db.div_up(__popc(peers)) : 0;
+      // First block of my expert (blocks of the smaller distinct experts) and
+      // all blocks, one ballot per bit of the block counts (<= ceil(n / B)).
 #pragma unroll 1
-    for (int bit = 0; (1 << bit) <= most; ++bit) {
-      const unsigned m = __ballot_sync(kFullMask, (nb >> bit) & 1);
-      tb += __popc(m) << bit;
-      fb += __popc(m & below) << bit;
+      for (int bit = 0; (1 << bit) <= most; ++bit) {
+        const unsigned m = __ballot_sync(kFullMask, (nb >> bit) & 1);
+        tb += __popc(m) << bit;
+        fb += __popc(m & below) << bit;
+      }
     }
     __syncwarp();  // this warp's fill above lands before its overwrites below
     if constexpr (kLate) prim::pdl_launch_dependents();
@@ -194,8 +220,10 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   }
 }
 
-// Slots per lane for numel slots.
-inline int micro_per_lane(std::int64_t numel) {
+// Slots per lane for numel slots (0: one, by shuffles, where numel <=
+// kMicroShuffleSlots and every expert fits one block of B rows).
+inline int micro_per_lane(std::int64_t numel, std::int64_t block_size) {
+  if (numel <= kMicroShuffleSlots && numel <= block_size) return 0;
   int s = 1;
   while (s < kMicroMaxPerLane && numel > std::int64_t{s} * kWarp) s *= 2;
   return s;
@@ -232,7 +260,8 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
                                      : (p2 ? micro_kernel<IdT, S, true> : micro_kernel<IdT, S, false>);
     return prim::launch_ex(kernel, grid, kT, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
   };
-  switch (micro_per_lane(p.numel)) {
+  switch (micro_per_lane(p.numel, p.block_size)) {
+    case 0: return go(std::integral_constant<int, 0>{});
     case 1: return go(std::integral_constant<int, 1>{});
     case 2: return go(std::integral_constant<int, 2>{});
     case 4: return go(std::integral_constant<int, 4>{});

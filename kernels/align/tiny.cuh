@@ -56,8 +56,10 @@ __device__ __forceinline__ int tiny_pack(int e, int* cnt) {
 // compiles to nothing; bench/tune/align_probe.cu (`probe_align phases`)
 // instantiates its own copy with a type that stamps clock64 / the global
 // timer per phase (mark), waits for thread 0's first id (loaded) and closes
-// with a barrier (end) to see where a launch spends its time.
+// with a barrier (end) to see where a launch spends its time; `probe_align
+// trigger` moves the PDL trigger to a later mark (kEarlyTrigger false).
 struct TinyNoProbe {
+  static constexpr bool kEarlyTrigger = true;  // pdl_launch_dependents right after pdl_wait
   __device__ static void mark(int) {}
   __device__ static void loaded(int) {}
   __device__ static void end() {}
@@ -97,7 +99,7 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
   Probe::mark(0);
   Place::begin(pp, extra);  // shared memory only
   prim::pdl_wait();         // the ids (and, for Place, hidden) may come from the previous kernel
-  prim::pdl_launch_dependents();
+  if constexpr (Probe::kEarlyTrigger) prim::pdl_launch_dependents();
 
   // 1. Rank every slot inside its expert. The first loads go out before the
   // counters are zeroed, so their latency overlaps the zeroing barrier.

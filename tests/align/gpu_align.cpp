@@ -338,7 +338,8 @@ TEST_CASE("sanitizer subset") {
   CHECK(st.runs > 0);
 }
 
-// Every numel up to 40, micro's 1/2/4/8-slots-per-lane steps and bound, relay's
+// Every numel up to 40, micro's shuffle path (<= 8 slots, every B), its
+// 1/2/4/8-slots-per-lane steps and bound, relay's
 // auto bound, solo's 1/2/4/8 slots per thread and bound (E = 4096: its chunked
 // scan), and tiles that end inside a warp's sub-tile, a block's tile and
 // the last block of the multi-block variants.
@@ -356,6 +357,19 @@ TEST_CASE("small and tile-edge shapes") {
     run_case(c, st);
   };
   for (std::int64_t n = 0; n <= 40; ++n) run_at(n, std::array<std::int32_t, 6>{1, 3, 8, 64, 256, 16384}[n % 6], true);
+  // micro's keys by shuffles (numel <= 8 and numel <= B) and its votes just
+  // past them (numel 9, or B below numel), every B against every small numel.
+  for (std::int64_t n = 1; n <= 9; ++n)
+    for (std::int32_t B : {1, 4, 7, 8, 9, 128})
+      for (std::int32_t E : {1, 5, 64, 4096}) {
+        Case c;
+        c.numel = n;
+        c.E = E;
+        draw_knobs(c, rng, true);
+        c.B = B;
+        c.seed = seed++;
+        run_case(c, st);
+      }
   for (std::int64_t n : {48, 63, 64, 65, 96, 127, 128, 129, 200, 255, 256, 257, 300, 384, 511, 512, 513, 1023,
                          1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193})
     for (std::int32_t E : {1, 5, 128, 300, 4096}) run_at(n, E, true);
