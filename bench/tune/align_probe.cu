@@ -1164,16 +1164,9 @@ __global__ void __launch_bounds__(128) micro1_kernel(ad::Args a, int chunk) {
   int raw = -1;
   if (lane < n) raw = __ldg(static_cast<const int*>(a.ids) + lane);
   const ad::DivB<true> db = ad::make_divb<true>(a.block_size);
-  const int sub = (chunk + 4 * kWarps - 1) / (4 * kWarps) * 4;
-  const int cb = static_cast<int>(blockIdx.x) * chunk;
-  const int ce = cb + min(chunk, max(a.max_padded - cb, 0));
-  const int r0 = cb + min(w * sub, ce - cb);
-  const int r1 = r0 + min(sub, ce - r0);
-  const int j0 = db.div_up(r0);
-  const int j1 = min(db.div_up(r1), a.max_blocks);
-  ad::fill_range(a.sorted, r0, r1, n, lane, 32);
-#pragma unroll 1
-  for (int j = j0 + lane; j < j1; j += 32) a.eids[j] = -1;
+  const ad::MicroSlice sl = ad::micro_slice<kWarps>(a, db, chunk, w);
+  const int r0 = sl.r0, r1 = sl.r1, j0 = sl.j0, j1 = sl.j1;
+  ad::micro_fill(a, sl, lane);
   const int e = lane < n ? ad::expert_of<int>(raw, a) : -1;
   int rank = 0, nb = 0, fb = 0, tb = 0;
   if constexpr (kMode == 2) {

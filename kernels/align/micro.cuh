@@ -63,6 +63,33 @@ constexpr int kMicroShuffleSlots = 8;
 template <int kS>
 constexpr int kMicroThreads = kS <= 1 ? 128 : kS * kWarp;
 
+// The block's rows [cb, ce) (cb <= max_padded by the grid), warp w's slice
+// [r0, r1) of them (a multiple of 4 rows: 16-byte aligned slices when the
+// chunk is), and the expert_ids [j0, j1) of the blocks starting in it.
+struct MicroSlice {
+  int cb, ce, r0, r1, j0, j1;
+};
+
+template <int kWarps, bool kPow2>
+__device__ __forceinline__ MicroSlice micro_slice(const Args& a, const DivB<kPow2>& db, int chunk, int w) {
+  MicroSlice s;
+  const int sub = (chunk + 4 * kWarps - 1) / (4 * kWarps) * 4;
+  s.cb = static_cast<int>(blockIdx.x) * chunk;
+  s.ce = s.cb + min(chunk, max(a.max_padded - s.cb, 0));
+  s.r0 = s.cb + min(w * sub, s.ce - s.cb);
+  s.r1 = s.r0 + min(sub, s.ce - s.r0);
+  s.j0 = db.div_up(s.r0);
+  s.j1 = min(db.div_up(s.r1), a.max_blocks);
+  return s;
+}
+
+// The warp's slice: the padding value over its rows, -1 over its expert_ids.
+__device__ __forceinline__ void micro_fill(const Args& a, const MicroSlice& s, int lane) {
+  fill_range(a.sorted, s.r0, s.r1, a.numel, lane, kWarp);
+#pragma unroll 1
+  for (int j = s.j0 + lane; j < s.j1; j += kWarp) a.eids[j] = -1;
+}
+
 // kS: slots per lane (slot s * 32 + lane; 0: one, by shuffles); kPow2: B is a power of two
 // (shifts only: less code to fetch). kThreads: probe_align micro tries others.
 // kLate: the PDL trigger after the layout (pdl_late_trigger); a template
@@ -83,19 +110,8 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
   if (owner && mine < n) raw = __ldg(static_cast<const IdT*>(a.ids) + mine);
 
   const DivB<kPow2> db = make_divb<kPow2>(a.block_size);
-  // The block's rows [cb, ce) (cb <= max_padded by the grid), this warp's
-  // slice [r0, r1) of them (a multiple of 4 rows: 16-byte aligned slices when
-  // the chunk is), and the expert_ids [j0, j1) of the blocks starting in it.
-  const int sub = (chunk + 4 * kWarps - 1) / (4 * kWarps) * 4;
-  const int cb = static_cast<int>(blockIdx.x) * chunk;
-  const int ce = cb + min(chunk, max(a.max_padded - cb, 0));
-  const int r0 = cb + min(w * sub, ce - cb);
-  const int r1 = r0 + min(sub, ce - r0);
-  const int j0 = db.div_up(r0);
-  const int j1 = min(db.div_up(r1), a.max_blocks);
-  fill_range(a.sorted, r0, r1, n, lane, kWarp);
-#pragma unroll 1
-  for (int j = j0 + lane; j < j1; j += kWarp) a.eids[j] = -1;
+  const MicroSlice sl = micro_slice<kWarps>(a, db, chunk, w);
+  micro_fill(a, sl, lane);
 
   [[maybe_unused]] const int nbits = expert_bits(a.num_experts);
   [[maybe_unused]] const int most = db.div_up(n);  // no expert has more blocks
@@ -138,10 +154,10 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
     if (blockIdx.x == 0 && threadIdx.x == 0) *a.total = tb * db.B;
     if (e < 0) return;
     const int row = fb * db.B + rank;
-    if (row >= r0 && row < r1) a.sorted[row] = lane;
-    const int jb1 = min(fb + nb, j1);
+    if (row >= sl.r0 && row < sl.r1) a.sorted[row] = lane;
+    const int jb1 = min(fb + nb, sl.j1);
 #pragma unroll 1
-    for (int j = max(fb, j0); j < jb1; ++j) a.eids[j] = e;
+    for (int j = max(fb, sl.j0); j < jb1; ++j) a.eids[j] = e;
   } else {
     // Warp h < kS owns column h (slots 32h .. 32h + 31) and publishes its
     // ballots; each then compares its slots with every column's ballots
@@ -212,8 +228,8 @@ __global__ void __launch_bounds__(kThreads) micro_kernel(Args a, int chunk) {
     if (e < 0) return;
     // Any row of the block's chunk: the barriers ordered every warp's fill.
     const int row = fb * db.B + rank;
-    if (row >= cb && row < ce) a.sorted[row] = mine;
-    const int jc0 = db.div_up(cb), jc1 = min(db.div_up(ce), a.max_blocks);
+    if (row >= sl.cb && row < sl.ce) a.sorted[row] = mine;
+    const int jc0 = db.div_up(sl.cb), jc1 = min(db.div_up(sl.ce), a.max_blocks);
     const int jb1 = min(fb + nb, jc1);
 #pragma unroll 1
     for (int j = max(fb, jc0); j < jb1; ++j) a.eids[j] = e;
