@@ -447,8 +447,9 @@ const std::array<Variant, 18> kVariants = {{
      false, tiny_limits, tiny_na, no_workspace, by_dtype<Tiny>},
     {{"micro",
       "decode: one launch; the <= 256 slots laid out from ballots over their experts (no scan "
-      "over E): every warp alone up to 32 slots (no barrier), above one warp per 32 slots (two "
-      "barriers); rows filled while the ids load; stable"},
+      "over E; up to 8 slots with numel <= B from keys shuffled across the warp): every warp "
+      "alone up to 32 slots (no barrier), above one warp per 32 slots (two barriers); rows "
+      "filled while the ids load; stable"},
      true, micro_limits, micro_na, no_workspace, by_dtype<Micro>},
     {{"relay",
       "small and mid-sized inputs: one cooperative launch; fill blocks write the padding and -1 "
