@@ -27,8 +27,10 @@ __device__ __forceinline__ void peers_below_step(bool set, unsigned m, unsigned&
 //! votes, taken from the top bit down, four at a time with no loop branch
 //! between them so that they issue back to back (bits above the key range
 //! are 0 in every key >= 0 and 1 in every key < 0, so they change nothing).
-//! Rolled, one vote per iteration, micro's one-token layout took 0.06-0.11 us
-//! more (H100, docs/bench/align-notes.md "micro: keys by shuffles").
+//! (H100, docs/bench/align-notes.md "micro: keys by shuffles": the votes fully
+//! unrolled made a copy of micro's one-token layout 0.06-0.11 us faster than
+//! one vote per loop iteration; four per iteration gave micro 0.01-0.03 us at
+//! 32 slots, where it keeps the votes.)
 //! Every lane of the warp must call it.
 __device__ __forceinline__ unsigned warp_peers_below(int key, int nbits, unsigned& below) {
   const unsigned valid = __ballot_sync(kFullWarpMask, key >= 0);
