@@ -956,27 +956,20 @@ __global__ void floor_fill_kernel(const int* ids, int n, int* sorted, int rows, 
   }
 }
 
-// The same memory work without a block barrier, in micro's launch shape
-// (`chunk` rows per block of 128 threads): each warp fills its slice of the
-// block's rows while its lanes load up to 32 ids, then __syncwarp and one
-// dependent store per id.
-__global__ void floor_warp_kernel(const int* ids, int n, int* sorted, int rows, int* eids, int nblocks, int chunk) {
+// The same memory work without a block barrier, in micro's launch shape and
+// with micro's own slice and fill (`chunk` rows per block of 128 threads):
+// each warp fills its slice while its lanes load up to 32 ids, then
+// __syncwarp and one dependent store per id.
+__global__ void __launch_bounds__(128) floor_warp_kernel(ad::Args a, int chunk) {
   prim::pdl_wait();
   prim::pdl_launch_dependents();
   const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
-  const int warps = static_cast<int>(blockDim.x) >> 5;
-  const int id = lane < n ? __ldg(ids + lane) : -1;
-  const int sub = (chunk + 4 * warps - 1) / (4 * warps) * 4;
-  const int cb = static_cast<int>(blockIdx.x) * chunk, ce = min(cb + chunk, rows);
-  const int r0 = min(cb + w * sub, ce), r1 = min(r0 + sub, ce);
-  int4* q = reinterpret_cast<int4*>(sorted);
-#pragma unroll 1
-  for (int j = r0 / 4 + lane; j < r1 / 4; j += 32) q[j] = make_int4(n, n, n, n);
-#pragma unroll 1
-  for (int j = r0 + lane; j < nblocks && j < r1; j += 32) eids[j] = -1;
+  const int id = lane < a.numel ? __ldg(static_cast<const int*>(a.ids) + lane) : -1;
+  const ad::MicroSlice sl = ad::micro_slice<4>(a, ad::make_divb<true>(a.block_size), chunk, w);
+  ad::micro_fill(a, sl, lane);
   __syncwarp();
   const int row = lane + (id & 1);
-  if (id >= 0 && row >= r0 && row < r1) sorted[row] = lane;
+  if (id >= 0 && row >= sl.r0 && row < sl.r1) a.sorted[row] = lane;
 }
 
 struct Cell {
@@ -1040,9 +1033,8 @@ int floor_mode() {
         g_warp = (rows + chunk - 1) / chunk;
         t_warp = bench_like(
             [&](cudaStream_t s, int k) {
-              const align::Buffers b = su.buffers(k);
-              prim::launch_ex(floor_warp_kernel, dim3(g_warp), dim3(128), 0, s, at, static_cast<const int*>(b.topk_ids),
-                              n, b.sorted_token_ids, rows, b.expert_ids, nb, chunk);
+              prim::launch_ex(floor_warp_kernel, dim3(g_warp), dim3(128), 0, s, at, ad::make_args(su.p, su.buffers(k)),
+                              chunk);
             },
             su.copies);
       }
@@ -1093,7 +1085,7 @@ template <int kThreads, int kL>
 cudaError_t launch_solo_at(const Setup& su, int c, cudaStream_t s) {
   const ad::Args a = ad::make_args(su.p, su.buffers(c));
   const std::size_t smem = ad::expert_table_smem(su.p.num_experts);
-  const bool p2 = (su.p.block_size & (su.p.block_size - 1)) == 0;
+  const bool p2 = ad::is_pow2(su.p.block_size);
   return ad::with_warp_scan_width(ad::warp_scan_per_lane(su.p.num_experts), [&](auto per_lane) {
     constexpr int kP = decltype(per_lane)::value;
     const auto kernel = p2 ? ad::solo_kernel<std::int32_t, kThreads, kL, kP, true>
@@ -1226,6 +1218,15 @@ __global__ void __launch_bounds__(128) micro1_kernel(ad::Args a, int chunk) {
   }
 }
 
+// A probe launch's time; -1 when `check` and its output differs from the
+// CPU reference (the "wrong" columns skip work and are timed unchecked).
+template <class Launch>
+double time_copy(Setup& su, Launch launch, bool check) {
+  const auto f = [&su, launch](cudaStream_t s, int k) { launch(su, k, s); };
+  if (check && !su.verify(f)) return -1.0;
+  return bench_like(f, su.copies);
+}
+
 template <int kMode, int kBits, int kMaxN>
 cudaError_t launch_micro1(const Setup& su, int c, cudaStream_t s) {
   const int chunk = ad::micro_chunk(su.p, device_caps());
@@ -1254,11 +1255,7 @@ int micro1_mode() {
     Setup su(c.sh, c.tokens, rng, c.block);
     for (bool pdl : {false, true}) {
       su.p.pdl = pdl;
-      const auto timed = [&](auto launch, bool check) {
-        const auto f = [&su, launch](cudaStream_t s, int k) { launch(su, k, s); };
-        if (check && !su.verify(f)) return -1.0;
-        return bench_like(f, su.copies);
-      };
+      const auto timed = [&](auto launch, bool check) { return time_copy(su, launch, check); };
       int bits = 0;
       while ((1 << bits) < c.sh.E) ++bits;  // key_bits, host side
       const double unrolled = bits <= 3 ? micro1_bits<3>(su) : bits <= 6 ? micro1_bits<6>(su) : bits <= 7 ? micro1_bits<7>(su)
@@ -1374,11 +1371,7 @@ cudaError_t launch_solo1(const Setup& su, int c, cudaStream_t s) {
 
 template <int kThreads, int kP>
 void solo1_row(Setup& su, const Cell& c, bool pdl) {
-  const auto timed = [&](auto launch, bool check) {
-    const auto f = [&su, launch](cudaStream_t s, int k) { launch(su, k, s); };
-    if (check && !su.verify(f)) return -1.0;
-    return bench_like(f, su.copies);
-  };
+  const auto timed = [&](auto launch, bool check) { return time_copy(su, launch, check); };
   std::printf("| %d, %d, %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
               c.sh.E, c.sh.topk, c.block,
               c.tokens, pdl ? "on" : "off", time_product(su, "solo"), timed(launch_solo1<kThreads, kP, 0>, true),
