@@ -6,6 +6,7 @@
 #include <string>
 
 #include "act_and_mul/act_and_mul.hpp"
+#include "auto_rule_text.hpp"
 #include "act_and_mul/policy.hpp"
 
 using namespace moekit;
@@ -62,8 +63,7 @@ TEST_CASE("act-and-mul auto: first applicable row; the sm_90 threshold is 135168
         "spread-pdl");
   CHECK(act::pick_auto(act::Problem{8, 18432, act::DType::bf16, act::Activation::silu, true}, sm90).info.name ==
         "flat-pdl");
-  const std::string text = act::auto_rule();
-  for (const auto& r : act::auto_rows()) CHECK(text.find(r.when) != std::string::npos);
+  testing::check_rule_text(act::auto_rule(), act::auto_rows());
 }
 
 TEST_CASE("act-and-mul loads: plain up to L2 / keep_in_l2_divisor and past stream_max_l2_multiple x L2, streaming between") {

@@ -2,11 +2,13 @@
 // identity formula, and a wrong output caught at each stage, named by it.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "combine/reference.hpp"
@@ -42,6 +44,44 @@ std::vector<float> logits(std::int64_t n, std::uint64_t seed) {
   return v;
 }
 
+// DeepSeek-V3's routing for one token, in double, by sorting (route's
+// reference ranks instead): s = sigmoid(x), c = s + bias, a group scores the
+// sum of its two largest c, the KG best groups are kept, the K largest c of
+// their experts are picked in descending order (ties to the lower index), and
+// their s are renormalized to sum 1.
+struct Routed {
+  std::vector<std::int32_t> ids;
+  std::vector<double> weights;
+};
+Routed grouped_sigmoid_topk(const float* x, const float* bias, int E, int K, int G, int KG) {
+  std::vector<double> s(E), c(E);
+  for (int e = 0; e < E; ++e) {
+    s[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(x[e])));
+    c[e] = static_cast<float>(static_cast<float>(s[e]) + bias[e]);  // f32 as route rounds c
+  }
+  const int per = E / G;
+  std::vector<std::pair<double, int>> groups;
+  for (int g = 0; g < G; ++g) {
+    std::vector<double> v(c.begin() + g * per, c.begin() + (g + 1) * per);
+    std::sort(v.rbegin(), v.rend());
+    groups.push_back({v[0] + v[1], g});
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](auto a, auto b) { return a.first > b.first; });
+  std::vector<std::pair<double, int>> cand;
+  for (int i = 0; i < KG; ++i)
+    for (int e = groups[i].second * per; e < (groups[i].second + 1) * per; ++e) cand.push_back({c[e], e});
+  std::sort(cand.begin(), cand.end(),
+            [](auto a, auto b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  Routed r;
+  double sum = 0;
+  for (int j = 0; j < K; ++j) sum += s[cand[j].second];
+  for (int j = 0; j < K; ++j) {
+    r.ids.push_back(cand[j].second);
+    r.weights.push_back(s[cand[j].second] / sum);
+  }
+  return r;
+}
+
 route::Problem deepseek_like() {
   route::Problem r;
   r.groups = 4;
@@ -70,10 +110,16 @@ TEST_CASE("moe-path reference: routed, every dtype and layout, out = S * sum(w) 
       in.bias = bias.data();
       in.hidden = hidden.data();
       const moe_path::Outputs o = moe_path::reference(p, in);
-      // the route stage is route's reference with scaling 1
-      const route::Outputs r = route::reference(p.route, lg.data(), bias.data());
-      CHECK(o.routed.ids == r.ids);
-      CHECK(o.routed.weights == r.weights);
+      // the route stage: DeepSeek-V3's rule written out here, with scaling 1
+      for (std::int64_t t = 0; t < T; ++t) {
+        const Routed want = grouped_sigmoid_topk(&lg[t * E], bias.data(), E, K, 4, 2);
+        for (int j = 0; j < K; ++j) {
+          CAPTURE(t);
+          CAPTURE(j);
+          CHECK(o.routed.ids[t * K + j] == want.ids[j]);
+          CHECK(o.routed.weights[t * K + j] == doctest::Approx(want.weights[j]).epsilon(1e-6));
+        }
+      }
       for (std::int64_t t = 0; t < T; ++t) {  // renormalized: the weights sum to 1
         double sum = 0;
         for (int j = 0; j < K; ++j) sum += o.routed.weights[t * K + j];

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "auto_rule_text.hpp"
 #include "route/route.hpp"
 
 using namespace moekit;
@@ -34,5 +35,16 @@ TEST_CASE("route auto: block-rank while latency-bound, warp-regs up to E = 512 a
         }
       }
   for (const auto& r : route::auto_rows()) CHECK(route::find(r.variant) != nullptr);
-  for (const auto& r : route::auto_rows()) CHECK(route::auto_rule().find(r.when) != std::string::npos);
+  testing::check_rule_text(route::auto_rule(), route::auto_rows());
+}
+
+TEST_CASE("auto rule text: the reader splits items at '; ' outside parentheses") {
+  const auto items = testing::parse_rule_text("first that applies of: a if x <= 2 (p; q); b; c if y");
+  REQUIRE(items.size() == 3);
+  CHECK(items[0].variant == "a");
+  CHECK(items[0].when == "x <= 2 (p; q)");
+  CHECK(items[1].variant == "b");
+  CHECK(items[1].when.empty());
+  CHECK(items[2].variant == "c");
+  CHECK(items[2].when == "y");
 }
