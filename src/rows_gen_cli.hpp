@@ -1,5 +1,5 @@
-// `moekit gen <family>` for hidden states [tokens, H] (permute, moe-path):
-// the options and the generator, written once. Include only from a family's
+// `moekit gen <family>` for hidden states [tokens, H]: the options and the
+// generator, written once for every family whose input is hidden rows. Include only from a family's
 // CLI code (it pulls in CLI11).
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "act_and_mul/gen.hpp"
+#include "rows_gen.hpp"
 
 namespace moekit::gen {
 

@@ -21,9 +21,9 @@
 // block's ranks, so every slot lands exactly once. The order of slots inside
 // an expert is not defined (not a stable variant). 4 barriers in all.
 //
-// The kernel is also the index half of permute's `fused` variant: a Place
-// type (below) sees the padding ranges of the chunk and, at the end, the
-// ranked slots, and moves the data rows there. align instantiates the no-op
+// The kernel is also the index half of a fused row copy: a Place type
+// (below) sees the padding ranges of the chunk and, at the end, the ranked
+// slots, and moves the data rows there. align instantiates the no-op
 // TinyPlaceNone, which compiles to nothing.
 #pragma once
 
@@ -65,7 +65,7 @@ struct TinyNoProbe {
   __device__ static void end() {}
 };
 
-// Placement hooks (the permute family's `fused` variant has the other one):
+// Placement hooks (a kernel that copies rows as it ranks supplies its own):
 //   Params          passed by value to the kernel;
 //   extra_smem      bytes of shared memory after tiny's own (16-byte aligned);
 //   begin           every thread at entry, before the first barrier;

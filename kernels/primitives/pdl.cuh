@@ -34,10 +34,10 @@
 //!     spread-pdl variant fell to ~43% of the copy bandwidth past one wave;
 //!     flat-pdl, which triggers after its stores, was never slower than
 //!     without PDL). The same holds for a one-wave grid whose blocks loop
-//!     over many rows of data (permute's row copies): the next grid's resident
+//!     over many rows of data (row gathers): the next grid's resident
 //!     waiting blocks take the shared memory and slots the copy needs
-//!     (measured: permute `tma` at Qwen3-235B 4096 tokens, 143 us triggered
-//!     early against 130 without PDL), so those trigger at the end too.
+//!     (measured: a TMA row gather of 4096 tokens x 8 at H 4096, 143 us
+//!     triggered early against 130 without PDL), so those trigger at the end.
 //!     Never before pdl_wait(): that keeps one more promise, that when a grid
 //!     launches the grid two launches back has completed, so a kernel may
 //!     read data older than its direct predecessor before its own pdl_wait()

@@ -1,5 +1,5 @@
 // The expert-parallel options of the commands that run align on router ids
-// (`moekit align`, `moekit permute`): --expert-map, --invalid,
+// (`moekit align` and the commands built on it): --expert-map, --invalid,
 // --map-semantics; reading and checking the map and the ids against them, in
 // one place (docs/align.md, "Invalid ids and expert parallelism").
 #pragma once

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "act_and_mul/gen.hpp"
+#include "rows_gen.hpp"
 #include "combine/combine.hpp"
 #include "combine/reference.hpp"
 #include "display.hpp"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <optional>
 
-#include "act_and_mul/rows_gen_cli.hpp"
+#include "rows_gen_cli.hpp"
 #include "align/align.hpp"
 #include "display.hpp"
 #include "driver.hpp"

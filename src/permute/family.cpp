@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "act_and_mul/rows_gen_cli.hpp"
+#include "rows_gen_cli.hpp"
 #include "align/ep_cli.hpp"
 #include "align/gen.hpp"
 #include "display.hpp"
