@@ -105,10 +105,6 @@ def provenance(records, family, bench_src):
         f"driver {version(d.get('driver'))}. Build {', '.join(builds)}; measured by `{r.get('bench', '?')}` "
         f"({bench_src}), {len(records)} cells."
     )
-    conv = ordered(x.obj.get("converted_from") for x in records if x.obj.get("converted_from"))
-    if conv:
-        line += (f" These records were converted from the Markdown tables of {', '.join(conv)}"
-                 " (bench/md_to_results.py): medians only, timing setup as those docs stated it.")
     return line
 
 

@@ -1,6 +1,6 @@
 // The commands around the kernels: `trace stats`, `trace import`, `compare`,
 // `plot`. Each is a pure function from its inputs to text (tested in
-// tests/tools/) and a thin run_* that reads files, writes outputs and prints.
+// tests/cli/tools_cases.py) and a thin run_* that reads files, writes outputs and prints.
 // Errors throw InputError naming the file (and line): exit 2.
 #pragma once
 
