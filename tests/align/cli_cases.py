@@ -521,3 +521,23 @@ def gen_load_counts_a_trace_per_layer():
         os.path.join(d, "t.npy"), code=0)
     p = run("gen", "load", "--tokens", T, "--topk", K, "-E", E, "--layers", 0, "-o", os.path.join(d, "x.npy"), code=2)
     expect("--layers" in p.stderr, p.stderr)
+
+
+@case()
+def data_samples_are_what_data_readme_says():
+    # The JSON samples hold DeepSeek-V2-Lite's first prompt (33 tokens, 26 MoE layers, top-6 of 64):
+    # both import to the same layers, and MoE layer index 12 is the recorded layer-13 slice's first rows.
+    _, l13 = load_npy(os.path.join(DATA, "deepseek_v2_lite_l13_prefill1024.npy"))
+    d = tmp()
+    for name, extra in [("deepseek_v2_lite_prompt0_vllm.json", []),
+                        ("deepseek_v2_lite_prompt0_sglang.json", ["--layers", 26, "--topk", 6])]:
+        out = os.path.join(d, name)
+        run("trace", "import", "json", os.path.join(DATA, name), "-o", out, "-E", 64, *extra, code=0)
+        expect(sorted(os.listdir(out)) == sorted(f"layer{i}.npy" for i in range(26)), f"{name}: {os.listdir(out)}")
+        h, ids = load_npy(os.path.join(out, "layer12.npy"))
+        expect(h["shape"] == (33, 6) and ids == l13[:33 * 6], f"{name}: layer12 {h} differs from the recorded slice")
+    # The recorded DeepSeek-V3 load: [61 layers, 256 experts], the three dense layers zero, 4096-token inputs x 8.
+    h, load = load_npy(os.path.join(DATA, "deepseek_v3_load_prefill4096.npy"))
+    expect(h["descr"] == "<i8" and h["shape"] == (61, 256), f"{h}")
+    rows = [sum(load[l * 256:(l + 1) * 256]) for l in range(61)]
+    expect(rows[:3] == [0, 0, 0] and len(set(rows[3:])) == 1 and rows[3] % (4096 * 8) == 0, f"layer sums {rows}")
