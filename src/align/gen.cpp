@@ -218,7 +218,8 @@ npy::Array expert_map(std::int64_t global, std::int64_t ranks, std::int64_t rank
                                  align::kMaxMapSize, global));
   if (ranks < 1 || ranks > global)
     throw InputError(fmt::format("--ranks must be in [1, --global-experts {}], got {}", global, ranks));
-  if (rank < 0 || rank >= ranks) throw InputError(fmt::format("--rank must be in [0, --ranks {}), got {}", ranks, rank));
+  if (rank < 0 || rank >= ranks)
+    throw InputError(fmt::format("--rank must be in [0, --ranks {}), got {}", ranks, rank));
   npy::Array a;
   a.dtype = npy::DType::i4;
   a.shape = {global};

@@ -139,7 +139,8 @@ class CombineFamily final : public Family {
   }
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
-    s.description("expert output rows [rows, H], standard normal");
+    s.description("expert output rows [rows, H], standard normal (the inverse map and weights: `moekit gen inverse`, "
+                  "`moekit gen topk-weights`)");
     s.add_option("--rows", g_.rows, "rows P")->required();
     s.add_option("--hidden-size", g_.hidden_size, "H")->required();
     s.add_option("--dtype", g_.dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))

@@ -3,7 +3,8 @@
 
     doc_examples.py MOEKIT ROOT [DOC...]     (DOC: a path relative to ROOT; default: all)
 
-The rule (docs/architecture.md, "Doc examples are tested"):
+The rule (docs/architecture.md, "Doc examples are tested"; docs/bench/, records of GPU
+measurements at full size, is not run):
 
 - A fenced block whose info string starts with `sh` (or bash, shell) holds
   commands: every line is one, a line ending in `\\` goes on on the next,
