@@ -28,10 +28,10 @@ def extract(text):
 cmds, problems = extract("""text
 ```sh
 # a comment
-moekit gen align --tokens 4 --topk 2 -E 8 -o t.npy
+moekit gen expert-map --global-experts 8 --ranks 2 -o m.npy
 
-moekit align --topk-ids t.npy \\
-    -E 8   # continued
+moekit info m.npy \\
+    --format json   # continued
 ```
 ```console
 $ moekit info
@@ -43,20 +43,20 @@ make demo
 moekit never-run
 ```
 ```text
-moekit dedup --indices FILE
+moekit info FILE...
 ```
 ```python
 x = 1
 ```
 """)
-check(cmds == [(4, "moekit gen align --tokens 4 --topk 2 -E 8 -o t.npy"),
-               (6, "moekit align --topk-ids t.npy -E 8   # continued"), (10, "moekit info")], f"commands {cmds}")
+check(cmds == [(4, "moekit gen expert-map --global-experts 8 --ranks 2 -o m.npy"),
+               (6, "moekit info m.npy --format json   # continued"), (10, "moekit info")], f"commands {cmds}")
 check(problems == [], f"problems {problems}")
 
 # An untagged block with a moekit line, a non-moekit command, an open block.
-_, problems = extract("```\nmoekit align -E 8\n```\n")
+_, problems = extract("```\nmoekit info x.npy\n```\n")
 check(len(problems) == 1 and "d.md:2:" in problems[0] and "without a language" in problems[0], f"{problems}")
-_, problems = extract("```sh\nncu moekit align\n```\n")
+_, problems = extract("```sh\nncu moekit info\n```\n")
 check(len(problems) == 1 and "d.md:2:" in problems[0] and "no-run" in problems[0], f"{problems}")
 _, problems = extract("```sh\nmoekit info \\\n```\n")
 check(len(problems) == 1 and "backslash" in problems[0], f"{problems}")
@@ -66,22 +66,22 @@ check(len(problems) == 1 and "never closed" in problems[0], f"{problems}")
 # Expected exit codes.
 C = doc_examples.Command
 check(doc_examples.expected_codes(C("d", 1, "moekit compare a b"), False) == {0, 1}, "compare")
-check(doc_examples.expected_codes(C("d", 1, "moekit align --device gpu -E 8"), False) == {3}, "--device gpu")
-check(doc_examples.expected_codes(C("d", 1, "moekit align --device=gpu -E 8"), True) == {0}, "--device gpu, GPU")
-check(doc_examples.expected_codes(C("d", 1, "moekit align --device cpu"), False) == {0}, "cpu")
+check(doc_examples.expected_codes(C("d", 1, "moekit OP --device gpu -E 8"), False) == {3}, "--device gpu")
+check(doc_examples.expected_codes(C("d", 1, "moekit OP --device=gpu -E 8"), True) == {0}, "--device gpu, GPU")
+check(doc_examples.expected_codes(C("d", 1, "moekit OP --device cpu"), False) == {0}, "cpu")
 
-# A document run: a file used before it is made fails, naming doc, line, command.
+# A document run: a file used before it is made fails, naming doc, line, command; so does
+# moekit failing inside a pipe (pipefail).
 with tempfile.TemporaryDirectory() as root:
     os.mkdir(os.path.join(root, "data"))
     with open(os.path.join(root, "doc.md"), "w") as f:
-        f.write("```sh\nmoekit trace stats trace.npy -E 8\n"
-                "moekit gen align --tokens 4 --topk 2 -E 8 -o trace.npy\n"
-                "moekit trace stats trace.npy -E 8\nmoekit align --topk-ids trace.npy -E 8 --device gpu\n```\n")
-    gpu = doc_examples.has_gpu(MOEKIT)
-    doc, n, failures, _ = doc_examples.run_doc(MOEKIT, root, "doc.md", gpu)
-    check(n == 4, f"{n} commands")
-    check(len(failures) == 1 and failures[0].startswith("doc.md:2: `moekit trace stats trace.npy -E 8`: exit 2"),
-          f"{failures}")
+        f.write("```sh\nmoekit info m.npy\n"
+                "moekit gen expert-map --global-experts 8 --ranks 2 -o m.npy\n"
+                "moekit info m.npy\nmoekit info m.npy | head -1\nmoekit info nothing.npy | cat\n```\n")
+    doc, n, failures, _ = doc_examples.run_doc(MOEKIT, root, "doc.md", doc_examples.has_gpu(MOEKIT))
+    check(n == 5, f"{n} commands")
+    check(len(failures) == 2 and failures[0].startswith("doc.md:2: `moekit info m.npy`: exit 2")
+          and failures[1].startswith("doc.md:6: `moekit info nothing.npy | cat`: exit 2"), f"{failures}")
 
 if failed:
     print("\n".join(failed))
