@@ -131,6 +131,14 @@ class Family {
   // builds the array once they are parsed.
   virtual std::function<npy::Array(std::uint64_t seed)> add_gen(CLI::App& sub) = 0;
 
+  // More `moekit gen NAME` subcommands, for the family's other inputs (an
+  // expert map, weights, ...): every file a command reads, gen can write.
+  struct ExtraGen {
+    std::string name;  // the gen subcommand, named after the option it feeds
+    std::function<std::function<npy::Array(std::uint64_t seed)>(CLI::App& sub)> add;  // as add_gen
+  };
+  virtual std::vector<ExtraGen> extra_gens() { return {}; }
+
   // Validates the parsed options and the input (exit 2 on anything wrong),
   // fills r.params, r.dtype and notes, and returns the job.
   virtual std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) = 0;

@@ -220,14 +220,22 @@ int run(int argc, char** argv) {
   std::string out_file;
   std::uint64_t g_seed = 1;
   std::vector<std::pair<CLI::App*, std::function<npy::Array(std::uint64_t)>>> gen_cmds;
-  for (const auto& f : families()) {
-    auto* g = gen->add_subcommand(std::string(f->command()), "");
-    for (const auto& a : f->aliases()) g->alias(a);
-    auto make = f->add_gen(*g);
+  auto add_gen_output = [&](CLI::App* g, std::function<npy::Array(std::uint64_t)> make) {
     g->add_option("-o,--output", out_file, "output .npy file")->required();
     g->add_option("--seed", g_seed, "random seed")->check(kSeed)->capture_default_str();
     gen_cmds.emplace_back(g, std::move(make));
+  };
+  for (const auto& f : families()) {
+    auto* g = gen->add_subcommand(std::string(f->command()), "");
+    for (const auto& a : f->aliases()) g->alias(a);
+    add_gen_output(g, f->add_gen(*g));
   }
+  // The families' other inputs, after the main ones in `moekit gen --help`.
+  for (const auto& f : families())
+    for (auto& extra : f->extra_gens()) {
+      auto* g = gen->add_subcommand(extra.name, "");
+      add_gen_output(g, extra.add(*g));
+    }
 
   std::vector<std::string> info_files;
   std::string info_format = "text";

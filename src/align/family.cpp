@@ -39,6 +39,17 @@ struct GenArgs {
   std::string dist = "uniform", dtype = "int32";
 };
 
+struct MapGenArgs {  // `moekit gen expert-map`
+  std::int64_t global = 0, ranks = 0, rank = 0;
+  std::string placement = "linear";
+};
+
+struct LoadGenArgs {  // `moekit gen load`
+  std::int64_t tokens = 0, layers = 1;
+  std::int32_t topk = 0, num_experts = 0;
+  std::string dist = "uniform";
+};
+
 Outputs to_outputs(const npy::Array& sorted, const npy::Array& eids, const npy::Array& ntpp) {
   Outputs o;
   auto s = sorted.as<std::int32_t>();
@@ -180,6 +191,38 @@ class AlignFamily final : public Family {
     };
   }
 
+  std::vector<ExtraGen> extra_gens() override {
+    return {{"expert-map",
+             [this](CLI::App& s) -> std::function<npy::Array(std::uint64_t)> {
+               s.description("expert-parallel rank's --expert-map: int32 [global experts], the rank's local id of "
+                             "each global expert, -1 where another rank holds it");
+               s.add_option("--global-experts", m_.global, "global experts: the map's length")->required();
+               s.add_option("--ranks", m_.ranks, "expert-parallel ranks sharing them")->required();
+               s.add_option("--rank", m_.rank, "the rank whose map this is, 0..ranks-1")->capture_default_str();
+               s.add_option("--placement", m_.placement,
+                            "linear (contiguous ranges, the first global % ranks ranks one more) or round-robin "
+                            "(expert e on rank e % ranks)")
+                   ->check(CLI::IsMember({"linear", "round-robin"}))
+                   ->capture_default_str();
+               return [this](std::uint64_t) {
+                 return gen::expert_map(m_.global, m_.ranks, m_.rank, m_.placement == "round-robin");
+               };
+             }},
+            {"load", [this](CLI::App& s) -> std::function<npy::Array(std::uint64_t)> {
+               s.description("per-expert loads for --dist load:FILE[:LAYER]: int64 [layers, E], each row the slot "
+                             "counts of a [tokens, topk] trace drawn from --dist (own seed per layer)");
+               s.add_option("--tokens", l_.tokens, "tokens per layer")->required();
+               s.add_option("--topk", l_.topk, "experts per token")->required();
+               s.add_option("--num-experts,-E", l_.num_experts, "experts E")->required();
+               s.add_option("--layers", l_.layers, "layers (rows)")->capture_default_str();
+               s.add_option("--dist", l_.dist, "uniform, zipf:S, hot:F or load:FILE[:LAYER], as in gen align")
+                   ->capture_default_str();
+               return [this](std::uint64_t seed) {
+                 return gen::expert_load(l_.tokens, l_.topk, l_.num_experts, l_.layers, gen::parse_dist(l_.dist), seed);
+               };
+             }}};
+  }
+
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
 
   std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
@@ -190,6 +233,8 @@ class AlignFamily final : public Family {
  private:
   Args a_;
   GenArgs g_;
+  MapGenArgs m_;
+  LoadGenArgs l_;
 };
 
 std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {

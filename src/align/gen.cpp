@@ -209,3 +209,52 @@ npy::Array align_ids(std::int64_t tokens, std::int32_t topk, std::int32_t num_ex
 }
 
 }  // namespace moekit::gen
+
+namespace moekit::gen {
+
+npy::Array expert_map(std::int64_t global, std::int64_t ranks, std::int64_t rank, bool round_robin) {
+  if (global < 1 || global > align::kMaxMapSize)
+    throw InputError(fmt::format("--global-experts must be in [1, {}] (an expert map's length), got {}",
+                                 align::kMaxMapSize, global));
+  if (ranks < 1 || ranks > global)
+    throw InputError(fmt::format("--ranks must be in [1, --global-experts {}], got {}", global, ranks));
+  if (rank < 0 || rank >= ranks)
+    throw InputError(fmt::format("--rank must be in [0, --ranks {}), got {}", ranks, rank));
+  npy::Array a;
+  a.dtype = npy::DType::i4;
+  a.shape = {global};
+  a.data.resize(static_cast<std::size_t>(global) * 4);
+  auto m = a.as<std::int32_t>();
+  // Contiguous: `base` experts a rank, the first `extra` ranks one more.
+  const std::int64_t base = global / ranks, extra = global % ranks;
+  const std::int64_t first = rank * base + std::min(rank, extra), count = base + (rank < extra);
+  for (std::int64_t e = 0; e < global; ++e) {
+    const std::int64_t local = round_robin ? (e % ranks == rank ? e / ranks : -1)
+                                           : (e >= first && e < first + count ? e - first : -1);
+    m[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(local);
+  }
+  return a;
+}
+
+npy::Array expert_load(std::int64_t tokens, std::int32_t topk, std::int32_t num_experts, std::int64_t layers,
+                       const ExpertDist& dist, std::uint64_t seed) {
+  if (layers < 1 || layers > 4096) throw InputError(fmt::format("--layers must be in [1, 4096], got {}", layers));
+  if (num_experts < 1 || num_experts > align::kMaxExperts)
+    throw InputError(fmt::format("--num-experts must be in [1, {}]", align::kMaxExperts));
+  // Every layer's trace is drawn in turn: bound the whole work, not one layer.
+  check_size(double(tokens) * topk * double(layers), "slots over all layers", kInt32Max);
+  npy::Array a;
+  a.dtype = npy::DType::i8;
+  a.shape = {layers, num_experts};
+  a.data.resize(static_cast<std::size_t>(layers) * static_cast<std::size_t>(num_experts) * 8);  // zeros
+  auto load = a.as<std::int64_t>();
+  for (std::int64_t l = 0; l < layers; ++l) {
+    const npy::Array ids = align_ids(tokens, topk, num_experts, dist, stream_key(seed, 0x10ad0000u + std::uint64_t(l)),
+                                     false);
+    for (const std::int32_t e : ids.as<std::int32_t>())
+      ++load[static_cast<std::size_t>(l * num_experts + e)];
+  }
+  return a;
+}
+
+}  // namespace moekit::gen

@@ -27,3 +27,21 @@ npy::Array align_ids(std::int64_t tokens, std::int32_t topk, std::int32_t num_ex
                      const ExpertDist& dist, std::uint64_t seed, bool int64);
 
 }  // namespace moekit::gen
+
+namespace moekit::gen {
+
+// An expert-parallel rank's expert map (`moekit gen expert-map`): int32
+// [global], entry e = the rank's local id of global expert e, -1 where
+// another rank holds it. `round_robin`: rank r holds experts e with
+// e % ranks == r (local id e / ranks); otherwise contiguous ranges, the first
+// global % ranks ranks one expert more. Not random.
+npy::Array expert_map(std::int64_t global, std::int64_t ranks, std::int64_t rank, bool round_robin);
+
+// Per-expert loads as a recorded trace gives them (`moekit gen load`, for
+// `--dist load:FILE[:LAYER]`): int64 [layers, E], row l = the slot count of
+// each expert in a [tokens, topk] trace drawn from `dist` with layer l's own
+// seed, so layers differ where the distribution has a seeded part (zipf).
+npy::Array expert_load(std::int64_t tokens, std::int32_t topk, std::int32_t num_experts, std::int64_t layers,
+                       const ExpertDist& dist, std::uint64_t seed);
+
+}  // namespace moekit::gen

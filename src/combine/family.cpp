@@ -8,6 +8,7 @@
 
 #include "rows_gen.hpp"
 #include "combine/combine.hpp"
+#include "combine/gen.hpp"
 #include "combine/reference.hpp"
 #include "display.hpp"
 #include "driver.hpp"
@@ -30,6 +31,11 @@ struct Args {
 struct GenArgs {
   std::int64_t rows = -1, hidden_size = 0;
   std::string dtype = "bf16";
+};
+
+struct SlotGenArgs {  // `moekit gen inverse`, `moekit gen topk-weights`
+  std::int64_t tokens = -1;
+  std::int32_t topk = 0;
 };
 
 class CombineJob final : public Job {
@@ -133,12 +139,33 @@ class CombineFamily final : public Family {
   }
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
-    s.description("expert output rows [rows, H], standard normal");
+    s.description("expert output rows [rows, H], standard normal (the inverse map and weights: `moekit gen inverse`, "
+                  "`moekit gen topk-weights`)");
     s.add_option("--rows", g_.rows, "rows P")->required();
     s.add_option("--hidden-size", g_.hidden_size, "H")->required();
     s.add_option("--dtype", g_.dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))
         ->capture_default_str();
     return [this](std::uint64_t seed) { return gen::normal_rows(g_.rows, g_.hidden_size, *npy::parse_dtype(g_.dtype), seed, "expert rows"); };
+  }
+
+  std::vector<ExtraGen> extra_gens() override {
+    auto shape = [this](CLI::App& s) {
+      s.add_option("--tokens", s_.tokens, "tokens T")->required();
+      s.add_option("--topk", s_.topk, "slots per token K")->required();
+    };
+    return {{"inverse",
+             [this, shape](CLI::App& s) -> std::function<npy::Array(std::uint64_t)> {
+               s.description("combine's --inverse: int32 [T, K], each slot's row of the expert output, one to one "
+                             "onto rows 0..T*K-1, shuffled (expert rows: `moekit gen combine --rows T*K`)");
+               shape(s);
+               return [this](std::uint64_t seed) { return gen::combine_inverse(s_.tokens, s_.topk, seed); };
+             }},
+            {"topk-weights", [this, shape](CLI::App& s) -> std::function<npy::Array(std::uint64_t)> {
+               s.description("--topk-weights of combine and moe-path: float32 [T, K], positive, each row largest "
+                             "first and summing to 1");
+               shape(s);
+               return [this](std::uint64_t seed) { return gen::topk_weights(s_.tokens, s_.topk, seed); };
+             }}};
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
@@ -150,6 +177,7 @@ class CombineFamily final : public Family {
  private:
   Args a_;
   GenArgs g_;
+  SlotGenArgs s_;
 };
 
 std::unique_ptr<Job> CombineFamily::prepare(const CommonOpts& c, Report& r) {

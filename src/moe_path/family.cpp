@@ -331,8 +331,10 @@ class PathFamily final : public Family {
   }
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
-    return gen::add_hidden_rows_gen(
-        s, gen_, "hidden states [tokens, H], standard normal (logits: `moekit gen route`; a bias: `moekit gen route --bias`)");
+    return gen::add_hidden_rows_gen(s, gen_,
+                                    "hidden states [tokens, H], standard normal (logits: `moekit gen route`; a bias: "
+                                    "`moekit gen route --bias`; ids and weights: `moekit gen align`, `moekit gen "
+                                    "topk-weights`)");
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;

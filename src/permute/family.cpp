@@ -190,7 +190,8 @@ class PermuteFamily final : public Family {
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
     return gen::add_hidden_rows_gen(s, g_,
-                                    "hidden states [tokens, H], standard normal (ids: `moekit gen align`)");
+                                    "hidden states [tokens, H], standard normal (ids: `moekit gen align`; a map: "
+                                    "`moekit gen expert-map`)");
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;

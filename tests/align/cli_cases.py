@@ -20,6 +20,8 @@ OVERSIZED = [
     (["gen", "align", "--tokens", 300000000, "--topk", 8, "-E", 256, "-o", "{out}"], "too large"),
     # numel fits int32 but numel + E*(B-1) does not: fail before generating 2e9 ids
     (["align", "--tokens", 268000000, "--topk", 8, "-E", 65536, "-B", 1024, "--device", "cpu"], "int32"),
+    (["gen", "load", "--tokens", 100000000, "--topk", 8, "-E", 256, "--layers", 100, "-o", "{out}"], "too large"),
+    (["gen", "expert-map", "--global-experts", 1 << 40, "--ranks", 8, "-o", "{out}"], "--global-experts"),
 ]
 
 
@@ -455,3 +457,87 @@ def align_ep_modes_on_gpu():
             expect(p.returncode == 0, f"{extra} {v}: exit {p.returncode}: {p.stderr}")
             o = json.loads(p.stdout)
             expect(o["check"]["result"] == "pass", f"{extra} {v}: {o['check']}")
+
+
+@case()
+def gen_expert_map_places_experts_on_ranks():
+    d = tmp()
+    m = os.path.join(d, "map.npy")
+    # Hand-listed: 10 experts over 4 ranks, the first 10 % 4 = 2 ranks one more.
+    want = {
+        ("linear", 0): [0, 1, 2, -1, -1, -1, -1, -1, -1, -1],
+        ("linear", 1): [-1, -1, -1, 0, 1, 2, -1, -1, -1, -1],
+        ("linear", 3): [-1, -1, -1, -1, -1, -1, -1, -1, 0, 1],
+        ("round-robin", 1): [-1, 0, -1, -1, -1, 1, -1, -1, -1, 2],
+        ("round-robin", 3): [-1, -1, -1, 0, -1, -1, -1, 1, -1, -1],
+    }
+    for (placement, rank), expected in want.items():
+        run("gen", "expert-map", "--global-experts", 10, "--ranks", 4, "--rank", rank, "--placement", placement,
+            "-o", m, code=0)
+        h, got = load_npy(m)
+        expect(h["descr"] == "<i4" and h["shape"] == (10,), f"{placement} {rank}: {h}")
+        expect(got == expected, f"{placement} rank {rank}: {got}, wanted {expected}")
+    # Every global expert on exactly one rank, each rank's local ids 0..n-1.
+    for placement in ["linear", "round-robin"]:
+        owners = [0] * 256
+        for rank in range(6):
+            run("gen", "expert-map", "--global-experts", 256, "--ranks", 6, "--rank", rank, "--placement",
+                placement, "-o", m, code=0)
+            got = load_npy(m)[1]
+            local = sorted(v for v in got if v >= 0)
+            expect(local == list(range(len(local))) and len(local) in (42, 43), f"{placement} {rank}: {local}")
+            for e, v in enumerate(got):
+                owners[e] += v >= 0
+        expect(owners == [1] * 256, f"{placement}: owners {owners}")
+    # The map is what align and permute take, both semantics.
+    run("gen", "expert-map", "--global-experts", 256, "--ranks", 4, "--rank", 2, "-o", m, code=0)
+    run("align", "--topk-ids", TRACE, "-E", 64, "--expert-map", m, "--device", "cpu", code=0)
+    run("align", "--topk-ids", TRACE, "-E", 256, "--expert-map", m, "--map-semantics", "vllm", "--device", "cpu",
+        code=0)
+    for bad in [["--ranks", 0], ["--ranks", 257], ["--ranks", 4, "--rank", 4], ["--ranks", 4, "--rank", -1]]:
+        p = run("gen", "expert-map", "--global-experts", 256, *bad, "-o", os.path.join(d, "bad.npy"), code=2)
+        expect(len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("moekit:"), p.stderr)
+    expect(not os.path.exists(os.path.join(d, "bad.npy")), "a refused gen wrote a file")
+
+
+@case()
+def gen_load_counts_a_trace_per_layer():
+    d = tmp()
+    f = os.path.join(d, "loads.npy")
+    T, K, E, L = 300, 4, 32, 5
+    run("gen", "load", "--tokens", T, "--topk", K, "-E", E, "--layers", L, "--dist", "zipf:1.2", "-o", f, code=0)
+    h, v = load_npy(f)
+    expect(h["descr"] == "<i8" and h["shape"] == (L, E), f"{h}")
+    rows = [v[l * E:(l + 1) * E] for l in range(L)]
+    expect(all(sum(r) == T * K and min(r) >= 0 and max(r) <= T for r in rows), f"{rows}")
+    expect(len({tuple(r) for r in rows}) == L, f"zipf layers should differ (own seed each): {rows}")
+    # hot:1: every token routes to expert 0 (a second formulation of the counts).
+    run("gen", "load", "--tokens", T, "--topk", K, "-E", E, "--dist", "hot:1", "-o", f, code=0)
+    h, v = load_npy(f)
+    expect(h["shape"] == (1, E) and v[0] == T and sum(v) == T * K, f"{h} {v}")
+    # What --dist load: takes, per layer.
+    run("gen", "load", "--tokens", T, "--topk", K, "-E", E, "--layers", L, "-o", f, code=0)
+    run("gen", "align", "--tokens", 64, "--topk", K, "-E", E, "--dist", f"load:{f}:{L - 1}", "-o",
+        os.path.join(d, "t.npy"), code=0)
+    p = run("gen", "load", "--tokens", T, "--topk", K, "-E", E, "--layers", 0, "-o", os.path.join(d, "x.npy"), code=2)
+    expect("--layers" in p.stderr, p.stderr)
+
+
+@case()
+def data_samples_are_what_data_readme_says():
+    # The JSON samples hold DeepSeek-V2-Lite's first prompt (33 tokens, 26 MoE layers, top-6 of 64):
+    # both import to the same layers, and MoE layer index 12 is the recorded layer-13 slice's first rows.
+    _, l13 = load_npy(os.path.join(DATA, "deepseek_v2_lite_l13_prefill1024.npy"))
+    d = tmp()
+    for name, extra in [("deepseek_v2_lite_prompt0_vllm.json", []),
+                        ("deepseek_v2_lite_prompt0_sglang.json", ["--layers", 26, "--topk", 6])]:
+        out = os.path.join(d, name)
+        run("trace", "import", "json", os.path.join(DATA, name), "-o", out, "-E", 64, *extra, code=0)
+        expect(sorted(os.listdir(out)) == sorted(f"layer{i}.npy" for i in range(26)), f"{name}: {os.listdir(out)}")
+        h, ids = load_npy(os.path.join(out, "layer12.npy"))
+        expect(h["shape"] == (33, 6) and ids == l13[:33 * 6], f"{name}: layer12 {h} differs from the recorded slice")
+    # The recorded DeepSeek-V3 load: [61 layers, 256 experts], the three dense layers zero, 4096-token inputs x 8.
+    h, load = load_npy(os.path.join(DATA, "deepseek_v3_load_prefill4096.npy"))
+    expect(h["descr"] == "<i8" and h["shape"] == (61, 256), f"{h}")
+    rows = [sum(load[l * 256:(l + 1) * 256]) for l in range(61)]
+    expect(rows[:3] == [0, 0, 0] and len(set(rows[3:])) == 1 and rows[3] % (4096 * 8) == 0, f"layer sums {rows}")

@@ -14,6 +14,8 @@ BUNDLED_ARGS = ["--tokens", 64, "--topk", 8, "--hidden-size", 1030, "--routed-sc
 OVERSIZED = [
     (["gen", "combine", "--rows", 1 << 40, "--hidden-size", 1 << 20, "-o", "{out}"], "too large"),
     (["combine", "--tokens", 1 << 40, "--topk", 8, "--hidden-size", 1 << 20, "--device", "cpu"], "too large"),
+    (["gen", "inverse", "--tokens", 1 << 40, "--topk", 8, "-o", "{out}"], "too large"),
+    (["gen", "topk-weights", "--tokens", 1 << 40, "--topk", 8, "-o", "{out}"], "too large"),
 ]
 
 
@@ -75,3 +77,33 @@ def combine_zero_tokens_and_gen():
     g = os.path.join(d, "g.npy")
     run("gen", "combine", "--rows", 6, "--hidden-size", 5, "-o", g, code=0)
     expect(load_npy(g)[0]["shape"] == (6, 5), "gen shape")
+
+
+@case()
+def gen_inverse_and_weights_feed_combine():
+    d = tmp()
+    T, K, H = 37, 3, 8
+    x, inv, w = (os.path.join(d, n) for n in ["x.npy", "inv.npy", "w.npy"])
+    run("gen", "combine", "--rows", T * K, "--hidden-size", H, "-o", x, code=0)
+    run("gen", "inverse", "--tokens", T, "--topk", K, "-o", inv, code=0)
+    run("gen", "topk-weights", "--tokens", T, "--topk", K, "-o", w, code=0)
+    h, iv = load_npy(inv)
+    expect(h["descr"] == "<i4" and h["shape"] == (T, K), f"{h}")
+    expect(sorted(iv) == list(range(T * K)), f"not one to one onto the rows: {iv}")
+    expect(iv != list(range(T * K)), "not shuffled")
+    h, wv = load_npy(w)
+    expect(h["descr"] == "<f4" and h["shape"] == (T, K), f"{h}")
+    for t in range(T):
+        row = wv[t * K:(t + 1) * K]
+        expect(all(v > 0 for v in row) and row == sorted(row, reverse=True), f"row {t}: {row}")
+        expect(abs(sum(row) - 1) < 1e-5, f"row {t} sums to {sum(row)}")
+    run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", w, "--device", "cpu", code=0)
+    # The weights are moe-path's too, with ids from gen align.
+    ids = os.path.join(d, "ids.npy")
+    run("gen", "align", "--tokens", T, "--topk", K, "-E", 16, "-o", ids, code=0)
+    run("moe-path", "--topk-ids", ids, "--topk-weights", w, "-E", 16, "--hidden-size", H, "--device", "cpu", code=0)
+    for g in ["inverse", "topk-weights"]:
+        for bad in [["--tokens", -1, "--topk", 2], ["--tokens", 4, "--topk", 0]]:
+            p = run("gen", g, *bad, "-o", os.path.join(d, "bad.npy"), code=2)
+            expect(len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("moekit:"), p.stderr)
+    expect(not os.path.exists(os.path.join(d, "bad.npy")), "a refused gen wrote a file")
