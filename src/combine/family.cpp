@@ -161,7 +161,7 @@ class CombineFamily final : public Family {
                return [this](std::uint64_t seed) { return gen::combine_inverse(s_.tokens, s_.topk, seed); };
              }},
             {"topk-weights", [this, shape](CLI::App& s) -> std::function<npy::Array(std::uint64_t)> {
-               s.description("--topk-weights of combine and moe-path: float32 [T, K], positive, each row largest "
+               s.description("--topk-weights (combine and the commands built on it): float32 [T, K], positive, each row largest "
                              "first and summing to 1");
                shape(s);
                return [this](std::uint64_t seed) { return gen::topk_weights(s_.tokens, s_.topk, seed); };

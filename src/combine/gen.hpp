@@ -1,5 +1,5 @@
 // Combine's inputs besides the expert rows (`moekit gen inverse`, `moekit gen
-// topk-weights`; the rows: `moekit gen combine`). moe-path takes the weights too.
+// topk-weights`; the rows: `moekit gen combine`).
 #pragma once
 
 #include <cstdint>

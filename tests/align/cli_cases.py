@@ -489,7 +489,7 @@ def gen_expert_map_places_experts_on_ranks():
             for e, v in enumerate(got):
                 owners[e] += v >= 0
         expect(owners == [1] * 256, f"{placement}: owners {owners}")
-    # The map is what align and permute take, both semantics.
+    # The map is what align takes, both semantics.
     run("gen", "expert-map", "--global-experts", 256, "--ranks", 4, "--rank", 2, "-o", m, code=0)
     run("align", "--topk-ids", TRACE, "-E", 64, "--expert-map", m, "--device", "cpu", code=0)
     run("align", "--topk-ids", TRACE, "-E", 256, "--expert-map", m, "--map-semantics", "vllm", "--device", "cpu",

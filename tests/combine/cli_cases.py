@@ -98,10 +98,6 @@ def gen_inverse_and_weights_feed_combine():
         expect(all(v > 0 for v in row) and row == sorted(row, reverse=True), f"row {t}: {row}")
         expect(abs(sum(row) - 1) < 1e-5, f"row {t} sums to {sum(row)}")
     run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", w, "--device", "cpu", code=0)
-    # The weights are moe-path's too, with ids from gen align.
-    ids = os.path.join(d, "ids.npy")
-    run("gen", "align", "--tokens", T, "--topk", K, "-E", 16, "-o", ids, code=0)
-    run("moe-path", "--topk-ids", ids, "--topk-weights", w, "-E", 16, "--hidden-size", H, "--device", "cpu", code=0)
     for g in ["inverse", "topk-weights"]:
         for bad in [["--tokens", -1, "--topk", 2], ["--tokens", 4, "--topk", 0]]:
             p = run("gen", g, *bad, "-o", os.path.join(d, "bad.npy"), code=2)

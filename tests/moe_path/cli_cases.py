@@ -106,6 +106,16 @@ def moe_path_given_ids_and_bf16():
 
 
 @case()
+def moe_path_takes_gen_topk_weights():
+    # combine's weight generator feeds moe-path's --topk-weights too.
+    d = tmp()
+    ids, w = os.path.join(d, "ids.npy"), os.path.join(d, "w.npy")
+    run("gen", "align", "--tokens", 6, "--topk", 2, "-E", 16, "-o", ids, code=0)
+    run("gen", "topk-weights", "--tokens", 6, "--topk", 2, "-o", w, code=0)
+    run("moe-path", "--topk-ids", ids, "--topk-weights", w, "-E", 16, "--hidden-size", 8, "--device", "cpu", code=0)
+
+
+@case()
 def moe_path_model_presets():
     def params(*args):
         p = run("moe-path", "--tokens", 3, *args, "--device", "cpu", "--format", "json", code=0)
