@@ -547,6 +547,172 @@ def info_reads_headers_only(w):
     expect(time.monotonic() - t0 < 5, "info took too long: does it read the data?")
 
 
+# ------------------------------------------------------------------ 20. integrity: sets of any size, concurrent writers
+def load_i32_rows(path):
+    """[[ids of token 0], ...] of an int32 [T, K] .npy (v1 header, as moekit writes)."""
+    import ast
+    with open(path, "rb") as f:
+        b = f.read()
+    expect(b[:8] == b"\x93NUMPY\x01\x00", f"{path}: not a v1 .npy")
+    hl = struct.unpack("<H", b[8:10])[0]
+    hdr = ast.literal_eval(b[10:10 + hl].decode("latin1"))
+    expect(hdr["descr"] == "<i4" and len(hdr["shape"]) == 2, f"{path}: {hdr}")
+    t, k = hdr["shape"]
+    v = struct.unpack(f"<{t * k}i", b[10 + hl:])
+    return [list(v[i:i + k]) for i in range(0, t * k, k)]
+
+
+def layers_jsonl(path, layers, tokens=2, topk=2, salt=0, big_layer=None, big_tokens=0):
+    """A jsonl dump of `layers` layers; expected {file name: rows}. Ids depend on `salt`."""
+    want = {}
+    with open(path, "w") as f:
+        for l in range(layers):
+            n = big_tokens if l == big_layer else tokens
+            rows = [[(l * 7 + t * 3 + j + salt) % 256 for j in range(topk)] for t in range(n)]
+            want[f"layer{l}.npy"] = rows
+            for r in rows:
+                f.write(json.dumps({"layer": l, "experts": r}) + "\n")
+    return want
+
+
+def no_temps(d):
+    left = [n for n in os.listdir(d) if ".moekit" in n or n.endswith(".tmp")]
+    expect(not left, f"left behind in {d}: {sorted(left)[:5]} ({len(left)} in all)")
+
+
+@case
+def integrity_trace_import_many_layers(w):
+    # DeepSeek-V3's 58 MoE layers, Qwen3-235B's 94, and 128: every layer written, nothing else.
+    for layers in (58, 94, 128):
+        src = os.path.join(w, f"t{layers}.jsonl")
+        want = layers_jsonl(src, layers)
+        o = os.path.join(w, f"o{layers}")
+        rc, out, err = run("trace", "import", "jsonl", src, "-o", o)
+        expect(rc == 0, f"{layers} layers: exit {rc}: {err!r}")
+        expect(sorted(os.listdir(o)) == sorted(want), f"{layers} layers: files {sorted(os.listdir(o))[:5]}...")
+        for n, rows in want.items():
+            expect(load_i32_rows(os.path.join(o, n)) == rows, f"{layers} layers: {n} differs")
+        expect(out.count(b"wrote ") == layers, f"{layers} layers: stdout lists {out.count(b'wrote ')} files")
+        # Replaced as a set too (each previous file kept until the commit ends).
+        want2 = layers_jsonl(src, layers, salt=1)
+        rc, _, err = run("trace", "import", "jsonl", src, "-o", o)
+        expect(rc == 0, f"{layers} layers, again: exit {rc}: {err!r}")
+        expect(sorted(os.listdir(o)) == sorted(want2), f"{layers} layers, again: {sorted(os.listdir(o))[:5]}...")
+        expect(all(load_i32_rows(os.path.join(o, n)) == rows for n, rows in want2.items()), "second set differs")
+
+
+@case
+def integrity_many_layers_failure_leaves_no_temp(w):
+    # 128 layers whose last one is larger than the file size limit: the write of
+    # its temp fails after 127 temps exist; every one must go, the folder stays.
+    src = os.path.join(w, "t.jsonl")
+    layers_jsonl(src, 128, big_layer=127, big_tokens=4000, topk=8)
+    o = os.path.join(w, "o")
+    os.makedirs(o)
+    save_i32(os.path.join(o, "layer5.npy"), [1, 2], (1, 2))
+    before = snapshot(o)
+
+    def cap():
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    expect_error(run("trace", "import", "jsonl", src, "-o", o, preexec_fn=cap), rb"layer127\.npy: cannot write: ")
+    expect_unchanged(o, before)
+
+
+def concurrent_trials(w, name, argv_of, want_of, seeds, trials):
+    """Runs `argv_of(seed, out)` for every seed at once on one folder, `trials`
+    times; the folder must end as exactly one run's set (`want_of(seed)`, files
+    -> bytes), every run exiting 0."""
+    o = os.path.join(w, name)
+    sets = {s: want_of(s) for s in seeds}
+    names = set().union(*(set(v) for v in sets.values()))
+    for t in range(trials):
+        procs = [subprocess.Popen([MOEKIT, *map(str, argv_of(s, o))], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for s in seeds]
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                raise Fail(f"trial {t}: a concurrent run still running after 60 s (hang)")
+            expect(p.returncode == 0, f"trial {t}: a concurrent run exited {p.returncode}: {err!r}")
+        no_temps(o)
+        got = {}
+        for n in os.listdir(o):
+            with open(os.path.join(o, n), "rb") as f:
+                got[n] = f.read()
+        expect(set(got) == names, f"trial {t}: files {sorted(got)}")
+        winners = [s for s, v in sets.items() if v == got]
+        if not winners:
+            from_seed = {n: [s for s in seeds if sets[s].get(n) == b] for n, b in got.items()}
+            raise Fail(f"trial {t}: a mixed set: file -> the runs it came from: {from_seed}")
+
+
+def read_set(d):
+    out = {}
+    for n in os.listdir(d):
+        with open(os.path.join(d, n), "rb") as f:
+            out[n] = f.read()
+    return out
+
+
+@case
+def integrity_concurrent_runs_one_out_folder(w):
+    # Four kernel runs with different seeds on one --out: one run's whole set
+    # wins (--no-check: before the folder lock, a mixed set came within 5 to 20
+    # trials). With the CPU check, each run reads back its own files, not
+    # another's (before, the check failed in the first trial or two).
+    for check in ("--no-check", "--check"):
+        def argv(seed, o):
+            return ["align", "--tokens", 512, "--topk", 4, "-E", 64, "-B", 16, "--device", "cpu", "--seed", seed,
+                    "--out", o, check]
+
+        def want(seed):
+            d = os.path.join(w, f"alone{seed}{check}")
+            rc, _, err = run(*argv(seed, d))
+            expect(rc == 0, f"setup: {err!r}")
+            return read_set(d)
+
+        concurrent_trials(w, "o" + check, argv, want, seeds=[1, 2, 3, 4], trials=40 if check == "--no-check" else 10)
+
+
+# ------------------------------------------------------------------ 22. an output never replaces an input
+@case
+def plot_output_is_an_input(w):
+    r = os.path.join(w, "r.jsonl")
+    rc, _, err = run("align", "--tokens", "64,128", "--topk", 2, "-E", 8, "--device", "cpu", "--bench", "--iters", 3,
+                     "--results", r)
+    expect(rc == 0, f"setup: exit {rc}: {err!r}")
+    before = snapshot(w)
+    os.link(r, os.path.join(w, "hard.jsonl"))
+    os.symlink("r.jsonl", os.path.join(w, "sym.jsonl"))
+    before = snapshot(w)
+    for target in (r, os.path.join(w, ".", "r.jsonl"), os.path.join(w, "hard.jsonl"), os.path.join(w, "sym.jsonl")):
+        expect_error(run("plot", r, "-o", target), rb"not written: it is the input .*r\.jsonl of this command")
+        expect_unchanged(w, before, "folder")
+    # the second of several inputs too
+    r2 = os.path.join(w, "r2.jsonl")
+    shutil.copy(r, r2)
+    before = snapshot(w)
+    expect_error(run("plot", r, r2, "-o", r2), rb"r2\.jsonl: not written: it is the input")
+    expect_unchanged(w, before, "folder")
+    rc, _, err = run("plot", r, r2, "-o", os.path.join(w, "r.svg"))
+    expect(rc == 0, f"a plot to another file: exit {rc}: {err!r}")
+
+
+@case
+def trace_import_output_is_an_input(w):
+    o = os.path.join(w, "o")
+    os.makedirs(o)
+    src = os.path.join(o, "layer0.npy")  # a dump that happens to sit where layer 0 goes
+    with open(src, "w") as f:
+        f.write('{"layer": 0, "experts": [1, 2]}\n{"layer": 1, "experts": [3, 4]}\n')
+    before = snapshot(o)
+    expect_error(run("trace", "import", "jsonl", src, "-o", o), rb"layer0\.npy: not written: it is the input")
+    expect_unchanged(o, before)
+
+
 # ------------------------------------------------------------------ the malformed .npy corpus
 # Each defect of tests/npy/npy_corpus.py given to `align --topk-ids` with an
 # output folder holding a previous set: exit 2, this message, folder unchanged.
