@@ -18,6 +18,7 @@
 #include "errors.hpp"
 #include "family.hpp"
 #include "outputs.hpp"
+#include "records.hpp"
 #include "report.hpp"
 #include "sweep.hpp"
 
@@ -130,11 +131,27 @@ std::pair<int, std::string> failure_of(std::exception_ptr e) {
   }
 }
 
+// --results is a promise made before the run (docs/regression.md): checked
+// once the command line is parsed, before any input is read, any --out is
+// written or any report is printed. The command's other text options name
+// its inputs (numbers cannot be files it reads).
+void check_results_option(const CLI::App& sub, const CommonOpts& c) {
+  if (c.results.empty()) return;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  for (const CLI::Option* o : sub.get_options()) {
+    if (o->check_name("--results") || o->check_name("--out") || o->get_type_name() != "TEXT") continue;
+    for (const auto& v : o->results()) inputs.emplace_back(o->get_name(), v);
+  }
+  records::check_results_target(c.results, inputs, c.out);
+}
+
 // With --format json, a failed run still prints one JSON object (with an
 // "error" member) on stdout; the one-line message goes to stderr as always.
-int run_family_reporting_errors(Family& f, const CommonOpts& c) {
+// `check_only`: only the checks made before any cell of a sweep runs.
+int run_family_reporting_errors(Family& f, const CLI::App& sub, const CommonOpts& c, bool check_only = false) {
   try {
-    return run_family(f, c);
+    check_results_option(sub, c);
+    return check_only ? kOk : run_family(f, c);
   } catch (const std::exception&) {
     if (c.format == "json") {
       const auto [code, message] = failure_of(std::current_exception());
@@ -249,7 +266,21 @@ int run(int argc, char** argv) {
       if (sub->check_name(argv[1])) {
         const std::vector<std::string> args(argv, argv + argc);
         const auto cells = expand_sweep(*sub, args);
-        if (!cells.empty()) return run_sweep(cells, format_of(args) == "text");
+        if (cells.empty()) break;
+        // Every cell appends to the same --results: a bad one is refused once,
+        // before the first cell runs. (A command line CLI11 rejects is left
+        // to the sweep to report.)
+        std::vector<char*> first;
+        for (const auto& a : cells[0].args) first.push_back(const_cast<char*>(a.c_str()));
+        first.push_back(nullptr);
+        bool parsed = true;
+        try {
+          app.parse(static_cast<int>(cells[0].args.size()), first.data());
+        } catch (const CLI::ParseError&) {
+          parsed = false;
+        }
+        if (parsed && *sub) (void)run_family_reporting_errors(*f, *sub, common, true);
+        return run_sweep(cells, format_of(args) == "text");
       }
 
   try {
@@ -261,7 +292,7 @@ int run(int argc, char** argv) {
   }
 
   for (auto& [sub, f] : kernel_cmds)
-    if (*sub) return run_family_reporting_errors(*f, common);
+    if (*sub) return run_family_reporting_errors(*f, *sub, common);
   if (*info) return run_info(info_files, info_format);
   if (*variants) return run_variants(var_op, var_format);
   for (const auto& t : tools)

@@ -677,6 +677,157 @@ def integrity_concurrent_runs_one_out_folder(w):
         concurrent_trials(w, "o" + check, argv, want, seeds=[1, 2, 3, 4], trials=40 if check == "--no-check" else 10)
 
 
+# ------------------------------------------------------------------ 21. --results: checked before the run
+def results_refused(w, target, pattern, *extra, out=None, inputs=None):
+    """`align --results target` must stop before the run: exit 2, one stderr
+    line, nothing on stdout, the --out folder (holding a previous set) and the
+    target unchanged. `inputs`: align's input options instead of generated ones."""
+    o = out or os.path.join(w, "o")
+    if not os.path.exists(o):
+        align_set(o)
+    before = snapshot(o)
+    t_before = snapshot(os.path.dirname(target)) if os.path.isdir(os.path.dirname(target)) else None
+    res = run("align", *(inputs or ["--tokens", 64, "--topk", 2, "--seed", 2]), "-E", 8, "-B", 4, "--device", "cpu",
+              "--out", o, "--results", target, *extra)
+    expect_error(res, pattern)
+    expect(res[1] == b"", f"a report was printed: {res[1]!r}")
+    expect_unchanged(o, before)
+    if t_before is not None and os.path.dirname(target) != o:
+        expect(snapshot(os.path.dirname(target)) == t_before, "the --results target's folder changed")
+
+
+@case
+def results_directory(w):
+    d = os.path.join(w, "d")
+    os.makedirs(d)
+    results_refused(w, d, rb"d: --results: it is a directory")
+
+
+@case
+def results_fifo(w):
+    f = os.path.join(w, "fifo")
+    os.mkfifo(f)
+    results_refused(w, f, rb"fifo: --results: it is a FIFO")
+
+
+@case
+def results_missing_folder(w):
+    results_refused(w, os.path.join(w, "no", "such", "r.jsonl"), rb"r\.jsonl: --results: the folder .*no/such "
+                                                                 rb"does not exist")
+
+
+@case
+def results_read_only(w):
+    f = os.path.join(w, "r.jsonl")
+    with open(f, "w") as fh:
+        fh.write('{"op": "align", "variant": "x"}\n')
+    os.chmod(f, 0o444)  # refused even for root, as read-only outputs are
+    results_refused(w, f, rb"r\.jsonl: --results: the file is read-only \(mode 0444\)")
+
+
+@case
+def results_is_the_input(w):
+    ids = os.path.join(w, "ids.dat")  # an input without the .npy name
+    save_i32(ids, list(range(8)), (4, 2))
+    for spelling in (ids, os.path.join(w, ".", "ids.dat")):
+        results_refused(w, spelling, rb"--results: it is this run's input .*ids\.dat \(given to --topk-ids\)",
+                        inputs=["--topk-ids", ids])
+    # a hard link is the same file too
+    link = os.path.join(w, "link.jsonl")
+    os.link(ids, link)
+    results_refused(w, link, rb"--results: it is this run's input", inputs=["--topk-ids", ids])
+
+
+@case
+def results_is_an_output(w):
+    o = os.path.join(w, "o")
+    align_set(o)
+    for name in ALIGN_OUT:  # this run's own outputs
+        results_refused(w, os.path.join(o, name), rb"--results: a \.npy name", out=o)
+    results_refused(w, os.path.join(o, "timings.npy"), rb"--results: a \.npy name", "--bench", out=o)
+    results_refused(w, os.path.join(w, "new.NPY"), rb"--results: a \.npy name")
+
+
+@case
+def results_holds_an_array(w):
+    f = os.path.join(w, "arr.bin")
+    save_i32(f, [1, 2, 3])
+    results_refused(w, f, rb"arr\.bin: --results: the file is a \.npy array")
+
+
+@case
+def results_is_the_out_folder(w):
+    o = os.path.join(w, "newout")
+    res = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "-B", 4, "--device", "cpu", "--out", o,
+              "--results", o)
+    expect_error(res, rb"newout: --results: it is the --out folder")
+    expect(not os.path.exists(o), "the --out folder was created")
+    res = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "-B", 4, "--device", "cpu", "--out",
+              os.path.join(o, "sub"), "--results", o)
+    expect_error(res, rb"newout: --results: it is the --out folder \(or a folder above it\)")
+    expect(not os.path.exists(o), "the --out folder was created")
+
+
+@case
+def results_refused_before_a_sweep(w):
+    d = os.path.join(w, "d")
+    os.makedirs(d)
+    o = os.path.join(w, "o")
+    for fmt_ in ("text", "json"):
+        rc, out, err = run("align", "--tokens", "64,128", "--topk", 2, "-E", 8, "--device", "cpu", "--out", o,
+                           "--format", fmt_, "--results", d)
+        lines = [l for l in err.split(b"\n") if l.strip()]
+        expect(rc == 2 and len(lines) == 1 and b"--results: it is a directory" in lines[0],
+               f"{fmt_}: exit {rc}, stderr {err!r}")
+        expect(not os.path.exists(o), f"{fmt_}: a cell ran: {o} exists")
+        if fmt_ == "text":
+            expect(out == b"", f"a cell ran: {out!r}")
+        else:  # one error object, as a failed single run prints
+            objs = [json.loads(l) for l in out.decode().splitlines()]
+            expect(len(objs) == 1 and objs[0].get("error"), f"stdout {out!r}")
+
+
+@case
+def results_good_targets_still_work(w):
+    # New file in an existing folder, an existing records file, a file inside the --out folder.
+    o = os.path.join(w, "o")
+    for target in (os.path.join(w, "new.jsonl"), os.path.join(w, "new.jsonl"), os.path.join(o, "r.jsonl")):
+        rc, out, err = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "-B", 4, "--device", "cpu", "--out", o,
+                           "--results", target)
+        expect(rc == 0, f"{target}: exit {rc}: {err!r}")
+    with open(os.path.join(w, "new.jsonl")) as f:
+        expect([json.loads(l)["op"] for l in f.read().splitlines()] == ["align", "align"], "two records")
+
+
+@case
+def results_newline_guard_after_cut_line(w):
+    # A file whose last record was cut (no final newline): the next record
+    # starts a line of its own, complete, instead of being glued to the cut one.
+    f = os.path.join(w, "r.jsonl")
+    rc, _, err = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "--device", "cpu", "--results", f)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    with open(f, "rb") as fh:
+        first = fh.read()
+    cut = b'{"op": "align", "variant": "ref'
+    with open(f, "ab") as fh:
+        fh.write(cut)
+    rc, _, err = run("align", "--tokens", 128, "--topk", 2, "-E", 8, "--device", "cpu", "--results", f)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    with open(f, "rb") as fh:
+        body = fh.read()
+    expect(body.startswith(first + cut + b"\n"), f"the cut line was not ended by a newline: {body[len(first):][:80]!r}")
+    lines = body.split(b"\n")
+    expect(lines[-1] == b"" and lines[1] == cut, f"lines {lines!r}")
+    rec = json.loads(lines[2])
+    expect(rec["op"] == "align" and rec["params"]["tokens"] == 128, f"the new record: {rec}")
+    # `compare` then names the cut line, not the new record's.
+    expect_error(run("compare", f, f), rb"r\.jsonl:2: ")
+    # A whole last line gets no extra newline.
+    rc, _, _ = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "--device", "cpu", "--results", f)
+    with open(f, "rb") as fh:
+        expect(fh.read().count(b"\n") == 4, "an extra newline after a whole line")
+
+
 # ------------------------------------------------------------------ 22. an output never replaces an input
 @case
 def plot_output_is_an_input(w):
