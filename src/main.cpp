@@ -131,18 +131,42 @@ std::pair<int, std::string> failure_of(std::exception_ptr e) {
   }
 }
 
+// The files a parsed command line may read: (option, path) for the value of
+// every text option but the outputs (numbers cannot be files), and each
+// ':'-separated part of it (`--dist load:FILE:LAYER`). Only existing files
+// ever match an output (outputs::same_file), so extra candidates are harmless.
+std::vector<std::pair<std::string, std::string>> input_candidates(const CLI::App& sub) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const CLI::Option* o : sub.get_options()) {
+    if (o->check_name("--results") || o->check_name("--out") || o->check_name("--output") ||
+        o->get_type_name() != "TEXT")
+      continue;
+    for (const auto& v : o->results()) {
+      out.emplace_back(o->get_name(), v);
+      std::vector<std::size_t> cuts{0};
+      for (std::size_t i = 0; i < v.size(); ++i)
+        if (v[i] == ':') cuts.push_back(i + 1);
+      cuts.push_back(v.size() + 1);
+      for (std::size_t a = 0; a + 1 < cuts.size(); ++a)
+        for (std::size_t b = a + 1; b < cuts.size(); ++b)
+          if (a != 0 || b + 1 != cuts.size()) out.emplace_back(o->get_name(), v.substr(cuts[a], cuts[b] - 1 - cuts[a]));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> paths_of(const std::vector<std::pair<std::string, std::string>>& v) {
+  std::vector<std::string> p;
+  for (const auto& [opt, path] : v) p.push_back(path);
+  return p;
+}
+
 // --results is a promise made before the run (docs/regression.md): checked
 // once the command line is parsed, before any input is read, any --out is
-// written or any report is printed. The command's other text options name
-// its inputs (numbers cannot be files it reads).
+// written or any report is printed.
 void check_results_option(const CLI::App& sub, const CommonOpts& c) {
   if (c.results.empty()) return;
-  std::vector<std::pair<std::string, std::string>> inputs;
-  for (const CLI::Option* o : sub.get_options()) {
-    if (o->check_name("--results") || o->check_name("--out") || o->get_type_name() != "TEXT") continue;
-    for (const auto& v : o->results()) inputs.emplace_back(o->get_name(), v);
-  }
-  records::check_results_target(c.results, inputs, c.out);
+  records::check_results_target(c.results, input_candidates(sub), c.out);
 }
 
 // With --format json, a failed run still prints one JSON object (with an
@@ -292,13 +316,17 @@ int run(int argc, char** argv) {
   }
 
   for (auto& [sub, f] : kernel_cmds)
-    if (*sub) return run_family_reporting_errors(*f, *sub, common);
+    if (*sub) {
+      common.inputs = paths_of(input_candidates(*sub));
+      return run_family_reporting_errors(*f, *sub, common);
+    }
   if (*info) return run_info(info_files, info_format);
   if (*variants) return run_variants(var_op, var_format);
   for (const auto& t : tools)
     if (*t.sub) return t.run();
   for (auto& [g, make] : gen_cmds) {
     if (!*g) continue;
+    outputs::refuse_inputs_as_targets({out_file}, paths_of(input_candidates(*g)));  // `--dist load:F -o F`
     npy::Array a = make(g_seed);
     outputs::write_file(out_file, a);
     std::string shape;

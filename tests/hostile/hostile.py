@@ -864,6 +864,31 @@ def trace_import_output_is_an_input(w):
     expect_unchanged(o, before)
 
 
+@case
+def kernel_out_file_is_an_input(w):
+    o = os.path.join(w, "o")
+    os.makedirs(o)
+    ids = os.path.join(o, "expert_ids.npy")  # a trace saved under a name align writes
+    save_i32(ids, [1, 2, 3, 4, 5, 6, 7, 0], (4, 2))
+    before = snapshot(o)
+    expect_error(run("align", "--topk-ids", ids, "-E", 8, "--device", "cpu", "--out", o),
+                 rb"o/expert_ids\.npy: not written: it is the input .*expert_ids\.npy of this command")
+    expect_unchanged(o, before)
+    rc, _, err = run("align", "--topk-ids", ids, "-E", 8, "--device", "cpu", "--out", os.path.join(w, "o2"))
+    expect(rc == 0, f"another --out: exit {rc}: {err!r}")
+
+
+@case
+def gen_output_is_its_load_file(w):
+    loads = os.path.join(w, "loads.npy")
+    with open(loads, "wb") as f:
+        f.write(npy_bytes("<i8", "(4,)", struct.pack("<4q", 5, 0, 5, 0)))
+    before = snapshot(w)
+    expect_error(run("gen", "align", "--tokens", 8, "--topk", 1, "-E", 4, "--dist", f"load:{loads}", "-o", loads),
+                 rb"loads\.npy: not written: it is the input")
+    expect_unchanged(w, before, "folder")
+
+
 # ------------------------------------------------------------------ the malformed .npy corpus
 # Each defect of tests/npy/npy_corpus.py given to `align --topk-ids` with an
 # output folder holding a previous set: exit 2, this message, folder unchanged.
