@@ -275,7 +275,9 @@ class FolderLocks {
     const std::string path = (std::filesystem::path(dir) / kLockName).string();
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(kLockWaitSeconds);
     for (int wait_ms = 1;;) {
-      const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+      // Another user's lock file (a shared folder such as /tmp): flock needs no write access.
+      if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
       if (fd < 0) fail(path, fmt::format("cannot write: cannot open the folder's lock file: {}", errno_text(errno)));
       struct stat a {}, b {};
       if (::fstat(fd, &a) != 0 || !S_ISREG(a.st_mode)) {

@@ -677,6 +677,23 @@ def integrity_concurrent_runs_one_out_folder(w):
         concurrent_trials(w, "o" + check, argv, want, seeds=[1, 2, 3, 4], trials=40 if check == "--no-check" else 10)
 
 
+@case
+def integrity_leftover_lock_file(w):
+    # An unlocked .moekit.lock (its holder was SIGKILLed) is used and removed;
+    # one that is not a regular file stops the run with every temp removed.
+    o = os.path.join(w, "o")
+    align_set(o)
+    with open(os.path.join(o, ".moekit.lock"), "w") as f:
+        f.write("12345\n")
+    rc, _, err = align_again(o)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    expect(sorted(os.listdir(o)) == sorted(ALIGN_OUT), f"left: {sorted(os.listdir(o))}")
+    os.symlink("/dev/null", os.path.join(o, ".moekit.lock"))
+    before = snapshot(o)
+    expect_error(align_again(o, seed=3), rb"o/\.moekit\.lock: cannot write: cannot open the folder's lock file")
+    expect_unchanged(o, before)
+
+
 # ------------------------------------------------------------------ 21. --results: checked before the run
 def results_refused(w, target, pattern, *extra, out=None, inputs=None):
     """`align --results target` must stop before the run: exit 2, one stderr
