@@ -252,16 +252,16 @@ class FolderLocks {
     std::sort(order.begin(), order.end());
     order.erase(std::unique(order.begin(), order.end(), [](auto& a, auto& b) { return a.first == b.first; }),
                 order.end());
-    for (const auto& [id, d] : order) lock(d);
+    try {
+      for (const auto& [id, d] : order) lock(d);
+    } catch (...) {
+      release();  // the folders locked before the one that failed
+      throw;
+    }
   }
   FolderLocks(const FolderLocks&) = delete;
   FolderLocks& operator=(const FolderLocks&) = delete;
-  ~FolderLocks() {
-    for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
-      ::unlink(it->path.c_str());  // still locked: no one else may hold this file now
-      ::close(it->fd);
-    }
-  }
+  ~FolderLocks() { release(); }
 
  private:
   struct Held {
@@ -270,6 +270,14 @@ class FolderLocks {
     Registered reg;  // a signal removes the lock file too (the kernel drops the lock)
   };
   std::vector<Held> held_;
+
+  void release() {
+    for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
+      ::unlink(it->path.c_str());  // still locked: no one else may hold this file now
+      ::close(it->fd);
+    }
+    held_.clear();
+  }
 
   void lock(const std::string& dir) {
     const std::string path = (std::filesystem::path(dir) / kLockName).string();
