@@ -32,6 +32,7 @@ namespace moekit::outputs {
 namespace testing {
 int (*rename_fn)(const char*, const char*) = ::rename;
 void (*after_temps_written)(const std::vector<std::string>&) = nullptr;
+int lock_wait_seconds = 60;  // then exit 2 rather than hang behind a stopped process
 }  // namespace testing
 
 namespace {
@@ -238,7 +239,6 @@ void fsync_dir(const std::string& dir) {
 // that then gets the lock of a removed file opens the new one and waits again.
 // ---------------------------------------------------------------------------
 constexpr const char* kLockName = ".moekit.lock";
-constexpr int kLockWaitSeconds = 60;  // then exit 2 rather than hang behind a stopped process
 
 class FolderLocks {
  public:
@@ -281,7 +281,7 @@ class FolderLocks {
 
   void lock(const std::string& dir) {
     const std::string path = (std::filesystem::path(dir) / kLockName).string();
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(kLockWaitSeconds);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(testing::lock_wait_seconds);
     for (int wait_ms = 1;;) {
       int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
       // Another user's lock file (a shared folder such as /tmp): flock needs no write access.
@@ -320,7 +320,7 @@ class FolderLocks {
         if (n > 0) std::from_chars(buf, buf + n, holder);
         fail(dir, fmt::format("cannot write: another moekit process (pid {}) has been writing this folder for "
                               "{} s (its lock file {})",
-                              holder > 0 ? std::to_string(holder) : std::string("unknown"), kLockWaitSeconds,
+                              holder > 0 ? std::to_string(holder) : std::string("unknown"), testing::lock_wait_seconds,
                               kLockName));
       }
       ::close(fd);

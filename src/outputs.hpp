@@ -59,9 +59,11 @@ long temp_owner(std::string_view file_name, std::string_view target_name);
 
 // Test seams: the rename used to commit a set, and a callback run once all temp
 // files of a set are written (before any rename). Production leaves them alone.
+// `lock_wait_seconds`: how long a commit waits for a folder's lock (60).
 namespace testing {
 extern int (*rename_fn)(const char* from, const char* to);
 extern void (*after_temps_written)(const std::vector<std::string>& temps);
+extern int lock_wait_seconds;
 }  // namespace testing
 
 }  // namespace moekit::outputs

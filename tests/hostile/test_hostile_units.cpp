@@ -51,6 +51,7 @@ struct Seams {
   ~Seams() {
     outputs::testing::rename_fn = ::rename;
     outputs::testing::after_temps_written = nullptr;
+    outputs::testing::lock_wait_seconds = 60;
   }
 };
 
@@ -308,6 +309,44 @@ TEST_CASE("output set: a second writer of the folder commits only after the firs
   for (const auto& [name, bytes] : ref1.snapshot()) CHECK(seen_inside[name] == bytes);
   CHECK(seen_inside.count(".moekit.lock") == 1);
   CHECK(dir.snapshot() == ref2.snapshot());  // then the second set, whole; no lock file left
+}
+
+TEST_CASE("output set: a writer that cannot get the folder's lock gives up, naming the holder, with no temp left") {
+  Seams seams;
+  TempDir dir;
+  const ManyFiles first(3, 0), second(3, 50);
+  std::map<std::string, std::string> inside;
+  std::string child_msg;
+  outputs::write_folder(dir.path.string(), first.files, [&](const std::vector<std::string>&) {
+    inside = dir.snapshot();
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      ::close(p[0]);
+      outputs::testing::lock_wait_seconds = 0;
+      std::string msg = "no error";
+      try {
+        outputs::write_folder(dir.path.string(), second.files);
+      } catch (const InputError& e) {
+        msg = e.what();
+      }
+      (void)!::write(p[1], msg.data(), msg.size());
+      ::_exit(0);
+    }
+    ::close(p[1]);
+    char buf[1024];
+    ssize_t n = 0;
+    while ((n = ::read(p[0], buf, sizeof buf)) > 0) child_msg.append(buf, static_cast<std::size_t>(n));
+    ::close(p[0]);
+    REQUIRE(::waitpid(child, nullptr, 0) == child);
+    CHECK(dir.snapshot() == inside);  // the child's temps are gone, our set untouched
+  });
+  CAPTURE(child_msg);
+  CHECK(child_msg.find(fmt::format("another moekit process (pid {}) has been writing this folder", ::getpid())) !=
+        std::string::npos);
+  CHECK(dir.snapshot().size() == 3);
 }
 
 // ---------------------------------------------------------------- escapers
