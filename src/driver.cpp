@@ -113,10 +113,14 @@ void measure_cpu(const CommonOpts& c, Report& r, const std::function<void()>& ru
   r.timing = st;
 }
 
-std::vector<std::string> write_outputs(const CommonOpts& c, Report& r,
-                                       const std::vector<std::pair<std::string, const npy::Array*>>& files) {
+std::vector<std::string> write_outputs(
+    const CommonOpts& c, Report& r, const std::vector<std::pair<std::string, const npy::Array*>>& files,
+    const std::function<void(const std::vector<std::string>&)>& while_locked) {
   if (c.out.empty()) return {};
-  auto paths = outputs::write_folder(c.out, files);  // all files or none
+  std::vector<std::string> targets;
+  for (const auto& f : files) targets.push_back((std::filesystem::path(c.out) / f.first).string());
+  outputs::refuse_inputs_as_targets(targets, c.inputs);  // `--hidden out/permuted.npy --out out` keeps its input
+  auto paths = outputs::write_folder(c.out, files, while_locked);  // all files or none
   r.outputs.insert(r.outputs.end(), paths.begin(), paths.end());
   return paths;
 }

@@ -41,10 +41,13 @@ void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage
 // Times a CPU reference run with the host clock (median of c.iters runs, at most ~2 s).
 void measure_cpu(const CommonOpts& c, Report& r, const std::function<void()>& run);
 
-// Writes named arrays into c.out (created if missing); each file atomically.
-// Returns the paths written and lists them in the report.
-std::vector<std::string> write_outputs(const CommonOpts& c, Report& r,
-                                       const std::vector<std::pair<std::string, const npy::Array*>>& files);
+// Writes named arrays into c.out (created if missing) as one output set
+// (outputs.hpp). Returns the paths written and lists them in the report.
+// `while_locked(paths)` runs once they are in place, before another process
+// may replace them (outputs::write_folder).
+std::vector<std::string> write_outputs(
+    const CommonOpts& c, Report& r, const std::vector<std::pair<std::string, const npy::Array*>>& files,
+    const std::function<void(const std::vector<std::string>&)>& while_locked = {});
 
 // Prints the report and returns the exit code (1 on a failed check, else 0).
 int finish(const CommonOpts& c, Report& r);

@@ -40,6 +40,9 @@ struct CommonOpts {
   std::string format = "text";
   std::uint64_t seed = 1;
   std::string results;  // JSON-lines file each completed run's record is appended to; empty = none
+  // What the command line may name as input files (main.cpp): --out never
+  // replaces one, --results is never one.
+  std::vector<std::string> inputs;
   // Programmatic dependent launch (sm_90+): "on" (default, as serving engines
   // run) lets every kernel launch overlap the previous kernel's tail where the
   // device has PDL; "off" launches without it. See Job::pdl().

@@ -18,6 +18,7 @@
 #include "errors.hpp"
 #include "family.hpp"
 #include "outputs.hpp"
+#include "records.hpp"
 #include "report.hpp"
 #include "sweep.hpp"
 
@@ -130,11 +131,51 @@ std::pair<int, std::string> failure_of(std::exception_ptr e) {
   }
 }
 
+// The files a parsed command line may read: (option, path) for the value of
+// every text option but the outputs (numbers cannot be files), and each
+// ':'-separated part of it (`--dist load:FILE:LAYER`). Only existing files
+// ever match an output (outputs::same_file), so extra candidates are harmless.
+std::vector<std::pair<std::string, std::string>> input_candidates(const CLI::App& sub) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const CLI::Option* o : sub.get_options()) {
+    if (o->check_name("--results") || o->check_name("--out") || o->check_name("--output") ||
+        o->get_type_name() != "TEXT")
+      continue;
+    for (const auto& v : o->results()) {
+      out.emplace_back(o->get_name(), v);
+      std::vector<std::size_t> cuts{0};
+      for (std::size_t i = 0; i < v.size(); ++i)
+        if (v[i] == ':') cuts.push_back(i + 1);
+      cuts.push_back(v.size() + 1);
+      for (std::size_t a = 0; a + 1 < cuts.size(); ++a)
+        for (std::size_t b = a + 1; b < cuts.size(); ++b)
+          if (a != 0 || b + 1 != cuts.size()) out.emplace_back(o->get_name(), v.substr(cuts[a], cuts[b] - 1 - cuts[a]));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> paths_of(const std::vector<std::pair<std::string, std::string>>& v) {
+  std::vector<std::string> p;
+  for (const auto& [opt, path] : v) p.push_back(path);
+  return p;
+}
+
+// --results is a promise made before the run (docs/regression.md): checked
+// once the command line is parsed, before any input is read, any --out is
+// written or any report is printed.
+void check_results_option(const CLI::App& sub, const CommonOpts& c) {
+  if (c.results.empty()) return;
+  records::check_results_target(c.results, input_candidates(sub), c.out);
+}
+
 // With --format json, a failed run still prints one JSON object (with an
 // "error" member) on stdout; the one-line message goes to stderr as always.
-int run_family_reporting_errors(Family& f, const CommonOpts& c) {
+// `check_only`: only the checks made before any cell of a sweep runs.
+int run_family_reporting_errors(Family& f, const CLI::App& sub, const CommonOpts& c, bool check_only = false) {
   try {
-    return run_family(f, c);
+    check_results_option(sub, c);
+    return check_only ? kOk : run_family(f, c);
   } catch (const std::exception&) {
     if (c.format == "json") {
       const auto [code, message] = failure_of(std::current_exception());
@@ -257,7 +298,21 @@ int run(int argc, char** argv) {
       if (sub->check_name(argv[1])) {
         const std::vector<std::string> args(argv, argv + argc);
         const auto cells = expand_sweep(*sub, args);
-        if (!cells.empty()) return run_sweep(cells, format_of(args) == "text");
+        if (cells.empty()) break;
+        // Every cell appends to the same --results: a bad one is refused once,
+        // before the first cell runs. (A command line CLI11 rejects is left
+        // to the sweep to report.)
+        std::vector<char*> first;
+        for (const auto& a : cells[0].args) first.push_back(const_cast<char*>(a.c_str()));
+        first.push_back(nullptr);
+        bool parsed = true;
+        try {
+          app.parse(static_cast<int>(cells[0].args.size()), first.data());
+        } catch (const CLI::ParseError&) {
+          parsed = false;
+        }
+        if (parsed && *sub) (void)run_family_reporting_errors(*f, *sub, common, true);
+        return run_sweep(cells, format_of(args) == "text");
       }
 
   try {
@@ -269,13 +324,17 @@ int run(int argc, char** argv) {
   }
 
   for (auto& [sub, f] : kernel_cmds)
-    if (*sub) return run_family_reporting_errors(*f, common);
+    if (*sub) {
+      common.inputs = paths_of(input_candidates(*sub));
+      return run_family_reporting_errors(*f, *sub, common);
+    }
   if (*info) return run_info(info_files, info_format);
   if (*variants) return run_variants(var_op, var_format);
   for (const auto& t : tools)
     if (*t.sub) return t.run();
   for (auto& [g, make] : gen_cmds) {
     if (!*g) continue;
+    outputs::refuse_inputs_as_targets({out_file}, paths_of(input_candidates(*g)));  // `--dist load:F -o F`
     npy::Array a = make(g_seed);
     outputs::write_file(out_file, a);
     std::string shape;

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,9 +13,11 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <set>
 #include <system_error>
@@ -29,6 +32,7 @@ namespace moekit::outputs {
 namespace testing {
 int (*rename_fn)(const char*, const char*) = ::rename;
 void (*after_temps_written)(const std::vector<std::string>&) = nullptr;
+int lock_wait_seconds = 60;  // then exit 2 rather than hang behind a stopped process
 }  // namespace testing
 
 namespace {
@@ -40,20 +44,27 @@ namespace {
 std::string errno_text(int e) { return std::strerror(e); }
 
 // ---------------------------------------------------------------------------
-// Temp-file registry read by the signal handler. Only fixed storage and
-// lock-free atomics: the handler may run at any point of the main thread.
+// Temp-file registry read by the signal handler: a list of nodes that only
+// grows (a set of any size registers as many nodes as it has temps at once),
+// each node reused once released. The handler walks it with lock-free atomic
+// loads and calls only unlink(): it may run at any point of the main thread,
+// so a node is published (state 1) only once its path is complete, and never
+// freed.
 // ---------------------------------------------------------------------------
-constexpr int kSlots = 64;
 constexpr std::size_t kPathMax = 4096;
-char g_paths[kSlots][kPathMax];
-std::atomic<int> g_used[kSlots];
-static_assert(std::atomic<int>::is_always_lock_free);
+struct Node {
+  std::atomic<int> state{0};  // 0 free, 2 being filled, 1 registered (unlinked by the handler)
+  char* path = nullptr;
+  std::size_t capacity = 0;
+  Node* next = nullptr;  // set before the node is published, never changed after
+};
+std::atomic<Node*> g_head{nullptr};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<Node*>::is_always_lock_free);
 constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
 extern "C" void remove_temps_and_die(int sig) {
-  for (int i = 0; i < kSlots; ++i) {
-    if (g_used[i].load() != 0) ::unlink(g_paths[i]);
-  }
+  for (Node* n = g_head.load(); n; n = n->next)
+    if (n->state.load() == 1) ::unlink(n->path);
   ::signal(sig, SIG_DFL);
   ::raise(sig);  // blocked while in the handler: delivered on return, with the default action
 }
@@ -81,28 +92,37 @@ class Registered {
  public:
   explicit Registered(const std::string& target, const std::string& path) {
     if (path.size() >= kPathMax) fail(target, "cannot write: path too long");
-    for (int i = 0; i < kSlots; ++i) {
-      if (g_used[i].load() == 0) {
-        std::memcpy(g_paths[i], path.c_str(), path.size() + 1);
-        g_used[i].store(1);
-        slot_ = i;
-        return;
+    for (Node* n = g_head.load(); n; n = n->next) {
+      int free_state = 0;
+      if (n->capacity > path.size() && n->state.compare_exchange_strong(free_state, 2)) {
+        node_ = n;
+        break;
       }
     }
-    fail(target, "cannot write: too many files in one output set");
+    if (!node_) {
+      node_ = new Node;  // kept for the process's life: the handler may be walking the list
+      node_->capacity = std::max<std::size_t>(path.size() + 1, 256);
+      node_->path = new char[node_->capacity];
+      node_->state.store(2);
+      node_->next = g_head.load();
+      while (!g_head.compare_exchange_weak(node_->next, node_)) {
+      }
+    }
+    std::memcpy(node_->path, path.c_str(), path.size() + 1);
+    node_->state.store(1);
   }
-  Registered(Registered&& o) noexcept : slot_(std::exchange(o.slot_, -1)) {}
+  Registered(Registered&& o) noexcept : node_(std::exchange(o.node_, nullptr)) {}
   Registered(const Registered&) = delete;
   Registered& operator=(const Registered&) = delete;
   Registered& operator=(Registered&&) = delete;
   ~Registered() { release(); }
   void release() {
-    if (slot_ >= 0) g_used[slot_].store(0);
-    slot_ = -1;
+    if (node_) node_->state.store(0);
+    node_ = nullptr;
   }
 
  private:
-  int slot_ = -1;
+  Node* node_ = nullptr;
 };
 
 // Blocks the cleanup signals for a scope (the commit: a handful of renames
@@ -210,6 +230,106 @@ void fsync_dir(const std::string& dir) {
   ::close(fd);
 }
 
+// ---------------------------------------------------------------------------
+// Folder locks. A set's commit (and what its caller reads back of it) holds an
+// exclusive flock() on FOLDER/.moekit.lock of every folder it writes, taken in
+// one global order (device, inode), so two processes writing the same files
+// commit one after the other: the files end as one run's set or the other's,
+// never a mix. The holder removes the lock file before it lets go; a waiter
+// that then gets the lock of a removed file opens the new one and waits again.
+// ---------------------------------------------------------------------------
+constexpr const char* kLockName = ".moekit.lock";
+
+class FolderLocks {
+ public:
+  explicit FolderLocks(const std::vector<std::string>& dirs) {
+    std::vector<std::pair<std::pair<dev_t, ino_t>, std::string>> order;
+    for (const auto& d : dirs) {
+      struct stat st {};
+      if (::stat(d.c_str(), &st) != 0) fail(d, fmt::format("cannot write: {}", errno_text(errno)));
+      order.push_back({{st.st_dev, st.st_ino}, d});
+    }
+    std::sort(order.begin(), order.end());
+    order.erase(std::unique(order.begin(), order.end(), [](auto& a, auto& b) { return a.first == b.first; }),
+                order.end());
+    try {
+      for (const auto& [id, d] : order) lock(d);
+    } catch (...) {
+      release();  // the folders locked before the one that failed
+      throw;
+    }
+  }
+  FolderLocks(const FolderLocks&) = delete;
+  FolderLocks& operator=(const FolderLocks&) = delete;
+  ~FolderLocks() { release(); }
+
+ private:
+  struct Held {
+    std::string path;
+    int fd;
+    Registered reg;  // a signal removes the lock file too (the kernel drops the lock)
+  };
+  std::vector<Held> held_;
+
+  void release() {
+    for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
+      ::unlink(it->path.c_str());  // still locked: no one else may hold this file now
+      ::close(it->fd);
+    }
+    held_.clear();
+  }
+
+  void lock(const std::string& dir) {
+    const std::string path = (std::filesystem::path(dir) / kLockName).string();
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(testing::lock_wait_seconds);
+    for (int wait_ms = 1;;) {
+      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+      // Another user's lock file (a shared folder such as /tmp): flock needs no write access.
+      if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0) fail(path, fmt::format("cannot write: cannot open the folder's lock file: {}", errno_text(errno)));
+      struct stat a {}, b {};
+      if (::fstat(fd, &a) != 0 || !S_ISREG(a.st_mode)) {
+        ::close(fd);
+        fail(path, "cannot write: the folder's lock file is not a regular file");
+      }
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        if (::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+          Registered reg(path, path);
+          held_.push_back({path, fd, std::move(reg)});
+          const std::string pid = std::to_string(::getpid()) + "\n";  // for the message of a waiter
+          (void)!::ftruncate(fd, 0);
+          (void)!::pwrite(fd, pid.data(), pid.size(), 0);
+          return;
+        }
+        ::close(fd);  // its holder removed it: lock the one now there
+        continue;
+      }
+      const int e = errno;
+      if (e != EWOULDBLOCK && e != EINTR) {
+        // A file system without flock (ENOLCK, EOPNOTSUPP): written unlocked, as
+        // before locks existed (docs/npy.md).
+        ::close(fd);
+        ::unlink(path.c_str());
+        return;
+      }
+      if (std::chrono::steady_clock::now() > give_up) {
+        char buf[32] = {};
+        const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+        ::close(fd);
+        long holder = 0;
+        if (n > 0) std::from_chars(buf, buf + n, holder);
+        fail(dir, fmt::format("cannot write: another moekit process (pid {}) has been writing this folder for "
+                              "{} s (its lock file {})",
+                              holder > 0 ? std::to_string(holder) : std::string("unknown"), testing::lock_wait_seconds,
+                              kLockName));
+      }
+      ::close(fd);
+      ::usleep(static_cast<useconds_t>(wait_ms) * 1000);
+      wait_ms = std::min(wait_ms * 2, 50);
+    }
+  }
+};
+
 // One member of a set being written.
 struct Pending {
   std::string target, temp, backup;
@@ -237,7 +357,7 @@ long temp_owner(std::string_view f, std::string_view target) {
   return pid;
 }
 
-void write_set(const std::vector<File>& files) {
+void write_set(const std::vector<File>& files, const std::function<void()>& while_locked) {
   // 1. Everything that can be checked before touching the disk.
   std::vector<std::string> headers;
   std::set<std::string> seen;
@@ -288,7 +408,17 @@ void write_set(const std::vector<File>& files) {
     testing::after_temps_written(temps);
   }
 
-  // 3. Commit. Signals wait until the set is whole again (new or old).
+  // 3. Commit, one process at a time per folder (FolderLocks). Signals wait
+  // until the set is whole again (new or old).
+  std::set<std::string> dirs;
+  for (const auto& p : set) dirs.insert(dir_of(p.target));
+  std::optional<FolderLocks> locks;
+  try {
+    locks.emplace(std::vector<std::string>(dirs.begin(), dirs.end()));
+  } catch (...) {
+    drop_temps();
+    throw;
+  }
   blocked.emplace();
   for (std::size_t i = 0; i < set.size(); ++i) {
     auto& p = set[i];
@@ -333,9 +463,24 @@ void write_set(const std::vector<File>& files) {
   }
   for (const auto& p : set)
     if (!p.backup.empty()) ::unlink(p.backup.c_str());
-  std::set<std::string> dirs;
-  for (const auto& p : set) dirs.insert(dir_of(p.target));
   for (const auto& d : dirs) fsync_dir(d);
+  // The set is in place; the caller reads it back before another process may replace it.
+  regs.clear();
+  blocked.reset();
+  if (while_locked) while_locked();
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat x {}, y {};
+  return ::stat(a.c_str(), &x) == 0 && ::stat(b.c_str(), &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+void refuse_inputs_as_targets(const std::vector<std::string>& targets, const std::vector<std::string>& inputs) {
+  for (const auto& t : targets)
+    for (const auto& in : inputs)
+      if (same_file(t, in))
+        fail(t, fmt::format("not written: it is the input {} of this command; write to another file",
+                            display_path(in)));
 }
 
 void write_file(const std::string& path, const npy::Array& a) { write_set({{path, &a}}); }
@@ -345,7 +490,8 @@ void write_text_file(const std::string& path, const std::string& contents) {
 }
 
 std::vector<std::string> write_folder(const std::string& dir,
-                                      const std::vector<std::pair<std::string, const npy::Array*>>& files) {
+                                      const std::vector<std::pair<std::string, const npy::Array*>>& files,
+                                      const std::function<void(const std::vector<std::string>&)>& while_locked) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail(dir, fmt::format("cannot create output folder: {}", ec.message()));
@@ -355,7 +501,7 @@ std::vector<std::string> write_folder(const std::string& dir,
     paths.push_back((std::filesystem::path(dir) / name).string());
     set.push_back({paths.back(), arr});
   }
-  write_set(set);
+  write_set(set, while_locked ? std::function<void()>([&] { while_locked(paths); }) : std::function<void()>());
   return paths;
 }
 

@@ -273,6 +273,7 @@ std::string render_svg(const std::vector<Record>& recs, const PlotOptions& o, co
 }
 
 int run_plot(const std::vector<std::string>& files, const std::string& out, const PlotOptions& o) {
+  outputs::refuse_inputs_as_targets({out}, files);  // `plot r.jsonl -o r.jsonl` must not replace the records
   std::vector<Record> recs;
   std::string source;
   for (const auto& f : files) {

@@ -8,8 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "display.hpp"
@@ -52,17 +54,72 @@ std::optional<double> number_at(const json& o, const char* key) {
 
 }  // namespace
 
+void check_results_target(const std::string& path, const std::vector<std::pair<std::string, std::string>>& inputs,
+                          const std::string& out) {
+  const auto refuse = [&](std::string_view what) { fail(path, fmt::format("--results: {}", what)); };
+  namespace fs = std::filesystem;
+  fs::path name = fs::path(path).filename();
+  std::string ext = name.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (ext == ".npy") refuse("a .npy name; records are JSON lines (name the file .jsonl)");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) refuse("it is a directory, not a regular file");
+    if (S_ISFIFO(st.st_mode)) refuse("it is a FIFO, not a regular file");
+    if (!S_ISREG(st.st_mode)) refuse("not a regular file");
+    // As outputs: a file with no write bit says "keep me", to root too.
+    if ((st.st_mode & 0222) == 0 || ::access(path.c_str(), W_OK) != 0)
+      refuse(fmt::format("the file is read-only (mode {:04o}); remove it or make it writable", st.st_mode & 07777));
+    for (const auto& [opt, in] : inputs) {
+      struct stat is {};
+      if (::stat(in.c_str(), &is) == 0 && is.st_dev == st.st_dev && is.st_ino == st.st_ino)
+        refuse(fmt::format("it is this run's input {} (given to {})", display_path(in), opt));
+    }
+    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+    char magic[6] = {};
+    if (f.fd >= 0 && ::read(f.fd, magic, sizeof magic) == 6 && std::memcmp(magic, "\x93NUMPY", 6) == 0)
+      refuse("the file is a .npy array, not JSON lines");
+  } else if (errno == ENOENT) {
+    const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+    struct stat ds {};
+    if (::stat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode))
+      refuse(fmt::format("the folder {} does not exist", display_path(dir.string())));
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      refuse(fmt::format("cannot create it in {}: {}", display_path(dir.string()), std::strerror(errno)));
+  } else {
+    refuse(std::strerror(errno));
+  }
+  if (!out.empty()) {
+    // --out DIR must stay a folder the run can create: not PATH, nor below it.
+    std::error_code e1, e2;
+    const fs::path r = fs::weakly_canonical(fs::absolute(path), e1), o = fs::weakly_canonical(fs::absolute(out), e2);
+    if (!e1 && !e2) {
+      auto ri = r.begin(), oi = o.begin();
+      while (ri != r.end() && oi != o.end() && *ri == *oi) ++ri, ++oi;
+      if (ri == r.end()) refuse("it is the --out folder (or a folder above it)");
+    }
+  }
+}
+
 void append_line(const std::string& path, const std::string& line) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     fail(path, "cannot append the record: not a regular file");
   // O_NONBLOCK: a FIFO put there since must be refused, not waited on.
-  Fd f{::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644)};
+  // O_RDWR: the last byte is read for the newline guard.
+  Fd f{::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644)};
+  if (f.fd < 0 && errno == EACCES) f.fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
   if (f.fd < 0) fail(path, fmt::format("cannot append the record: {}", std::strerror(errno)));
   if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
     fail(path, "cannot append the record: not a regular file");
-  const ssize_t n = ::write(f.fd, line.data(), line.size());
-  if (n == static_cast<ssize_t>(line.size())) return;
+  // A cut last line (a killed editor, a full disk) must not swallow this
+  // record: it starts on a line of its own. Racing appenders may both add the
+  // '\n': a blank line, which readers skip.
+  char last = '\n';
+  if (st.st_size > 0 && ::pread(f.fd, &last, 1, st.st_size - 1) != 1) last = '\n';
+  const std::string text = last == '\n' ? line : "\n" + line;
+  const ssize_t n = ::write(f.fd, text.data(), text.size());
+  if (n == static_cast<ssize_t>(text.size())) return;
   const int e = n < 0 ? errno : ENOSPC;
   if (n > 0) {
     // Cut our partial line off again, unless another writer appended since.

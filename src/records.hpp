@@ -7,14 +7,26 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moekit::records {
 
+// `--results PATH` is a promise made before the run, checked before any input
+// is read: PATH must be a regular file moekit may write (a 0444 file is
+// refused even for root, as outputs are) or a new file in an existing folder;
+// never a .npy (by name or by content), the same file as one of `inputs`
+// ((option, value) of the command's other text options), or the `out` folder
+// or a folder above it. Throws InputError "PATH: --results: problem" (exit 2).
+void check_results_target(const std::string& path, const std::vector<std::pair<std::string, std::string>>& inputs,
+                          const std::string& out);
+
 // Appends `line` (one JSON object ending in '\n') to `path` with a single
 // write() on an O_APPEND descriptor, so concurrent runs never interleave
-// inside a line. Throws InputError "PATH: problem" (exit 2): a target that is
-// not a regular file, or a short write (the partial line is cut off again).
+// inside a line. A file whose last line was cut (no final '\n') gets one
+// first, in the same write, so the new record keeps a line of its own. Throws
+// InputError "PATH: problem" (exit 2): a target that is not a regular file, or
+// a short write (the partial line is cut off again).
 void append_line(const std::string& path, const std::string& line);
 
 // The whole of a regular file (opened non-blocking: a FIFO is refused, never

@@ -90,16 +90,19 @@ int run_family(Family& f, const CommonOpts& c) {
     timings = make_array(npy::DType::f8, {std::int64_t(r.timing->samples_us.size())}, r.timing->samples_us);
     files.emplace_back("timings.npy", &timings);
   }
-  std::vector<std::string> paths = write_outputs(c, r, files);
-  paths.resize(std::min(paths.size(), outs.size()));  // the job's own files, for check_files
-  if (!gpu && !paths.empty() && c.check) {
-    // Without a GPU there is no kernel to check; validate what was written
-    // instead: read the files back and compare them with the reference.
-    r.check = job->check_files(paths);
+  // Without a GPU there is no kernel to check; validate what was written
+  // instead: read the files back and compare them with the reference, while
+  // the folder is still locked (a concurrent run's files are not ours).
+  const auto read_back = [&](const std::vector<std::string>& written) {
+    if (gpu || !c.check) return;
+    std::vector<std::string> own(written.begin(), written.begin() + std::min(written.size(), outs.size()));
+    if (own.empty()) return;
+    r.check = job->check_files(own);
     r.check_status = r.check.ok ? "pass" : "fail";
-    r.notes.push_back(paths.size() == 1 ? "validated the written .npy file against the CPU reference"
-                                        : "validated the written .npy files against the CPU reference");
-  }
+    r.notes.push_back(own.size() == 1 ? "validated the written .npy file against the CPU reference"
+                                      : "validated the written .npy files against the CPU reference");
+  };
+  write_outputs(c, r, files, read_back);
   return finish(c, r);
 }
 

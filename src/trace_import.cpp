@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -393,6 +394,9 @@ int run_trace_import(const ImportOptions& o) {
     arrays.push_back(make_array(npy::DType::i4, {tokens, ids.topk}, ids.ids));
     files.emplace_back(fmt::format("layer{}.npy", l), &arrays.back());
   }
+  std::vector<std::string> targets;
+  for (const auto& f : files) targets.push_back((std::filesystem::path(o.out) / f.first).string());
+  outputs::refuse_inputs_as_targets(targets, o.inputs);  // a dump named layer3.npy in the folder stays
   const auto paths = outputs::write_folder(o.out, files);  // all layers or none
   std::size_t i = 0;
   for (const auto& [l, ids] : layers)

@@ -547,6 +547,365 @@ def info_reads_headers_only(w):
     expect(time.monotonic() - t0 < 5, "info took too long: does it read the data?")
 
 
+# ------------------------------------------------------------------ 20. integrity: sets of any size, concurrent writers
+def load_i32_rows(path):
+    """[[ids of token 0], ...] of an int32 [T, K] .npy (v1 header, as moekit writes)."""
+    import ast
+    with open(path, "rb") as f:
+        b = f.read()
+    expect(b[:8] == b"\x93NUMPY\x01\x00", f"{path}: not a v1 .npy")
+    hl = struct.unpack("<H", b[8:10])[0]
+    hdr = ast.literal_eval(b[10:10 + hl].decode("latin1"))
+    expect(hdr["descr"] == "<i4" and len(hdr["shape"]) == 2, f"{path}: {hdr}")
+    t, k = hdr["shape"]
+    v = struct.unpack(f"<{t * k}i", b[10 + hl:])
+    return [list(v[i:i + k]) for i in range(0, t * k, k)]
+
+
+def layers_jsonl(path, layers, tokens=2, topk=2, salt=0, big_layer=None, big_tokens=0):
+    """A jsonl dump of `layers` layers; expected {file name: rows}. Ids depend on `salt`."""
+    want = {}
+    with open(path, "w") as f:
+        for l in range(layers):
+            n = big_tokens if l == big_layer else tokens
+            rows = [[(l * 7 + t * 3 + j + salt) % 256 for j in range(topk)] for t in range(n)]
+            want[f"layer{l}.npy"] = rows
+            for r in rows:
+                f.write(json.dumps({"layer": l, "experts": r}) + "\n")
+    return want
+
+
+def no_temps(d):
+    left = [n for n in os.listdir(d) if ".moekit" in n or n.endswith(".tmp")]
+    expect(not left, f"left behind in {d}: {sorted(left)[:5]} ({len(left)} in all)")
+
+
+@case
+def integrity_trace_import_many_layers(w):
+    # DeepSeek-V3's 58 MoE layers, Qwen3-235B's 94, and 128: every layer written, nothing else.
+    for layers in (58, 94, 128):
+        src = os.path.join(w, f"t{layers}.jsonl")
+        want = layers_jsonl(src, layers)
+        o = os.path.join(w, f"o{layers}")
+        rc, out, err = run("trace", "import", "jsonl", src, "-o", o)
+        expect(rc == 0, f"{layers} layers: exit {rc}: {err!r}")
+        expect(sorted(os.listdir(o)) == sorted(want), f"{layers} layers: files {sorted(os.listdir(o))[:5]}...")
+        for n, rows in want.items():
+            expect(load_i32_rows(os.path.join(o, n)) == rows, f"{layers} layers: {n} differs")
+        expect(out.count(b"wrote ") == layers, f"{layers} layers: stdout lists {out.count(b'wrote ')} files")
+        # Replaced as a set too (each previous file kept until the commit ends).
+        want2 = layers_jsonl(src, layers, salt=1)
+        rc, _, err = run("trace", "import", "jsonl", src, "-o", o)
+        expect(rc == 0, f"{layers} layers, again: exit {rc}: {err!r}")
+        expect(sorted(os.listdir(o)) == sorted(want2), f"{layers} layers, again: {sorted(os.listdir(o))[:5]}...")
+        expect(all(load_i32_rows(os.path.join(o, n)) == rows for n, rows in want2.items()), "second set differs")
+
+
+@case
+def integrity_many_layers_failure_leaves_no_temp(w):
+    # 128 layers whose last one is larger than the file size limit: the write of
+    # its temp fails after 127 temps exist; every one must go, the folder stays.
+    src = os.path.join(w, "t.jsonl")
+    layers_jsonl(src, 128, big_layer=127, big_tokens=4000, topk=8)
+    o = os.path.join(w, "o")
+    os.makedirs(o)
+    save_i32(os.path.join(o, "layer5.npy"), [1, 2], (1, 2))
+    before = snapshot(o)
+
+    def cap():
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    expect_error(run("trace", "import", "jsonl", src, "-o", o, preexec_fn=cap), rb"layer127\.npy: cannot write: ")
+    expect_unchanged(o, before)
+
+
+def concurrent_trials(w, name, argv_of, want_of, seeds, trials):
+    """Runs `argv_of(seed, out)` for every seed at once on one folder, `trials`
+    times; the folder must end as exactly one run's set (`want_of(seed)`, files
+    -> bytes), every run exiting 0."""
+    o = os.path.join(w, name)
+    sets = {s: want_of(s) for s in seeds}
+    names = set().union(*(set(v) for v in sets.values()))
+    for t in range(trials):
+        procs = [subprocess.Popen([MOEKIT, *map(str, argv_of(s, o))], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for s in seeds]
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                raise Fail(f"trial {t}: a concurrent run still running after 60 s (hang)")
+            expect(p.returncode == 0, f"trial {t}: a concurrent run exited {p.returncode}: {err!r}")
+        no_temps(o)
+        got = {}
+        for n in os.listdir(o):
+            with open(os.path.join(o, n), "rb") as f:
+                got[n] = f.read()
+        expect(set(got) == names, f"trial {t}: files {sorted(got)}")
+        winners = [s for s, v in sets.items() if v == got]
+        if not winners:
+            from_seed = {n: [s for s in seeds if sets[s].get(n) == b] for n, b in got.items()}
+            raise Fail(f"trial {t}: a mixed set: file -> the runs it came from: {from_seed}")
+
+
+def read_set(d):
+    out = {}
+    for n in os.listdir(d):
+        with open(os.path.join(d, n), "rb") as f:
+            out[n] = f.read()
+    return out
+
+
+@case
+def integrity_concurrent_runs_one_out_folder(w):
+    # Four kernel runs with different seeds on one --out: one run's whole set
+    # wins (--no-check: before the folder lock, a mixed set came within 5 to 20
+    # trials). With the CPU check, each run reads back its own files, not
+    # another's (before, the check failed in the first trial or two).
+    for check in ("--no-check", "--check"):
+        def argv(seed, o):
+            return ["align", "--tokens", 512, "--topk", 4, "-E", 64, "-B", 16, "--device", "cpu", "--seed", seed,
+                    "--out", o, check]
+
+        def want(seed):
+            d = os.path.join(w, f"alone{seed}{check}")
+            rc, _, err = run(*argv(seed, d))
+            expect(rc == 0, f"setup: {err!r}")
+            return read_set(d)
+
+        concurrent_trials(w, "o" + check, argv, want, seeds=[1, 2, 3, 4], trials=40 if check == "--no-check" else 10)
+
+
+@case
+def integrity_leftover_lock_file(w):
+    # An unlocked .moekit.lock (its holder was SIGKILLed) is used and removed;
+    # one that is not a regular file stops the run with every temp removed.
+    o = os.path.join(w, "o")
+    align_set(o)
+    with open(os.path.join(o, ".moekit.lock"), "w") as f:
+        f.write("12345\n")
+    rc, _, err = align_again(o)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    expect(sorted(os.listdir(o)) == sorted(ALIGN_OUT), f"left: {sorted(os.listdir(o))}")
+    os.symlink("/dev/null", os.path.join(o, ".moekit.lock"))
+    before = snapshot(o)
+    expect_error(align_again(o, seed=3), rb"o/\.moekit\.lock: cannot write: cannot open the folder's lock file")
+    expect_unchanged(o, before)
+
+
+# ------------------------------------------------------------------ 21. --results: checked before the run
+def results_refused(w, target, pattern, *extra, out=None, inputs=None):
+    """`align --results target` must stop before the run: exit 2, one stderr
+    line, nothing on stdout, the --out folder (holding a previous set) and the
+    target unchanged. `inputs`: align's input options instead of generated ones."""
+    o = out or os.path.join(w, "o")
+    if not os.path.exists(o):
+        align_set(o)
+    before = snapshot(o)
+    t_before = snapshot(os.path.dirname(target)) if os.path.isdir(os.path.dirname(target)) else None
+    res = run("align", *(inputs or ["--tokens", 64, "--topk", 2, "--seed", 2]), "-E", 8, "-B", 4, "--device", "cpu",
+              "--out", o, "--results", target, *extra)
+    expect_error(res, pattern)
+    expect(res[1] == b"", f"a report was printed: {res[1]!r}")
+    expect_unchanged(o, before)
+    if t_before is not None and os.path.dirname(target) != o:
+        expect(snapshot(os.path.dirname(target)) == t_before, "the --results target's folder changed")
+
+
+@case
+def results_directory(w):
+    d = os.path.join(w, "d")
+    os.makedirs(d)
+    results_refused(w, d, rb"d: --results: it is a directory")
+
+
+@case
+def results_fifo(w):
+    f = os.path.join(w, "fifo")
+    os.mkfifo(f)
+    results_refused(w, f, rb"fifo: --results: it is a FIFO")
+
+
+@case
+def results_missing_folder(w):
+    results_refused(w, os.path.join(w, "no", "such", "r.jsonl"), rb"r\.jsonl: --results: the folder .*no/such "
+                                                                 rb"does not exist")
+
+
+@case
+def results_read_only(w):
+    f = os.path.join(w, "r.jsonl")
+    with open(f, "w") as fh:
+        fh.write('{"op": "align", "variant": "x"}\n')
+    os.chmod(f, 0o444)  # refused even for root, as read-only outputs are
+    results_refused(w, f, rb"r\.jsonl: --results: the file is read-only \(mode 0444\)")
+
+
+@case
+def results_is_the_input(w):
+    ids = os.path.join(w, "ids.dat")  # an input without the .npy name
+    save_i32(ids, list(range(8)), (4, 2))
+    for spelling in (ids, os.path.join(w, ".", "ids.dat")):
+        results_refused(w, spelling, rb"--results: it is this run's input .*ids\.dat \(given to --topk-ids\)",
+                        inputs=["--topk-ids", ids])
+    # a hard link is the same file too
+    link = os.path.join(w, "link.jsonl")
+    os.link(ids, link)
+    results_refused(w, link, rb"--results: it is this run's input", inputs=["--topk-ids", ids])
+
+
+@case
+def results_is_an_output(w):
+    o = os.path.join(w, "o")
+    align_set(o)
+    for name in ALIGN_OUT:  # this run's own outputs
+        results_refused(w, os.path.join(o, name), rb"--results: a \.npy name", out=o)
+    results_refused(w, os.path.join(o, "timings.npy"), rb"--results: a \.npy name", "--bench", out=o)
+    results_refused(w, os.path.join(w, "new.NPY"), rb"--results: a \.npy name")
+
+
+@case
+def results_holds_an_array(w):
+    f = os.path.join(w, "arr.bin")
+    save_i32(f, [1, 2, 3])
+    results_refused(w, f, rb"arr\.bin: --results: the file is a \.npy array")
+
+
+@case
+def results_is_the_out_folder(w):
+    o = os.path.join(w, "newout")
+    res = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "-B", 4, "--device", "cpu", "--out", o,
+              "--results", o)
+    expect_error(res, rb"newout: --results: it is the --out folder")
+    expect(not os.path.exists(o), "the --out folder was created")
+    res = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "-B", 4, "--device", "cpu", "--out",
+              os.path.join(o, "sub"), "--results", o)
+    expect_error(res, rb"newout: --results: it is the --out folder \(or a folder above it\)")
+    expect(not os.path.exists(o), "the --out folder was created")
+
+
+@case
+def results_refused_before_a_sweep(w):
+    d = os.path.join(w, "d")
+    os.makedirs(d)
+    o = os.path.join(w, "o")
+    for fmt_ in ("text", "json"):
+        rc, out, err = run("align", "--tokens", "64,128", "--topk", 2, "-E", 8, "--device", "cpu", "--out", o,
+                           "--format", fmt_, "--results", d)
+        lines = [l for l in err.split(b"\n") if l.strip()]
+        expect(rc == 2 and len(lines) == 1 and b"--results: it is a directory" in lines[0],
+               f"{fmt_}: exit {rc}, stderr {err!r}")
+        expect(not os.path.exists(o), f"{fmt_}: a cell ran: {o} exists")
+        if fmt_ == "text":
+            expect(out == b"", f"a cell ran: {out!r}")
+        else:  # one error object, as a failed single run prints
+            objs = [json.loads(l) for l in out.decode().splitlines()]
+            expect(len(objs) == 1 and objs[0].get("error"), f"stdout {out!r}")
+
+
+@case
+def results_good_targets_still_work(w):
+    # New file in an existing folder, an existing records file, a file inside the --out folder.
+    o = os.path.join(w, "o")
+    for target in (os.path.join(w, "new.jsonl"), os.path.join(w, "new.jsonl"), os.path.join(o, "r.jsonl")):
+        rc, out, err = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "-B", 4, "--device", "cpu", "--out", o,
+                           "--results", target)
+        expect(rc == 0, f"{target}: exit {rc}: {err!r}")
+    with open(os.path.join(w, "new.jsonl")) as f:
+        expect([json.loads(l)["op"] for l in f.read().splitlines()] == ["align", "align"], "two records")
+
+
+@case
+def results_newline_guard_after_cut_line(w):
+    # A file whose last record was cut (no final newline): the next record
+    # starts a line of its own, complete, instead of being glued to the cut one.
+    f = os.path.join(w, "r.jsonl")
+    rc, _, err = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "--device", "cpu", "--results", f)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    with open(f, "rb") as fh:
+        first = fh.read()
+    cut = b'{"op": "align", "variant": "ref'
+    with open(f, "ab") as fh:
+        fh.write(cut)
+    rc, _, err = run("align", "--tokens", 128, "--topk", 2, "-E", 8, "--device", "cpu", "--results", f)
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    with open(f, "rb") as fh:
+        body = fh.read()
+    expect(body.startswith(first + cut + b"\n"), f"the cut line was not ended by a newline: {body[len(first):][:80]!r}")
+    lines = body.split(b"\n")
+    expect(lines[-1] == b"" and lines[1] == cut, f"lines {lines!r}")
+    rec = json.loads(lines[2])
+    expect(rec["op"] == "align" and rec["params"]["tokens"] == 128, f"the new record: {rec}")
+    # `compare` then names the cut line, not the new record's.
+    expect_error(run("compare", f, f), rb"r\.jsonl:2: ")
+    # A whole last line gets no extra newline.
+    rc, _, _ = run("align", "--tokens", 64, "--topk", 2, "-E", 8, "--device", "cpu", "--results", f)
+    with open(f, "rb") as fh:
+        expect(fh.read().count(b"\n") == 4, "an extra newline after a whole line")
+
+
+# ------------------------------------------------------------------ 22. an output never replaces an input
+@case
+def plot_output_is_an_input(w):
+    r = os.path.join(w, "r.jsonl")
+    rc, _, err = run("align", "--tokens", "64,128", "--topk", 2, "-E", 8, "--device", "cpu", "--bench", "--iters", 3,
+                     "--results", r)
+    expect(rc == 0, f"setup: exit {rc}: {err!r}")
+    before = snapshot(w)
+    os.link(r, os.path.join(w, "hard.jsonl"))
+    os.symlink("r.jsonl", os.path.join(w, "sym.jsonl"))
+    before = snapshot(w)
+    for target in (r, os.path.join(w, ".", "r.jsonl"), os.path.join(w, "hard.jsonl"), os.path.join(w, "sym.jsonl")):
+        expect_error(run("plot", r, "-o", target), rb"not written: it is the input .*r\.jsonl of this command")
+        expect_unchanged(w, before, "folder")
+    # the second of several inputs too
+    r2 = os.path.join(w, "r2.jsonl")
+    shutil.copy(r, r2)
+    before = snapshot(w)
+    expect_error(run("plot", r, r2, "-o", r2), rb"r2\.jsonl: not written: it is the input")
+    expect_unchanged(w, before, "folder")
+    rc, _, err = run("plot", r, r2, "-o", os.path.join(w, "r.svg"))
+    expect(rc == 0, f"a plot to another file: exit {rc}: {err!r}")
+
+
+@case
+def trace_import_output_is_an_input(w):
+    o = os.path.join(w, "o")
+    os.makedirs(o)
+    src = os.path.join(o, "layer0.npy")  # a dump that happens to sit where layer 0 goes
+    with open(src, "w") as f:
+        f.write('{"layer": 0, "experts": [1, 2]}\n{"layer": 1, "experts": [3, 4]}\n')
+    before = snapshot(o)
+    expect_error(run("trace", "import", "jsonl", src, "-o", o), rb"layer0\.npy: not written: it is the input")
+    expect_unchanged(o, before)
+
+
+@case
+def kernel_out_file_is_an_input(w):
+    o = os.path.join(w, "o")
+    os.makedirs(o)
+    ids = os.path.join(o, "expert_ids.npy")  # a trace saved under a name align writes
+    save_i32(ids, [1, 2, 3, 4, 5, 6, 7, 0], (4, 2))
+    before = snapshot(o)
+    expect_error(run("align", "--topk-ids", ids, "-E", 8, "--device", "cpu", "--out", o),
+                 rb"o/expert_ids\.npy: not written: it is the input .*expert_ids\.npy of this command")
+    expect_unchanged(o, before)
+    rc, _, err = run("align", "--topk-ids", ids, "-E", 8, "--device", "cpu", "--out", os.path.join(w, "o2"))
+    expect(rc == 0, f"another --out: exit {rc}: {err!r}")
+
+
+@case
+def gen_output_is_its_load_file(w):
+    loads = os.path.join(w, "loads.npy")
+    with open(loads, "wb") as f:
+        f.write(npy_bytes("<i8", "(4,)", struct.pack("<4q", 5, 0, 5, 0)))
+    before = snapshot(w)
+    expect_error(run("gen", "align", "--tokens", 8, "--topk", 1, "-E", 4, "--dist", f"load:{loads}", "-o", loads),
+                 rb"loads\.npy: not written: it is the input")
+    expect_unchanged(w, before, "folder")
+
+
 # ------------------------------------------------------------------ the malformed .npy corpus
 # Each defect of tests/npy/npy_corpus.py given to `align --topk-ids` with an
 # output folder holding a previous set: exit 2, this message, folder unchanged.

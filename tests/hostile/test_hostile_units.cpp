@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "display.hpp"
 #include "errors.hpp"
 #include "half.hpp"
@@ -49,6 +51,7 @@ struct Seams {
   ~Seams() {
     outputs::testing::rename_fn = ::rename;
     outputs::testing::after_temps_written = nullptr;
+    outputs::testing::lock_wait_seconds = 60;
   }
 };
 
@@ -203,6 +206,147 @@ TEST_CASE("output set: stale temps of dead processes are removed, live ones kept
   for (const char* no : {"x.npy", ".x.npy.moekit-123-4.tmpx", ".x.npy.moekit--4.tmp", ".x.npy.moekit-123-.tmp",
                          ".y.npy.moekit-123-4.tmp", ".x.npy.moekit-0-4.tmp", ".x.npy.123.4.abc.tmp"})
     CHECK(outputs::temp_owner(no, "x.npy") == -1);
+}
+
+namespace {
+// A set of `n` files "f<i>.npy", each holding {i + salt}.
+struct ManyFiles {
+  std::vector<npy::Array> arrays;
+  std::vector<std::pair<std::string, const npy::Array*>> files;
+  ManyFiles(int n, int salt) {
+    arrays.reserve(n);
+    for (int i = 0; i < n; ++i) {
+      arrays.push_back(i32({i + salt}));
+      files.emplace_back(fmt::format("f{}.npy", i), &arrays.back());
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("output set: any number of files (no fixed table), replaced as a set") {
+  for (const int n : {33, 64, 300}) {
+    CAPTURE(n);
+    TempDir dir;
+    const ManyFiles a(n, 0), b(n, 1000);
+    REQUIRE(outputs::write_folder(dir.path.string(), a.files).size() == std::size_t(n));
+    REQUIRE(outputs::write_folder(dir.path.string(), b.files).size() == std::size_t(n));
+    const auto after = dir.snapshot();
+    CHECK(after.size() == std::size_t(n));  // no temp, backup or lock file left
+    TempDir ref;
+    outputs::write_folder(ref.path.string(), b.files);
+    CHECK(after == ref.snapshot());
+  }
+}
+
+TEST_CASE("output set: SIGINT with hundreds of temps written removes every one") {
+  TempDir dir;
+  const ManyFiles old(200, 0);
+  outputs::write_folder(dir.path.string(), old.files);
+  const auto before = dir.snapshot();
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(p[0]);
+    g_pipe_fd = p[1];
+    ::signal(SIGINT, SIG_DFL);
+    outputs::testing::after_temps_written = announce_and_wait;
+    const ManyFiles next(200, 7);
+    try {
+      outputs::write_folder(dir.path.string(), next.files);
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  char c = 0;
+  REQUIRE(::read(p[0], &c, 1) == 1);
+  ::close(p[0]);
+  CHECK(dir.snapshot().size() == 400);  // 200 temps beside the 200 files
+  REQUIRE(::kill(child, SIGINT) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT));
+  CHECK(dir.snapshot() == before);
+}
+
+TEST_CASE("output set: a second writer of the folder commits only after the first lets go of it") {
+  // While the first set is in place and its caller reads it back (while_locked),
+  // another process writing the same folder waits; then its whole set replaces it.
+  TempDir dir;
+  const ManyFiles first(5, 0), second(5, 100);
+  TempDir ref1, ref2;
+  outputs::write_folder(ref1.path.string(), first.files);
+  outputs::write_folder(ref2.path.string(), second.files);
+  pid_t child = -1;
+  std::map<std::string, std::string> seen_inside;
+  outputs::write_folder(dir.path.string(), first.files, [&](const std::vector<std::string>& paths) {
+    CHECK(paths.size() == 5);
+    child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      int rc = 0;
+      try {
+        outputs::write_folder(dir.path.string(), second.files);
+      } catch (...) {
+        rc = 1;
+      }
+      ::_exit(rc);
+    }
+    // Long enough for the child to write its temps and reach the commit.
+    for (int i = 0; i < 40; ++i) {
+      ::usleep(10000);
+      int status = 0;
+      if (::waitpid(child, &status, WNOHANG) == child) FAIL("the second writer did not wait for the lock");
+    }
+    seen_inside = dir.snapshot();
+  });
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  // Inside: our five files (and the temps of the waiting writer, and the lock file).
+  for (const auto& [name, bytes] : ref1.snapshot()) CHECK(seen_inside[name] == bytes);
+  CHECK(seen_inside.count(".moekit.lock") == 1);
+  CHECK(dir.snapshot() == ref2.snapshot());  // then the second set, whole; no lock file left
+}
+
+TEST_CASE("output set: a writer that cannot get the folder's lock gives up, naming the holder, with no temp left") {
+  Seams seams;
+  TempDir dir;
+  const ManyFiles first(3, 0), second(3, 50);
+  std::map<std::string, std::string> inside;
+  std::string child_msg;
+  outputs::write_folder(dir.path.string(), first.files, [&](const std::vector<std::string>&) {
+    inside = dir.snapshot();
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      ::close(p[0]);
+      outputs::testing::lock_wait_seconds = 0;
+      std::string msg = "no error";
+      try {
+        outputs::write_folder(dir.path.string(), second.files);
+      } catch (const InputError& e) {
+        msg = e.what();
+      }
+      (void)!::write(p[1], msg.data(), msg.size());
+      ::_exit(0);
+    }
+    ::close(p[1]);
+    char buf[1024];
+    ssize_t n = 0;
+    while ((n = ::read(p[0], buf, sizeof buf)) > 0) child_msg.append(buf, static_cast<std::size_t>(n));
+    ::close(p[0]);
+    REQUIRE(::waitpid(child, nullptr, 0) == child);
+    CHECK(dir.snapshot() == inside);  // the child's temps are gone, our set untouched
+  });
+  CAPTURE(child_msg);
+  CHECK(child_msg.find(fmt::format("another moekit process (pid {}) has been writing this folder", ::getpid())) !=
+        std::string::npos);
+  CHECK(dir.snapshot().size() == 3);
 }
 
 // ---------------------------------------------------------------- escapers
