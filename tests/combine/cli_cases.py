@@ -3,6 +3,7 @@
 The module-level names COMMAND, SMALL_ARGS, BUNDLED_ARGS and OVERSIZED feed the
 generic cases there; the @case functions are this family's own.
 """
+import json
 import os
 
 from cli_harness import case, expect, load_npy, run, save_npy, tmp
@@ -75,3 +76,14 @@ def combine_zero_tokens_and_gen():
     g = os.path.join(d, "g.npy")
     run("gen", "combine", "--rows", 6, "--hidden-size", 5, "-o", g, code=0)
     expect(load_npy(g)[0]["shape"] == (6, 5), "gen shape")
+
+
+@case()
+def combine_scaling_param_is_always_a_number():
+    # issue 31: params.scaling was the number 1 but the string "2.5": a key's
+    # JSON type must not depend on its value.
+    for s, want in (("1", 1), ("2.5", 2.5), ("1e-05", 1e-05)):
+        o = json.loads(run(COMMAND, *SMALL_ARGS, "--routed-scaling-factor", s, "--device", "cpu",
+                           "--format", "json", code=0).stdout)
+        v = o["params"]["scaling"]
+        expect(type(v) in (int, float) and v == want, f"--routed-scaling-factor {s}: {o['params']}")
