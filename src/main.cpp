@@ -14,8 +14,8 @@
 #include <string>
 #include <utility>
 
-#include "commands.hpp"
 #include "build_describe.hpp"
+#include "commands.hpp"
 #include "display.hpp"
 #include "errors.hpp"
 #include "family.hpp"

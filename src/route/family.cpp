@@ -72,7 +72,7 @@ class RouteJob final : public Job {
       align_exact_ = false;  // slots inside an expert in atomic order
       if (align_variant_ != "auto")
         report_->notes.push_back(fmt::format("{} runs align itself: --align-variant {} not used", rv.first,
-                                             align_variant_));
+                                             printable(align_variant_)));
     } else if (then_align_) {
       const auto [an, exact] = avar_.resolve("align", align_variant_, ap_, caps, align::find, align::pick_auto);
       align_exact_ = exact;

@@ -191,6 +191,17 @@ TEST_CASE("records: the requested variant keeps cells apart when the same varian
   CHECK(r[1].variant_label() == "reference (from fast)");
   CHECK(r[2].variant_label() == "fast");
   CHECK(r[2].key() == r[3].key());
+  // on a GPU, auto picking a variant the sweep also lists: two cells, and compare says why
+  auto a = rec("warpscan", 10, 9, 11), b = rec("warpscan", 10, 9, 11);
+  a.requested = "auto";
+  b.requested = "warpscan";
+  const std::vector<records::Record> both{a, b};  // compare() points into it
+  const auto c = tools::compare(both, both, 0.05);
+  CHECK(c.cells.size() == 2);
+  CHECK(c.duplicates == 0);
+  const std::string text = tools::render_comparison(c, "b", "n", 0.05, false);
+  CHECK(text.find("warpscan (from auto)") != std::string::npos);
+  CHECK(text.find("note: 2 requested variants ran 'warpscan':") != std::string::npos);
 }
 
 TEST_CASE("records: lone \\udcXX escapes are the bytes json_quote wrote; zero times read as untimed") {
