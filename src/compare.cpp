@@ -31,7 +31,12 @@ std::vector<const Record*> last_of_each(const std::vector<Record>& recs, int& du
   return out;
 }
 
-std::string us(const std::optional<double>& v) { return v ? fmt::format("{:.3f}", *v) : "-"; }
+// Microseconds with 3 decimals; far outside 0.001..1e6 (a hand-made record) in
+// 4 significant digits, so a row never holds hundreds of digits.
+std::string us(const std::optional<double>& v) {
+  if (!v) return "-";
+  return (*v >= 1e-3 && *v < 1e6) || *v == 0 ? fmt::format("{:.3f}", *v) : fmt::format("{:.4g}", *v);
+}
 
 // Columns are aligned by characters, not bytes (a µ or an é is one column).
 std::size_t width(std::string_view s) {
