@@ -105,4 +105,16 @@ DeviceProps device_props() {
   return d;
 }
 
+int cuda_runtime_version() {
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) != cudaSuccess) (void)cudaGetLastError(), v = 0;
+  return v;
+}
+
+int cuda_driver_version() {
+  int v = 0;  // 0 when no driver is installed
+  if (cudaDriverGetVersion(&v) != cudaSuccess) (void)cudaGetLastError(), v = 0;
+  return v;
+}
+
 }  // namespace moekit

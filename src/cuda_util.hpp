@@ -64,4 +64,10 @@ struct DeviceProps {
 };
 DeviceProps device_props();
 
+// The CUDA runtime moekit was linked with, and the installed driver's CUDA
+// version (1000 * major + 10 * minor): both asked without a device; 0 when
+// unknown (no NVIDIA driver installed).
+int cuda_runtime_version();
+int cuda_driver_version();
+
 }  // namespace moekit

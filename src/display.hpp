@@ -12,10 +12,24 @@
 
 namespace moekit {
 
-// Printable ASCII and printable UTF-8 characters are kept; every other byte
-// (controls, ESC, DEL, C1 controls, bidi overrides, invalid UTF-8) and the
-// backslash itself are written as \xNN. Longer than `max_len` output bytes: cut
-// with "...".
+namespace display_detail {
+// Whether the character of `n` bytes (0: an invalid byte) is shown as it is:
+// printable ASCII and printable UTF-8. Not: controls, ESC, DEL, C1 controls,
+// bidi overrides, the BOM, the noncharacters U+FFFE/U+FFFF (not XML
+// characters: an SVG holding one is invalid) and invalid UTF-8.
+inline bool shown(std::size_t n, char32_t cp) {
+  if (n > 1)
+    return cp >= 0xa0 && !(cp >= 0x200e && cp <= 0x200f) && !(cp >= 0x2028 && cp <= 0x202e) &&
+           !(cp >= 0x2066 && cp <= 0x2069) && cp != 0xfeff && (cp & 0xfffe) != 0xfffe;
+  return n == 1 && cp >= 0x20 && cp < 0x7f;
+}
+}  // namespace display_detail
+
+// Every character display_detail::shown() refuses, and the backslash itself,
+// is written as \xNN per byte, so the text is one terminal-safe line and the
+// escape is unambiguous. Longer than `max_len` output bytes: cut (between
+// characters) with "...". Every user-given string in a message or a label
+// goes through it (or display_path) once.
 inline std::string printable(std::string_view s, std::size_t max_len = std::string_view::npos) {
   std::string o;
   for (std::size_t i = 0; i < s.size();) {
@@ -25,9 +39,7 @@ inline std::string printable(std::string_view s, std::size_t max_len = std::stri
     }
     char32_t cp = 0;
     const std::size_t n = utf8::decode(s, i, cp);
-    const bool keep = n > 1 ? cp >= 0xa0 && !(cp >= 0x200e && cp <= 0x200f) && !(cp >= 0x2028 && cp <= 0x202e) &&
-                                  !(cp >= 0x2066 && cp <= 0x2069) && cp != 0xfeff
-                            : n == 1 && cp >= 0x20 && cp < 0x7f && cp != '\\';
+    const bool keep = display_detail::shown(n, cp) && cp != '\\';
     if (keep) {
       o.append(s.substr(i, n));
       i += n;
@@ -41,5 +53,25 @@ inline std::string printable(std::string_view s, std::size_t max_len = std::stri
 
 // A file path as error lines and text reports show it.
 inline std::string display_path(std::string_view path) { return printable(path); }
+
+// The last guard before a message reaches the terminal (main's `moekit:`
+// line): like printable(), but a backslash is kept, so text already made
+// printable passes unchanged and a message built from a raw string somewhere
+// still cannot split the line or send an escape sequence.
+inline std::string one_line(std::string_view s) {
+  std::string o;
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t cp = 0;
+    const std::size_t n = utf8::decode(s, i, cp);
+    if (display_detail::shown(n, cp)) {
+      o.append(s.substr(i, n));
+      i += n;
+    } else {
+      o += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
+      ++i;
+    }
+  }
+  return o;
+}
 
 }  // namespace moekit

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "cuda_util.hpp"
+#include "display.hpp"
 #include "errors.hpp"
 #include "outputs.hpp"
 #include "profile.hpp"
@@ -19,7 +20,7 @@ Format parse_format(const std::string& s) {
   if (s == "text") return Format::text;
   if (s == "json") return Format::json;
   if (s == "csv") return Format::csv;
-  throw InputError(fmt::format("--format: unknown format '{}' (text, json or csv)", s));
+  throw InputError(fmt::format("--format: unknown format '{}' (text, json or csv)", printable(s)));
 }
 
 bool decide_gpu(const CommonOpts& c, Report& r) {

@@ -14,6 +14,7 @@
 
 #include "common/device.hpp"
 #include "cuda_util.hpp"
+#include "display.hpp"
 #include "family.hpp"
 #include "errors.hpp"
 #include "npy.hpp"
@@ -67,7 +68,7 @@ struct ResolvedVariant {
     caps_ = &caps;
     v = requested == "auto" ? &pick_auto(p, caps) : find(requested);
     if (!v)
-      throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", op, requested, op));
+      throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", op, printable(requested), op));
     if (const char* why = v->not_applicable(p, caps))
       throw InputError(fmt::format("{} variant '{}' does not apply to this input: {}", op, v->info.name, why));
     return {std::string(v->info.name), v->stable_order};

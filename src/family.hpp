@@ -158,7 +158,9 @@ Family* find_family(std::string_view command);
 
 // The run skeleton: device choice, reference, variant, launch, check, timing,
 // outputs, report. Returns the exit code.
-int run_family(Family& f, const CommonOpts& c);
+// `ran_variant`, when given, receives the variant that ran (the report's
+// "variant": "reference" on the CPU), for a sweep's collapsed-axis note.
+int run_family(Family& f, const CommonOpts& c, std::string* ran_variant = nullptr);
 
 // Registry rows -> `moekit variants` rows.
 template <class V>

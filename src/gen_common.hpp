@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "display.hpp"
 #include "errors.hpp"
 #include "half.hpp"
 
@@ -36,7 +37,7 @@ inline double parse_number(const std::string& s, std::string_view what) {
     if (used == s.size() && std::isfinite(v)) return v;
   } catch (...) {
   }
-  throw InputError(fmt::format("{}: bad number '{}'", what, s));
+  throw InputError(fmt::format("{}: bad number '{}'", what, printable(s)));
 }
 
 // ---- random numbers ----------------------------------------------------------

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "build_describe.hpp"
 #include "commands.hpp"
 #include "cuda_util.hpp"
 #include "display.hpp"
@@ -57,16 +58,43 @@ int describe_files(const std::vector<std::string>& files, bool json) {
   return rc;
 }
 
+// "80;90" -> "SASS for sm_80, sm_90, PTX for compute_90" (meson.build's gencode rule).
+std::string arch_text(std::string_view archs) {
+  std::string sass, last;
+  for (std::size_t start = 0; start <= archs.size();) {
+    std::size_t end = archs.find(';', start);
+    if (end == std::string_view::npos) end = archs.size();
+    const std::string a(archs.substr(start, end - start));
+    if (!a.empty()) sass += (sass.empty() ? "" : ", ") + ("sm_" + a), last = a;
+    start = end + 1;
+  }
+  return fmt::format("SASS for {}, PTX for compute_{}", sass, last);
+}
+
+// Versions and build, known without a device (the README promises them on every machine).
+struct Versions {
+  int driver = cuda_driver_version(), runtime = cuda_runtime_version();
+  std::string driver_text() const { return driver ? version_text(driver) : "none (no NVIDIA driver)"; }
+};
+
 }  // namespace
 
 int run_info(const std::vector<std::string>& files, const std::string& format) {
   const bool json = format == "json";
   if (!files.empty()) return describe_files(files, json);
+  const Versions v;
+  const std::string build = build_describe(), arch = MOEKIT_GPU_ARCH;
   if (cuda_device_count() == 0) {
     if (json)
-      fmt::print("{{\"device\":null,\"note\":\"no CUDA device found\"}}\n");
+      fmt::print("{{\"device\":null,\"note\":\"no CUDA device found\",\"driver\":{},\"runtime\":{},\"build\":{},"
+                 "\"gpu_arch\":{}}}\n",
+                 v.driver ? jq(version_text(v.driver)) : "null", jq(version_text(v.runtime)), jq(build), jq(arch));
     else
-      fmt::print("no CUDA device found (kernel commands fall back to the CPU reference; --device gpu exits 3)\n");
+      fmt::print("device:              none: no CUDA device found (kernel commands fall back to the CPU reference; "
+                 "--device gpu exits 3)\n"
+                 "CUDA driver/runtime: {} / {}\n"
+                 "build:               {}, {}\n",
+                 v.driver_text(), version_text(v.runtime), build, arch_text(arch));
     return kOk;
   }
   DeviceProps d = device_props();
@@ -74,9 +102,9 @@ int run_info(const std::vector<std::string>& files, const std::string& format) {
   if (json) {
     fmt::print(
         "{{\"device\":{},\"sm_count\":{},\"compute_capability\":\"{}.{}\",\"l2_bytes\":{},\"memory_bytes\":{},"
-        "\"driver\":\"{}\",\"runtime\":\"{}\",\"copy_bandwidth_gbps\":{:.1f}}}\n",
+        "\"driver\":\"{}\",\"runtime\":\"{}\",\"copy_bandwidth_gbps\":{:.1f},\"build\":{},\"gpu_arch\":{}}}\n",
         jq(d.name), d.sm_count, d.cc_major, d.cc_minor, d.l2_bytes, d.global_mem_bytes,
-        version_text(d.driver_version), version_text(d.runtime_version), bw);
+        version_text(d.driver_version), version_text(d.runtime_version), bw, jq(build), jq(arch));
   } else {
     fmt::print("device:              {}\n", d.name);
     fmt::print("compute capability:  {}.{}\n", d.cc_major, d.cc_minor);
@@ -87,6 +115,7 @@ int run_info(const std::vector<std::string>& files, const std::string& format) {
     fmt::print("copy bandwidth:      {:.0f} GB/s (device-to-device 512 MiB copies, read + write bytes, "
                "median of 10; the peak that pct_of_peak uses)\n",
                bw);
+    fmt::print("build:               {}, {}\n", build, arch_text(arch));
   }
   return kOk;
 }

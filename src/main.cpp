@@ -9,10 +9,12 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <map>
 #include <new>
 #include <string>
 #include <utility>
 
+#include "build_describe.hpp"
 #include "commands.hpp"
 #include "display.hpp"
 #include "errors.hpp"
@@ -90,7 +92,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-// The one-line error for a command line CLI11 rejected.
+// The one-line error for a command line CLI11 rejected. The user's words in
+// it are shown the way every message shows them (display.hpp).
 std::string parse_error_line(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-') {
     const std::string_view typed = argv[1];
@@ -107,10 +110,19 @@ std::string parse_error_line(const CLI::App& app, const CLI::ParseError& e, int 
       }
     }
     if (!known)
-      return best.empty() ? fmt::format("unknown command '{}' (see moekit --help)", typed)
-                          : fmt::format("unknown command '{}' (did you mean '{}'?)", typed, best);
+      return best.empty() ? fmt::format("unknown command '{}' (see moekit --help)", printable(typed))
+                          : fmt::format("unknown command '{}' (did you mean '{}'?)", printable(typed), best);
   }
+  // CLI11 quotes the arguments it refuses as typed: each one that is not
+  // printable as it is gets its printable form before CLI11's own line breaks
+  // become spaces (so a newline typed by the user reads \x0a, not a space).
   std::string msg = e.what();
+  for (int i = 1; i < argc; ++i) {
+    const std::string raw = argv[i], shown = printable(raw);
+    if (raw.empty() || raw == shown) continue;
+    for (std::size_t at = msg.find(raw); at != std::string::npos; at = msg.find(raw, at + shown.size()))
+      msg.replace(at, raw.size(), shown);
+  }
   std::replace(msg.begin(), msg.end(), '\n', ' ');
   while (!msg.empty() && msg.back() == ' ') msg.pop_back();
   return msg + " (see --help)";
@@ -169,29 +181,44 @@ void check_results_option(const CLI::App& sub, const CommonOpts& c) {
   records::check_results_target(c.results, input_candidates(sub), c.out);
 }
 
+// The JSON object of a run that failed before its report was filled: what is
+// not known (variant, params, dtype, device) is null (report.cpp).
+void print_error_report(const std::string& op, const std::string& variant_requested, int code,
+                        const std::string& message) {
+  Report r;
+  r.op = op;
+  r.variant_requested = variant_requested;
+  r.build = build_describe();
+  r.check_status = "n/a";
+  r.error_code = code;
+  r.error_message = message;
+  print_report(r, Format::json);
+}
+
 // With --format json, a failed run still prints one JSON object (with an
 // "error" member) on stdout; the one-line message goes to stderr as always.
 // `check_only`: only the checks made before any cell of a sweep runs.
-int run_family_reporting_errors(Family& f, const CLI::App& sub, const CommonOpts& c, bool check_only = false) {
+int run_family_reporting_errors(Family& f, const CLI::App& sub, const CommonOpts& c, std::string* ran_variant,
+                                bool check_only = false) {
   try {
     check_results_option(sub, c);
-    return check_only ? kOk : run_family(f, c);
+    return check_only ? kOk : run_family(f, c, ran_variant);
   } catch (const std::exception&) {
     if (c.format == "json") {
       const auto [code, message] = failure_of(std::current_exception());
-      Report r;
-      r.op = std::string(f.command());
-      r.variant_requested = c.variant;
-      r.check_status = "n/a";
-      r.error_code = code;
-      r.error_message = message;
-      print_report(r, Format::json);
+      print_error_report(std::string(f.command()), c.variant, code, one_line(message));
     }
     throw;
   }
 }
 
-int run(int argc, char** argv);
+// How run() treats a command line: run it, or (for a sweep, before any cell
+// runs) only parse it, handing a parse error back instead of printing it.
+enum class Mode { run, parse_only };
+// Set while a sweep runs its cells: each cell's resolved variant.
+std::string* g_ran_variant = nullptr;
+
+int run(int argc, char** argv, Mode mode = Mode::run, std::string* parse_error = nullptr);
 
 // The --format a kernel command line asks for (text when absent).
 std::string format_of(const std::vector<std::string>& args) {
@@ -203,27 +230,72 @@ std::string format_of(const std::vector<std::string>& args) {
   return f;
 }
 
-// One run per cell of a sweep (sweep.hpp). A failed cell is reported like a
-// single run and the sweep goes on; the exit code is the first failure's. A
-// command line CLI11 rejects is the same for every cell: the sweep stops.
-int run_sweep(const std::vector<SweepCell>& cells, bool text) {
+// One run per cell of a sweep (sweep.hpp). Every cell's command line is
+// parsed first: when none parses, and all for the same reason (an unknown
+// option), the command is refused once before anything runs. Otherwise a cell
+// that fails, a list item the option refuses (--tokens 1,x) included, is
+// reported like a single run (a stderr line naming the cell, a JSON error
+// object) and the sweep goes on; the exit code is the first failure's.
+int run_sweep(const std::vector<SweepCell>& cells, const std::string& op, const std::string& format) {
+  const auto argv_of = [](const SweepCell& c) {
+    std::vector<char*> argv;
+    for (const auto& a : c.args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    return argv;
+  };
+  std::vector<std::string> parse_errors(cells.size());
+  std::size_t unparsed = 0;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    auto argv = argv_of(cells[i]);
+    if (run(static_cast<int>(cells[i].args.size()), argv.data(), Mode::parse_only, &parse_errors[i]) != kOk)
+      ++unparsed;
+  }
+  if (unparsed == cells.size() &&
+      std::all_of(parse_errors.begin(), parse_errors.end(), [&](const auto& e) { return e == parse_errors[0]; })) {
+    fmt::print(stderr, "moekit: {}\n", one_line(parse_errors[0]));
+    return kBadInput;
+  }
+  const bool text = format == "text";
   int rc = kOk;
+  std::map<std::string, std::vector<std::string>> requested_of;  // variant that ran -> the cells' --variant
   for (std::size_t i = 0; i < cells.size(); ++i) {
     if (text && cells.size() > 1) fmt::print("== sweep cell {}/{}: {}\n", i + 1, cells.size(), cells[i].label);
     std::fflush(stdout);
-    std::vector<char*> argv;
-    for (const auto& a : cells[i].args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     int code = kOk;
-    try {
-      code = run(static_cast<int>(cells[i].args.size()), argv.data());
-      if (code == kBadInput) return code;  // returned, not thrown: a parse error
-    } catch (const std::exception&) {
-      const auto [c, message] = failure_of(std::current_exception());
-      fmt::print(stderr, "moekit: {} ({})\n", message, cells[i].label);
-      code = c;
+    if (!parse_errors[i].empty()) {
+      fmt::print(stderr, "moekit: {} ({})\n", one_line(parse_errors[i]), cells[i].label);
+      if (format == "json") print_error_report(op, "", kBadInput, one_line(parse_errors[i]));
+      code = kBadInput;
+    } else {
+      auto argv = argv_of(cells[i]);
+      std::string ran;
+      g_ran_variant = &ran;
+      try {
+        code = run(static_cast<int>(cells[i].args.size()), argv.data());
+      } catch (const std::exception&) {
+        const auto [c, message] = failure_of(std::current_exception());
+        fmt::print(stderr, "moekit: {} ({})\n", one_line(message), cells[i].label);
+        code = c;
+      }
+      g_ran_variant = nullptr;
+      if (!ran.empty()) {
+        auto& names = requested_of[ran];
+        const std::string req = cells[i].variant.empty() ? "auto" : cells[i].variant;
+        if (std::find(names.begin(), names.end(), req) == names.end()) names.push_back(req);
+      }
     }
     if (rc == kOk) rc = code;
+  }
+  // A --variant list whose cells ran one variant (no GPU: the CPU reference
+  // ran for each; or auto picked a listed one): the records keep the
+  // requested variant apart (variant_requested), but say so.
+  for (const auto& [ran, names] : requested_of) {
+    if (names.size() < 2) continue;
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + printable(n);
+    fmt::print(stderr, "moekit: note: --variant {} all ran '{}'{}; their reports and records tell them apart by "
+               "variant_requested\n", list, printable(ran),
+               ran == "reference" ? " (no kernel ran: the CPU reference made each cell's outputs)" : "");
   }
   return rc;
 }
@@ -234,7 +306,7 @@ std::string command_list() {
   return s;
 }
 
-int run(int argc, char** argv) {
+int run(int argc, char** argv, Mode mode, std::string* parse_error) {
   CLI::App app{"moekit: a command-line lab for the small GPU kernels around Mixture-of-Experts inference.\n"
                "Runs a kernel variant on a .npy input, checks it against a CPU reference and times it."};
   std::string examples;
@@ -293,7 +365,7 @@ int run(int argc, char** argv) {
   const std::vector<ToolCommand> tools = add_tool_commands(app);
 
   // A kernel command with list-valued options runs once per cell.
-  if (argc > 2)
+  if (argc > 2 && mode == Mode::run)
     for (auto& [sub, f] : kernel_cmds)
       if (sub->check_name(argv[1])) {
         const std::vector<std::string> args(argv, argv + argc);
@@ -311,22 +383,28 @@ int run(int argc, char** argv) {
         } catch (const CLI::ParseError&) {
           parsed = false;
         }
-        if (parsed && *sub) (void)run_family_reporting_errors(*f, *sub, common, true);
-        return run_sweep(cells, format_of(args) == "text");
+        if (parsed && *sub) {
+          const int rc = run_family_reporting_errors(*f, *sub, common, nullptr, true);
+          if (rc != kOk) return rc;
+        }
+        return run_sweep(cells, std::string(f->command()), format_of(args));
       }
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    fmt::print(stderr, "moekit: {}\n", parse_error_line(app, e, argc, argv));
+    if (e.get_exit_code() == 0) return mode == Mode::parse_only ? kOk : app.exit(e);  // --help, --version
+    const std::string line = parse_error_line(app, e, argc, argv);
+    if (parse_error) *parse_error = line;
+    else fmt::print(stderr, "moekit: {}\n", one_line(line));
     return kBadInput;
   }
+  if (mode == Mode::parse_only) return kOk;
 
   for (auto& [sub, f] : kernel_cmds)
     if (*sub) {
       common.inputs = paths_of(input_candidates(*sub));
-      return run_family_reporting_errors(*f, *sub, common);
+      return run_family_reporting_errors(*f, *sub, common, g_ran_variant);
     }
   if (*info) return run_info(info_files, info_format);
   if (*variants) return run_variants(var_op, var_format);
@@ -352,7 +430,7 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const std::exception&) {
     const auto [code, message] = failure_of(std::current_exception());
-    fmt::print(stderr, "moekit: {}\n", message);
+    fmt::print(stderr, "moekit: {}\n", one_line(message));
     return code;
   }
 }

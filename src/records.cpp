@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "display.hpp"
 #include "errors.hpp"
 #include "host_memory.hpp"
+#include "json.hpp"
 #include "json_read.hpp"
 
 namespace moekit::records {
@@ -50,6 +52,80 @@ std::optional<double> number_at(const json& o, const char* key) {
   const auto it = o.find(key);
   if (it == o.end() || !it->is_number()) return std::nullopt;
   return it->get<double>();
+}
+
+// json_quote() writes a byte that is not UTF-8 as a lone \udc80-\udcff
+// (surrogateescape), which JSON parsers refuse. Before parsing, each lone one
+// becomes the private-use character U+F780-U+F7FF; restore_bytes() turns those
+// back into the bytes in the strings a record is read for. (A record holding
+// U+F780-U+F7FF itself would read as bytes: moekit never writes them.)
+constexpr char32_t kByteBase = 0xf700;
+
+bool hex4(std::string_view s, std::size_t at, unsigned& v) {
+  if (s.size() < at + 4) return false;
+  v = 0;
+  for (std::size_t k = at; k < at + 4; ++k) {
+    const char c = s[k];
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return false;
+    v = v * 16 + unsigned(d);
+  }
+  return true;
+}
+
+std::string unescape_lone_surrogates(const std::string& line) {
+  std::string o;
+  o.reserve(line.size());
+  bool after_high = false;  // the previous escape was \ud800-\udbff: a pair, left alone
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != '\\' || i + 1 == line.size()) {
+      o += line[i];
+      after_high = false;
+      continue;
+    }
+    unsigned v = 0;
+    if (line[i + 1] == 'u' && hex4(line, i + 2, v)) {
+      if (!after_high && v >= 0xdc80 && v <= 0xdcff)
+        o += fmt::format("\\u{:04x}", static_cast<unsigned>(kByteBase + (v & 0xff)));
+      else
+        o.append(line, i, 6);
+      after_high = v >= 0xd800 && v <= 0xdbff;
+      i += 5;
+    } else {
+      o.append(line, i, 2);  // \\, \", \n, ...: the escaped character is not an escape
+      after_high = false;
+      ++i;
+    }
+  }
+  return o;
+}
+
+// U+F780-U+F7FF (EF 9E 80 - EF 9F BF) back to the bytes 0x80-0xff.
+std::string restore_bytes(const std::string& s) {
+  std::string o;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+    if (b(i) == 0xef && i + 2 < s.size() && (b(i + 1) == 0x9e || b(i + 1) == 0x9f) && (b(i + 2) & 0xc0) == 0x80) {
+      const char32_t cp = 0xf000 | char32_t(b(i + 1) & 0x3f) << 6 | (b(i + 2) & 0x3f);
+      o += static_cast<char>(cp - kByteBase);
+      i += 2;
+    } else {
+      o += s[i];
+    }
+  }
+  return o;
+}
+
+std::string string_of(const json& v) { return restore_bytes(v.get<std::string>()); }
+
+// A parameter's value as stored in Record::params: compact JSON, a string
+// with its bytes restored (json_quote escapes them again).
+std::string param_json(const json& v) { return v.is_string() ? json_quote(string_of(v)) : v.dump(); }
+
+// A stored parameter value as params_text shows it: strings unquoted.
+std::string param_value_text(const std::string& v) {
+  if (v.size() < 2 || v.front() != '"') return v;
+  return restore_bytes(json::parse(unescape_lone_surrogates(v)).get<std::string>());
 }
 
 }  // namespace
@@ -148,8 +224,12 @@ std::string read_regular_file(const std::string& path, double bytes_per_byte) {
   }
 }
 
+std::string Record::variant_label() const {
+  return requested.empty() || requested == variant ? variant : variant + " (from " + requested + ")";
+}
+
 std::string Record::key() const {
-  std::string k = op + '\x1f' + variant + '\x1f' + device;
+  std::string k = op + '\x1f' + variant_label() + '\x1f' + device;
   for (const auto& [name, v] : params) k += '\x1f' + name + '=' + v;
   return k;
 }
@@ -158,16 +238,19 @@ std::string Record::params_text(const std::vector<std::string>& skip) const {
   std::string s;
   for (const auto& [name, v] : params) {
     if (std::find(skip.begin(), skip.end(), name) != skip.end()) continue;
-    std::string val = v;
-    if (val.size() >= 2 && val.front() == '"') val = json::parse(val).get<std::string>();
-    s += (s.empty() ? "" : " ") + name + "=" + val;
+    s += (s.empty() ? "" : " ") + name + "=" + param_value_text(v);
   }
   return s;
 }
 
+std::string Record::param_text(const std::string& name) const {
+  const auto it = params.find(name);
+  return it == params.end() ? std::string("-") : param_value_text(it->second);
+}
+
 std::optional<double> Record::number(const std::string& name) const {
   const auto it = params.find(name);
-  if (it == params.end()) return std::nullopt;
+  if (it == params.end() || it->second.empty() || it->second.front() == '"') return std::nullopt;
   const json v = json::parse(it->second);
   if (!v.is_number()) return std::nullopt;
   return v.get<double>();
@@ -184,7 +267,7 @@ std::vector<Record> read_file(const std::string& path) {
     const std::string where = fmt::format("{}:{}", path, lineno);
     json o;
     try {
-      o = parse_json(text);
+      o = parse_json(unescape_lone_surrogates(text));
     } catch (const json::parse_error& e) {
       fail(where, parse_message(e.what()));
     } catch (const JsonTooDeep&) {
@@ -195,26 +278,30 @@ std::vector<Record> read_file(const std::string& path) {
     r.file = path;
     r.line = lineno;
     // The report's "op", or a bench record's "family".
+    const bool failed = (o.contains("error") && !o["error"].is_null()) ||
+                        (o.contains("status") && o["status"] != "ok");
     const json* op = o.contains("op") ? &o["op"] : o.contains("family") ? &o["family"] : nullptr;
-    if (!op || !op->is_string() || !o.contains("variant") || !o["variant"].is_string())
+    // An error record's variant is null when the run failed before choosing one.
+    const bool variant_ok = o.contains("variant") && (o["variant"].is_string() || (failed && o["variant"].is_null()));
+    if (!op || !op->is_string() || !variant_ok)
       fail(where, "not a moekit record: it needs a string \"op\" (or \"family\") and \"variant\"");
-    r.op = op->get<std::string>();
-    r.variant = o["variant"].get<std::string>();
+    r.op = string_of(*op);
+    if (o["variant"].is_string()) r.variant = string_of(o["variant"]);
+    if (o.contains("variant_requested") && o["variant_requested"].is_string())
+      r.requested = string_of(o["variant_requested"]);
     if (o.contains("device")) {
       const json& d = o["device"];
-      if (d.is_string()) r.device = d.get<std::string>();
-      else if (d.is_object() && d.contains("name") && d["name"].is_string()) r.device = d["name"].get<std::string>();
+      if (d.is_string()) r.device = string_of(d);
+      else if (d.is_object() && d.contains("name") && d["name"].is_string()) r.device = string_of(d["name"]);
     }
-    if (o.contains("params")) {
+    if (o.contains("params") && !(failed && o["params"].is_null())) {
       if (!o["params"].is_object()) fail(where, "\"params\" must be an object");
-      for (const auto& [k, v] : o["params"].items()) r.params[k] = v.dump();
+      for (const auto& [k, v] : o["params"].items()) r.params[restore_bytes(k)] = param_json(v);
     }
     // A report's "pdl": a run with PDL is its own cell (key, plot panel). Only
     // "on" is kept as a parameter, so records with PDL off match those taken
     // before --pdl existed (which ran without it) and CPU records ("n/a").
     if (o.contains("pdl") && o["pdl"] == "on" && !r.params.count("pdl")) r.params["pdl"] = "\"on\"";
-    const bool failed = (o.contains("error") && !o["error"].is_null()) ||
-                        (o.contains("status") && o["status"] != "ok");
     // Report: time_us {median, min, max, samples}; bench: timing {median_us, ...}.
     const json* t = nullptr;
     std::string suffix;
@@ -226,13 +313,17 @@ std::vector<Record> read_file(const std::string& path) {
       r.min_us = number_at(*t, ("min" + suffix).c_str());
       r.max_us = number_at(*t, ("max" + suffix).c_str());
       if (const auto s = number_at(*t, "samples")) r.samples = static_cast<int>(*s);
-      if (!r.median_us || !r.min_us || !r.max_us || !(*r.min_us > 0) || *r.min_us > *r.median_us ||
-          *r.median_us > *r.max_us)
-        fail(where, "the time needs numbers with 0 < min <= median <= max");
+      if (!r.median_us || !r.min_us || !r.max_us || !std::isfinite(*r.max_us) || !(*r.min_us >= 0) ||
+          *r.min_us > *r.median_us || *r.median_us > *r.max_us)
+        fail(where, "the time needs finite numbers with 0 <= min <= median <= max");
+      // Nothing measurable (a clock too coarse for the run): no time, like an
+      // untimed run, so compare calls it untimed and plot leaves it out.
+      if (*r.median_us == 0) r.median_us = r.min_us = r.max_us = std::nullopt;
     }
     if (!failed) {
       if (auto g = number_at(o, "gbps")) r.gbps = g;
       else if (o.contains("derived")) r.gbps = number_at(o["derived"], "gbps");
+      if (r.gbps && !std::isfinite(*r.gbps)) r.gbps = std::nullopt;
     }
     if (o.contains("timing") && o["timing"].is_object()) {
       const json& m = o["timing"].contains("method") ? o["timing"]["method"] : o["timing"].value("mode", json());

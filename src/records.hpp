@@ -37,7 +37,14 @@ std::string read_regular_file(const std::string& path, double bytes_per_byte = 1
 struct Record {
   std::string file;  // where it was read, and its 1-based line
   int line = 0;
+  // Strings as they were written: a \udcXX escape (json_quote's surrogate
+  // escape of a byte that is not UTF-8) is that byte again.
   std::string op, variant, device;
+  // The report's variant_requested ("auto", or the name typed); empty for a
+  // bench record. Part of the key when it differs from `variant`: without a
+  // GPU every cell of a --variant sweep runs "reference", and auto may pick
+  // a variant the sweep also lists; their records stay apart.
+  std::string requested;
   // Parameter values as compact JSON text ("4096", "\"silu\"", "null"), by name;
   // a report with "pdl": "on" has the parameter pdl "on" too (records.cpp).
   std::map<std::string, std::string> params;
@@ -48,17 +55,23 @@ struct Record {
   std::optional<double> gbps;
   std::string timing_method;  // "graph", "events", "host" or "" when unknown
 
-  // (op, variant, params, device): what compare matches on.
+  // "warpscan", or "reference (from warpscan)" when another variant was requested.
+  std::string variant_label() const;
+  // (op, variant_label, params, device): what compare matches on.
   std::string key() const;
   // "E=64 tokens=16" (strings unquoted), in name order, without `skip`.
   std::string params_text(const std::vector<std::string>& skip = {}) const;
+  // One parameter's value as params_text shows it ("-" when absent).
+  std::string param_text(const std::string& name) const;
   // A parameter as a number; nullopt when absent or not a number.
   std::optional<double> number(const std::string& name) const;
 };
 
 // Every record of a JSON-lines file, in order; blank lines are skipped. Throws
 // InputError "FILE:LINE: problem" on a line that is not a JSON object with an
-// op (or family) and a variant, and "FILE: ..." when the file cannot be read.
+// op (or family) and a variant (null only in an error record), and "FILE: ..."
+// when the file cannot be read. A time needs finite 0 <= min <= median <= max;
+// a zero median reads as no time (nothing was measured).
 std::vector<Record> read_file(const std::string& path);
 
 }  // namespace moekit::records

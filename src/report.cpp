@@ -42,6 +42,29 @@ bool is_integer_text(const std::string& s) {
   return true;
 }
 
+// Text that is a JSON number as it is ("16", "2.5", "1e+20"; not "007", "inf").
+bool is_number_text(const std::string& s) {
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i - from;
+  };
+  if (i < s.size() && s[i] == '-') ++i;
+  const std::size_t lead = i;
+  if (digits() == 0 || (s[lead] == '0' && i - lead > 1)) return false;
+  if (i < s.size() && s[i] == '.' && (++i, digits() == 0)) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
+
+// A string field that may be unknown (a run that failed before it was set): null then.
+std::string q_or_null(const std::string& s) { return s.empty() ? std::string("null") : json_quote(s); }
+
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string o(1, '"');
@@ -125,9 +148,12 @@ std::string render_text(const Report& r) {
 }
 
 std::string render_json(const Report& r) {
+  // Numeric text is a number (scaling 1 and 2.5 alike), so a key's type never
+  // depends on its value; a run that failed before its parameters were known has null.
   std::string p;
   for (auto& [k, v] : r.params)
-    append_item(p, fmt::format("{}:{}", q(k), !v ? std::string("null") : is_integer_text(*v) ? *v : q(*v)));
+    append_item(p, fmt::format("{}:{}", q(k), !v ? std::string("null") : is_number_text(*v) ? *v : q(*v)));
+  p = r.params.empty() ? std::string("null") : "{" + p + "}";
   std::string sum;
   for (auto& [k, v] : r.summary) append_item(sum, fmt::format("{}:{}", q(k), is_integer_text(v) ? v : q(v)));
   std::string check = fmt::format("{{\"result\":{},\"max_error\":{},\"error_unit\":{}", q(r.check_status),
@@ -152,14 +178,16 @@ std::string render_json(const Report& r) {
   for (auto& n : r.notes) append_item(notes, q(n));
   for (auto& o : r.outputs) append_item(outs, q(o));
   return fmt::format(
-      "{{\"op\":{},\"variant\":{},\"variant_requested\":{},\"params\":{{{}}},\"dtype\":{},"
+      "{{\"op\":{},\"variant\":{},\"variant_requested\":{},\"params\":{},\"dtype\":{},"
       "\"device\":{},\"check\":{},\"time_us\":{},\"stage_us\":{},\"timing_mode\":{},\"bytes\":{},\"gbps\":{},"
       "\"timing\":{},\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}],\"summary\":{{{}}},"
       "\"driver\":{},\"build\":{},\"pdl\":{},\"error\":{}}}\n",
-      q(r.op), q(r.variant), q(r.variant_requested), p, q(r.dtype), q(r.device), check, time, stages,
-      r.timing ? q(r.timing->mode) : "null", num(r.bytes), r.timing ? num(r.gbps()) : "null", how,
-      num(r.peak_gbps), r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes, sum,
-      r.driver.empty() ? "null" : q(r.driver), q(r.build), q(r.pdl),
+      q(r.op), q_or_null(r.variant), q_or_null(r.variant_requested), p, q_or_null(r.dtype), q_or_null(r.device),
+      check, time, stages, r.timing ? q(r.timing->mode) : "null", num(r.bytes),
+      // Not measured is null, never 0: no traffic without a kernel (a CPU run), no copy bandwidth unless timed on a GPU.
+      r.timing && r.bytes > 0 ? num(r.gbps()) : "null", how, r.peak_gbps > 0 ? num(r.peak_gbps) : "null",
+      r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes, sum, q_or_null(r.driver),
+      q_or_null(r.build), q(r.pdl),
       r.error_code == 0 ? std::string("null")
                         : fmt::format("{{\"exit_code\":{},\"message\":{}}}", r.error_code, q(r.error_message)));
 }
@@ -177,7 +205,7 @@ std::string render_csv(const Report& r) {
   if (r.timing) {
     auto& t = *r.timing;
     row += fmt::format(",{},{},{},{},{},{},{}", num(t.median_us), num(t.min_us), num(t.max_us), t.samples,
-                       num(r.bytes), num(r.gbps()), r.peak_gbps > 0 ? num(r.pct_of_peak()) : "");
+                       num(r.bytes), r.bytes > 0 ? num(r.gbps()) : "", r.peak_gbps > 0 ? num(r.pct_of_peak()) : "");
   } else {
     row += fmt::format(",,,,,{},,", num(r.bytes));
   }

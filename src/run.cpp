@@ -8,6 +8,7 @@
 
 #include "build_describe.hpp"
 #include "cuda_util.hpp"
+#include "display.hpp"
 #include "driver.hpp"
 #include "errors.hpp"
 #include "family.hpp"
@@ -29,7 +30,7 @@ void reference_with_progress(Job& job) {
 
 }  // namespace
 
-int run_family(Family& f, const CommonOpts& c) {
+int run_family(Family& f, const CommonOpts& c, std::string* ran_variant) {
   Report r;
   r.op = std::string(f.command());
   r.variant_requested = c.variant;
@@ -42,7 +43,8 @@ int run_family(Family& f, const CommonOpts& c) {
   if (c.variant != "auto") {
     const auto rows = f.variants(DeviceCaps{});
     if (std::none_of(rows.begin(), rows.end(), [&](const VariantRow& v) { return v.name == c.variant; }))
-      throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", r.op, c.variant, r.op));
+      throw InputError(
+          fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", r.op, printable(c.variant), r.op));
   }
 
   std::unique_ptr<Job> job = f.prepare(c, r);
@@ -103,6 +105,7 @@ int run_family(Family& f, const CommonOpts& c) {
                                       : "validated the written .npy files against the CPU reference");
   };
   write_outputs(c, r, files, read_back);
+  if (ran_variant) *ran_variant = r.variant;
   return finish(c, r);
 }
 

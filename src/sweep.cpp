@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "display.hpp"
 #include "errors.hpp"
 
 namespace moekit {
@@ -32,7 +33,7 @@ std::vector<std::string> split_list(const std::string& opt, const std::string& v
   while (true) {
     const std::size_t comma = v.find(',', start);
     std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item.empty()) throw InputError(fmt::format("{}: empty item in the list '{}'", opt, v));
+    if (item.empty()) throw InputError(fmt::format("{}: empty item in the list '{}'", opt, printable(v)));
     items.push_back(std::move(item));
     if (comma == std::string::npos) return items;
     start = comma + 1;
@@ -43,8 +44,8 @@ std::vector<std::string> split_list(const std::string& opt, const std::string& v
 
 std::vector<SweepCell> expand_sweep(const CLI::App& sub, const std::vector<std::string>& args) {
   std::vector<Axis> axes;
-  std::size_t out_index = 0;
-  std::string out_prefix;
+  std::size_t out_index = 0, variant_index = 0;
+  std::string out_prefix, variant_prefix;
   for (std::size_t i = 2; i < args.size(); ++i) {
     const std::string& tok = args[i];
     if (tok == "--") break;
@@ -55,6 +56,10 @@ std::vector<SweepCell> expand_sweep(const CLI::App& sub, const std::vector<std::
       name = tok.substr(0, eq);
       prefix = tok.substr(0, eq + 1);
       vi = i;
+    } else if (tok[1] != '-' && tok.size() > 2) {
+      // A short option with its value attached (-E8,16), as CLI11 reads it.
+      const CLI::Option* s = sub.get_option_no_throw(tok.substr(0, 2));
+      if (s && s->get_expected_max() != 0) name = prefix = tok.substr(0, 2), vi = i;
     }
     const CLI::Option* o = sub.get_option_no_throw(name);
     if (!o || o->get_expected_max() == 0) continue;  // unknown (CLI11 reports it) or a flag
@@ -62,6 +67,7 @@ std::vector<SweepCell> expand_sweep(const CLI::App& sub, const std::vector<std::
     if (vi != i) ++i;  // the value token is consumed
     const std::string value = args[vi].substr(prefix.size());
     if (o->check_name("--out")) out_index = vi, out_prefix = prefix;
+    if (o->check_name("--variant")) variant_index = vi, variant_prefix = prefix;
     if (!list_valued(*o) || value.find(',') == std::string::npos) continue;
     std::string label = name.substr(name.find_first_not_of('-'));
     axes.push_back({vi, prefix, label, split_list(name, value)});
@@ -79,7 +85,7 @@ std::vector<SweepCell> expand_sweep(const CLI::App& sub, const std::vector<std::
   }
   std::vector<SweepCell> cells;
   for (std::size_t n = 0; n < total; ++n) {
-    SweepCell c{args, ""};
+    SweepCell c{args, "", ""};
     std::string folder;
     std::size_t rest = n;  // mixed radix, the last axis fastest
     std::vector<std::size_t> pick(axes.size());
@@ -90,9 +96,11 @@ std::vector<SweepCell> expand_sweep(const CLI::App& sub, const std::vector<std::
     for (std::size_t k = 0; k < axes.size(); ++k) {
       const std::string& v = axes[k].values[pick[k]];
       c.args[axes[k].index] = axes[k].prefix + v;
-      c.label += (c.label.empty() ? "" : " ") + axes[k].name + "=" + v;
+      // Values are the user's text: the label (stdout, stderr) shows them printable.
+      c.label += (c.label.empty() ? "" : " ") + axes[k].name + "=" + printable(v);
       folder += (folder.empty() ? "" : "_") + axes[k].name + "=" + v;
     }
+    if (variant_index) c.variant = c.args[variant_index].substr(variant_prefix.size());
     if (out_index) {
       const std::string dir = args[out_index].substr(out_prefix.size());
       c.args[out_index] = out_prefix + (std::filesystem::path(dir) / folder).string();

@@ -16,7 +16,8 @@ namespace moekit {
 
 struct SweepCell {
   std::vector<std::string> args;  // the full command line of this cell (args[0] = program)
-  std::string label;              // "tokens=16 E=64", what the cell's values are
+  std::string label;              // "tokens=16 E=64", what the cell's values are (printable)
+  std::string variant;            // the cell's --variant as typed; empty when not given (auto)
 };
 
 constexpr std::size_t kMaxSweepCells = 10000;
@@ -24,7 +25,9 @@ constexpr std::size_t kMaxSweepCells = 10000;
 // The cells of `args` (args[0] the program, args[1] the kernel command `sub`
 // parses). Empty when no option holds a list: the command runs as typed.
 // `--out DIR` becomes DIR/<label> per cell, so cells never overwrite each
-// other's files. Throws InputError on an empty list item or more than
+// other's files. A short option takes its list attached too (-E8,16). Items
+// are not parsed here: an item the option refuses (--tokens 1,x) makes its
+// cell fail (main.cpp). Throws InputError on an empty list item or more than
 // kMaxSweepCells cells.
 std::vector<SweepCell> expand_sweep(const CLI::App& sub, const std::vector<std::string>& args);
 

@@ -71,6 +71,7 @@ std::vector<ToolCommand> add_tool_commands(CLI::App& app) {
   struct Cmp {
     std::string base, next, format = "text";
     double threshold = 0.05;
+    std::vector<std::string> columns;
   };
   auto cp = std::make_shared<Cmp>();
   auto* cmp = app.add_subcommand("compare",
@@ -84,9 +85,14 @@ std::vector<ToolCommand> add_tool_commands(CLI::App& app) {
       ->capture_default_str();
   cmp->add_option("--format", cp->format, "text or json")->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  cmp->add_option("--columns", cp->columns,
+                  "text: the parameters shown as columns, comma separated, or all (default: those that differ "
+                  "between cells; the ones every cell shares are listed once above the table)")
+      ->delimiter(',');
   cmp->footer("Exit codes: 0 no cell regressed, 1 a cell regressed, 2 bad usage or a bad file (FILE:LINE). "
               "docs/regression.md");
-  cmds.push_back({cmp, [cp] { return tools::run_compare(cp->base, cp->next, cp->threshold, cp->format); }});
+  cmds.push_back(
+      {cmp, [cp] { return tools::run_compare(cp->base, cp->next, cp->threshold, cp->format, cp->columns); }});
 
   struct Plot {
     std::vector<std::string> files;

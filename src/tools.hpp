@@ -69,9 +69,12 @@ struct Comparison {
 // both runs' spread). Faster mirrors it. Duplicate keys in a file: the last wins.
 Comparison compare(const std::vector<records::Record>& base, const std::vector<records::Record>& next,
                    double threshold);
+// Text: the parameter columns are `columns` (names, or {"all"}), by default
+// those whose value differs between cells; what all cells share is one line.
 std::string render_comparison(const Comparison& c, const std::string& base_file, const std::string& new_file,
-                              double threshold, bool json);
-int run_compare(const std::string& base, const std::string& next, double threshold, const std::string& format);
+                              double threshold, bool json, const std::vector<std::string>& columns = {});
+int run_compare(const std::string& base, const std::string& next, double threshold, const std::string& format,
+                const std::vector<std::string>& columns = {});
 
 // ---- plot --------------------------------------------------------------------
 struct PlotOptions {
@@ -81,7 +84,9 @@ struct PlotOptions {
 };
 // One panel per group (op, device and the parameters other than x that are
 // not derived from x), one line per variant; log-log axes.
-std::string render_svg(const std::vector<records::Record>& recs, const PlotOptions& o, const std::string& source);
+// `note`, when given, gets lines for the terminal (a variant axis that collapsed).
+std::string render_svg(const std::vector<records::Record>& recs, const PlotOptions& o, const std::string& source,
+                       std::string* note = nullptr);
 int run_plot(const std::vector<std::string>& files, const std::string& out, const PlotOptions& o);
 
 }  // namespace moekit::tools

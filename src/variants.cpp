@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "commands.hpp"
+#include "display.hpp"
 #include "errors.hpp"
 #include "family.hpp"
 
@@ -28,7 +29,7 @@ int run_variants(const std::string& op, const std::string& format) {
     only = find_family(op);
     std::string names;
     for (const auto& f : families()) names += (names.empty() ? "" : ", ") + std::string(f->command());
-    if (!only) throw InputError(fmt::format("variants: unknown op '{}' ({})", op, names));
+    if (!only) throw InputError(fmt::format("variants: unknown op '{}' ({})", printable(op), names));
   }
   const DeviceCaps& caps = device_caps();
   for (const auto& f : families()) {

@@ -33,7 +33,7 @@ act::Activation parse_activation(const std::string& s) {
   if (s == "silu") return act::Activation::silu;
   if (s == "gelu") return act::Activation::gelu;
   if (s == "gelu-tanh" || s == "gelu_tanh") return act::Activation::gelu_tanh;
-  throw InputError(fmt::format("--activation: unknown activation '{}' (silu, gelu, gelu-tanh)", s));
+  throw InputError(fmt::format("--activation: unknown activation '{}' (silu, gelu, gelu-tanh)", printable(s)));
 }
 
 class ActJob final : public Job {
@@ -153,7 +153,7 @@ std::unique_ptr<Job> ActFamily::prepare(const CommonOpts& c, Report& r) {
   if (a.input.empty()) {
     if (a.tokens < 0) throw InputError("act-and-mul: give --input FILE, or --tokens N to generate input");
     auto t = npy::parse_dtype(a.gen_dtype);
-    if (!t) throw InputError(fmt::format("--gen-dtype: unknown dtype '{}'", a.gen_dtype));
+    if (!t) throw InputError(fmt::format("--gen-dtype: unknown dtype '{}'", printable(a.gen_dtype)));
     // Input, reference and output on the host at once: twice the input.
     if (a.tokens >= 0 && a.d >= 1)
       require_host_memory(2.0 * double(a.tokens) * 2 * double(a.d) * double(npy::dtype_size(*t)), "this act-and-mul run");
@@ -164,7 +164,7 @@ std::unique_ptr<Job> ActFamily::prepare(const CommonOpts& c, Report& r) {
     npy::ReadOptions ro;
     if (!a.dtype.empty()) {
       ro.reinterpret = npy::parse_dtype(a.dtype);
-      if (!ro.reinterpret) throw InputError(fmt::format("--dtype: unknown dtype '{}'", a.dtype));
+      if (!ro.reinterpret) throw InputError(fmt::format("--dtype: unknown dtype '{}'", printable(a.dtype)));
     }
     in = npy::read(a.input, ro);
   }

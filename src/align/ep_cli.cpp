@@ -52,10 +52,11 @@ Ep read_ep(const EpArgs& a, std::int32_t num_experts) {
   const auto inv = parse_invalid(a.invalid);
   const auto sem = parse_map_semantics(a.map_semantics);
   if (!inv)
-    throw InputError(fmt::format("--invalid must be {} (got '{}')", joined(names(kInvalidNames), " or "), a.invalid));
+    throw InputError(fmt::format("--invalid must be {} (got '{}')", joined(names(kInvalidNames), " or "),
+                                 printable(a.invalid)));
   if (!sem)
     throw InputError(fmt::format("--map-semantics must be {} (got '{}')", joined(names(kMapSemanticsNames), " or "),
-                                 a.map_semantics));
+                                 printable(a.map_semantics)));
   ep.invalid = a.ignore_invalid ? Invalid::drop : *inv;
   ep.via_alias = a.ignore_invalid;
   ep.map_semantics = *sem;

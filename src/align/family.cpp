@@ -255,7 +255,7 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
       (void)align::make_problem(a.tokens * a.topk, a.num_experts, a.block_size, false, 0, a.pad_sorted_ids,
                                 *align::parse_invalid(a.ep.ignore_invalid ? "drop" : a.ep.invalid));
     ids = gen::align_ids(a.tokens, a.topk, a.num_experts, gen::parse_dist(a.dist), c.seed, false);
-    label = fmt::format("generated input ({} tokens x top-{}, {}, seed {})", a.tokens, a.topk, a.dist, c.seed);
+    label = fmt::format("generated input ({} tokens x top-{}, {}, seed {})", a.tokens, a.topk, printable(a.dist), c.seed);
     r.notes.push_back(label);
   } else {
     ids = npy::read(a.topk_ids);

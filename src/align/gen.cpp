@@ -72,8 +72,8 @@ ExpertDist parse_dist(const std::string& s) {
   auto colon = s.find(':');
   std::string kind = s.substr(0, colon);
   if (colon == std::string::npos)
-    throw InputError(fmt::format("--dist: '{}' needs a parameter (zipf:S, hot:F, load:FILE[:LAYER])", s));
-  d.param = parse_number(s.substr(colon + 1), "--dist " + s);
+    throw InputError(fmt::format("--dist: '{}' needs a parameter (zipf:S, hot:F, load:FILE[:LAYER])", printable(s)));
+  d.param = parse_number(s.substr(colon + 1), "--dist " + printable(s));
   if (kind == "zipf") {
     if (d.param < 0) throw InputError("--dist zipf:S needs S >= 0");
     d.kind = ExpertDist::zipf;
@@ -81,7 +81,7 @@ ExpertDist parse_dist(const std::string& s) {
     if (d.param < 0 || d.param > 1) throw InputError("--dist hot:F needs 0 <= F <= 1");
     d.kind = ExpertDist::hot;
   } else {
-    throw InputError(fmt::format("--dist: unknown distribution '{}' (uniform, zipf:S, hot:F, load:FILE[:LAYER])", s));
+    throw InputError(fmt::format("--dist: unknown distribution '{}' (uniform, zipf:S, hot:F, load:FILE[:LAYER])", printable(s)));
   }
   return d;
 }

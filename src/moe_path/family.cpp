@@ -488,7 +488,7 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
 
   if (routed && a.logits.empty()) {
     h.logits = gen::route_logits(T, E, npy::DType::f4, a.dist, c.seed);
-    generated.push_back(fmt::format("logits {} x {} f32 ({})", T, E, a.dist));
+    generated.push_back(fmt::format("logits {} x {} f32 ({})", T, E, printable(a.dist)));
   }
   if (routed) {
     h.wide_logits = gen::logits_as_f32(h.logits, a.logits.empty() ? std::string("generated logits")

@@ -226,7 +226,7 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
     ids = gen::align_ids(a.tokens, a.topk, a.experts, gen::parse_dist(a.dist), c.seed, false);
     il = "generated expert ids";
     r.notes.push_back(fmt::format("generated input ({} tokens x H {}, {}, top-{} of {} {}, seed {})", a.tokens,
-                                  a.hidden_size, a.gen_dtype, a.topk, a.experts, a.dist, c.seed));
+                                  a.hidden_size, a.gen_dtype, a.topk, a.experts, printable(a.dist), c.seed));
   } else {
     npy::ReadOptions ro;
     if (!a.dtype.empty()) ro.reinterpret = npy::parse_dtype(a.dtype);

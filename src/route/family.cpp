@@ -72,7 +72,7 @@ class RouteJob final : public Job {
       align_exact_ = false;  // slots inside an expert in atomic order
       if (align_variant_ != "auto")
         report_->notes.push_back(fmt::format("{} runs align itself: --align-variant {} not used", rv.first,
-                                             align_variant_));
+                                             printable(align_variant_)));
     } else if (then_align_) {
       const auto [an, exact] = avar_.resolve("align", align_variant_, ap_, caps, align::find, align::pick_auto);
       align_exact_ = exact;
@@ -309,7 +309,7 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
     require_host_memory(double(a.tokens) * a.experts * (npy::dtype_size(*t) + 4.0), "this route run");
     in = gen::route_logits(a.tokens, a.experts, *t, a.dist, c.seed);
     label = fmt::format("generated logits ({} tokens x {}, {}, {}, seed {})", a.tokens, a.experts, a.gen_dtype,
-                        a.dist, c.seed);
+                        printable(a.dist), c.seed);
     r.notes.push_back(label);
   } else {
     in = gen::read_logits(a.logits, a.dtype, a.experts, "-E");

@@ -22,7 +22,7 @@ npy::Array route_logits(std::int64_t tokens, std::int32_t experts, npy::DType dt
   check_size(double(tokens) * experts, "router logits");
   const ExpertDist d = parse_dist(dist);
   if (d.kind != ExpertDist::uniform && d.kind != ExpertDist::load)
-    throw InputError(fmt::format("--dist: route draws uniform or load:FILE[:LAYER] logits, not '{}'", dist));
+    throw InputError(fmt::format("--dist: route draws uniform or load:FILE[:LAYER] logits, not '{}'", printable(dist)));
   std::vector<float> log_share;
   if (d.kind == ExpertDist::load) {
     if (d.weights.size() != std::size_t(experts))

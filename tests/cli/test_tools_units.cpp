@@ -83,6 +83,20 @@ TEST_CASE("sweep: numeric options and --variant expand, text options never do") 
   const auto h = expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,2", "--help"});
   REQUIRE(h.size() == 1);
   CHECK(h[0].args[3] == "1");
+  // a short option with its list attached sweeps like the spaced spelling
+  const auto e = expand_sweep(*c.sub, {"moekit", "k", "-E8,16", "--tokens", "4"});
+  REQUIRE(e.size() == 2);
+  CHECK(e[0].args[2] == "-E8");
+  CHECK(e[1].args[2] == "-E16");
+  CHECK(e[1].label == "E=16");
+  CHECK(expand_sweep(*c.sub, {"moekit", "k", "-E8", "--tokens", "4"}).empty());
+  // items are not parsed here (a refused one is a failing cell); labels show them printable
+  const auto x = expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,x\n\x1b", "--variant", "a,b"});
+  REQUIRE(x.size() == 4);
+  CHECK(x[2].label == "tokens=x\\x0a\\x1b variant=a");
+  CHECK(x[2].args[3] == "x\n\x1b");
+  CHECK(x[3].variant == "b");
+  CHECK(expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,2"})[0].variant.empty());
   CHECK_THROWS_AS(expand_sweep(*c.sub, {"moekit", "k", "--tokens", "1,2,3,4,5,6,7,8,9,10", "-E",
                                         "1,2,3,4,5,6,7,8,9,10", "--overlap", "1,2,3,4,5,6,7,8,9,10", "--variant",
                                         "1,2,3,4,5,6,7,8,9,10,11"}),
@@ -161,4 +175,49 @@ TEST_CASE("records: a run with PDL on is its own cell; off matches runs from bef
   CHECK(r[1].key() == r[3].key());
   CHECK(r[0].params_text() == "pdl=on tokens=4");
   CHECK(r[1].params_text() == "tokens=4");
+}
+
+TEST_CASE("records: the requested variant keeps cells apart when the same variant ran") {
+  TempDir dir;
+  const std::string p = (dir.path / "r.jsonl").string();
+  const std::string tail = ",\"params\":{\"tokens\":4},\"device\":\"cpu\"}\n";
+  records::append_line(p, "{\"op\":\"demo\",\"variant\":\"reference\",\"variant_requested\":\"auto\"" + tail);
+  records::append_line(p, "{\"op\":\"demo\",\"variant\":\"reference\",\"variant_requested\":\"fast\"" + tail);
+  records::append_line(p, "{\"op\":\"demo\",\"variant\":\"fast\",\"variant_requested\":\"fast\"" + tail);
+  records::append_line(p, "{\"op\":\"demo\",\"variant\":\"fast\"" + tail);  // a bench record: none requested
+  const auto r = records::read_file(p);
+  REQUIRE(r.size() == 4);
+  CHECK(r[0].key() != r[1].key());
+  CHECK(r[1].variant_label() == "reference (from fast)");
+  CHECK(r[2].variant_label() == "fast");
+  CHECK(r[2].key() == r[3].key());
+  // on a GPU, auto picking a variant the sweep also lists: two cells, and compare says why
+  auto a = rec("warpscan", 10, 9, 11), b = rec("warpscan", 10, 9, 11);
+  a.requested = "auto";
+  b.requested = "warpscan";
+  const std::vector<records::Record> both{a, b};  // compare() points into it
+  const auto c = tools::compare(both, both, 0.05);
+  CHECK(c.cells.size() == 2);
+  CHECK(c.duplicates == 0);
+  const std::string text = tools::render_comparison(c, "b", "n", 0.05, false);
+  CHECK(text.find("warpscan (from auto)") != std::string::npos);
+  CHECK(text.find("note: 2 requested variants ran 'warpscan':") != std::string::npos);
+}
+
+TEST_CASE("records: lone \\udcXX escapes are the bytes json_quote wrote; zero times read as untimed") {
+  TempDir dir;
+  const std::string p = (dir.path / "r.jsonl").string();
+  // a lone low surrogate (a byte), an escaped backslash before "udcff" (text), a real pair (a character)
+  records::append_line(p, "{\"op\":\"demo\",\"variant\":\"v\\udcff\",\"params\":{\"p\":\"\\\\udcff\","
+                          "\"q\":\"\\ud83d\\ude00\\udc80\"},\"device\":\"G\",\"outputs\":[\"o\\udc80\"],"
+                          "\"time_us\":{\"median\":0,\"min\":0,\"max\":0,\"samples\":1}}\n");
+  const auto r = records::read_file(p);
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].variant == "v\xff");
+  CHECK(r[0].param_text("p") == "\\udcff");
+  CHECK(r[0].param_text("q") == "\xf0\x9f\x98\x80\x80");
+  CHECK(!r[0].median_us);
+  // a negative or infinite time is still refused
+  records::append_line(p, "{\"op\":\"demo\",\"variant\":\"v\",\"time_us\":{\"median\":1,\"min\":-1,\"max\":2}}\n");
+  CHECK_THROWS_AS(records::read_file(p), InputError);
 }

@@ -7,10 +7,11 @@ independent reader.
 import base64
 import json
 import os
+import re
 import struct
 import xml.etree.ElementTree as ET
 
-from cli_harness import SKIP, case, expect, has_gpu, load_npy, run, save_npy, tmp
+from cli_harness import SKIP, Fail, case, expect, has_gpu, limited_run, load_npy, run, save_npy, tmp
 
 
 def one_line_error(p, *words):
@@ -123,6 +124,130 @@ def sweep_errors():
     # --results must be a regular file
     p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--results", d, code=2)
     one_line_error(p, "regular file")
+
+
+def with_option(opt):
+    """The first family whose SMALL_ARGS give `opt` a value, and a function
+    making its command line with that value replaced (issue 31's sweep cases
+    hold for every family, so none is named here)."""
+    for fam in FAMILIES:
+        args = list(fam.SMALL_ARGS)
+        if opt in args:
+            i = args.index(opt) + 1
+
+            def line(value, attached=False, fam=fam, args=args, i=i):
+                a = list(args)
+                if attached:
+                    a[i - 1:i + 1] = [f"{opt}{value}"]
+                else:
+                    a[i] = value
+                return [fam.COMMAND, *a, "--device", "cpu"]
+            return fam, args[i], line
+    raise Fail(f"no family's SMALL_ARGS has {opt}")
+
+
+@case()
+def sweep_item_the_option_refuses_is_a_failing_cell():
+    # issue 31: `--tokens 1,x` stopped the whole sweep without naming the cell.
+    # Now the cell tokens=x fails like a single run (a stderr line naming it, a
+    # JSON error object) and the cells around it still run.
+    fam, n, line = with_option("--tokens")
+    d = tmp()
+    res = os.path.join(d, "r.jsonl")
+    p = run(*line(f"{n},x,{n + 1}"), "--format", "json", "--results", res, code=2)
+    objs = [json.loads(l) for l in p.stdout.splitlines()]
+    expect(len(objs) == 3, p.stdout)
+    expect(objs[0]["error"] is None and objs[0]["params"]["tokens"] == n, objs[0])
+    expect(objs[1]["error"]["exit_code"] == 2 and "x" in objs[1]["error"]["message"], objs[1])
+    expect(objs[2]["error"] is None and objs[2]["params"]["tokens"] == n + 1, objs[2])
+    one_line_error(p, "--tokens", "(tokens=x)")
+    with open(res) as f:
+        expect(len(f.read().splitlines()) == 2, "the two good cells are recorded")
+    # text: every cell has its header, the failing one its stderr line
+    p = run(*line(f"{n},x"), code=2)
+    expect(p.stdout.count("== sweep cell") == 2 and f"{fam.COMMAND} [" in p.stdout, p.stdout)
+    # a command line no cell can run (an unknown option) is refused once, before anything runs
+    p = run(*line(f"{n},{n + 1}"), "--no-such-option", "--format", "json", code=2)
+    expect(p.stdout == "", p.stdout)
+    one_line_error(p, "--no-such-option")
+
+
+@case()
+def sweep_short_option_with_attached_list():
+    # -E8,16 is -E 8,16 (CLI11 reads -E8 as -E 8): a sweep of two cells.
+    fam, e, line = with_option("-E")
+    for cmd in (line(f"{e},{2 * e}", attached=True), line(f"{e},{2 * e}")):
+        p = run(*cmd, "--format", "json", code=0)
+        objs = [json.loads(l) for l in p.stdout.splitlines()]
+        expect(len(objs) == 2 and all(o["error"] is None for o in objs), f"{cmd}: {p.stdout}")
+        expect(objs[0]["params"] != objs[1]["params"], f"{cmd}: one E for both cells: {p.stdout}")
+    p = run(*line(f"{e},{2 * e}", attached=True), code=0)
+    expect(f"== sweep cell 2/2: E={2 * e}" in p.stdout, p.stdout)
+
+
+@case()
+def sweep_error_objects_and_report_types():
+    # An error object has null where nothing is known (params, variant, dtype,
+    # device), never {} or "" (README "Reports").
+    fam = FAMILIES[0]
+    p = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--variant", "no-such,auto", "--format", "json", code=2)
+    err = json.loads(p.stdout.splitlines()[0])
+    for k in ("params", "variant", "dtype", "device"):
+        expect(err[k] is None, f"{k}: {err}")
+    expect(err["variant_requested"] == "no-such" and err["build"], err)
+    p = run(*with_option("--tokens")[2]("1,x"), "--format", "json", code=2)
+    err = json.loads(p.stdout.splitlines()[1])
+    for k in ("params", "variant", "variant_requested", "dtype", "device"):
+        expect(err[k] is None, f"{k}: {err}")
+    # a CPU --bench moves no measured traffic: gbps (and the copy bandwidth) are null, not 0
+    for fam in FAMILIES:
+        o = json.loads(run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--bench", "--iters", 2, "--format",
+                           "json", code=0).stdout)
+        expect(o["gbps"] is None and o["peak_gbps"] is None and o["pct_of_peak"] is None, f"{fam.COMMAND}: {o}")
+        head, row = run(fam.COMMAND, *fam.SMALL_ARGS, "--device", "cpu", "--bench", "--iters", 2, "--format", "csv",
+                        code=0).stdout.strip().splitlines()[:2]
+        cols = dict(zip(head.split(","), row.split(",")))
+        expect(cols["gbps"] == "", f"{fam.COMMAND}: {head} / {row}")
+
+
+@case()
+def sweep_of_variants_without_a_gpu_keeps_them_apart():
+    # issue 31: on the CPU a --variant sweep ran "reference" in every cell; its
+    # records collapsed into one cell in compare and one line in plot, silently.
+    # The records keep the requested variant (variant_requested), compare and
+    # plot tell the cells apart by it, and all three say so.
+    if has_gpu():
+        return SKIP
+    fam, n, line = with_option("--tokens")
+    names = []  # two variants that apply to the family's small input
+    for l in run("variants", fam.COMMAND, "--format", "json", code=0).stdout.splitlines():
+        v = json.loads(l)["variant"]
+        if len(names) < 2 and run(*line(n), "--variant", v).returncode == 0:
+            names.append(v)
+    expect(len(names) == 2, f"{fam.COMMAND}: {names}")
+    d = tmp()
+    res = os.path.join(d, "r.jsonl")
+    p = run(*line(f"{n},{n + 1}"), "--variant", ",".join(["auto"] + names), "--bench", "--iters", 2,
+            "--results", res, code=0)
+    expect("all ran 'reference'" in p.stderr and "variant_requested" in p.stderr, p.stderr)
+    expect(len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    p = run("compare", res, res, code=0)
+    expect("6 cells:" in p.stdout and "repeated" not in p.stdout, p.stdout)
+    for v in ["auto"] + names:
+        expect(f"reference (from {v})" in p.stdout, p.stdout)
+    expect("note: 3 requested variants ran 'reference'" in p.stdout, p.stdout)
+    o = json.loads(run("compare", res, res, "--format", "json", code=0).stdout)
+    expect(sorted({c["variant_requested"] for c in o["cells"]}) == sorted(["auto"] + names), o)
+    svg = os.path.join(d, "c.svg")
+    p = run("plot", res, "-o", svg, code=0)
+    expect("note: 3 requested variants ran 'reference'" in p.stdout, p.stdout)
+    series = ET.parse(svg).getroot().findall(f".//{SVG}polyline[@class='series']")
+    expect(sorted(s.get("data-variant") for s in series) == sorted(f"reference (from {v})" for v in ["auto"] + names),
+           [s.get("data-variant") for s in series])
+    # a bench record (no variant_requested) or a record that ran what it asked for keeps its plain name
+    write_jsonl(res, [record("a", 16, 1.0), dict(record("b", 16, 1.0), variant_requested="b")])
+    p = run("compare", res, res, code=0)
+    expect("(from" not in p.stdout and "note:" not in p.stdout, p.stdout)
 
 
 @case()
@@ -365,6 +490,68 @@ def compare_bad_files():
     run("compare", b, b, "--threshold", "-1", code=2)
 
 
+@case()
+def compare_shows_the_parameters_that_differ():
+    # issue 31: every parameter of every cell was in its row (~190 characters).
+    # The table has a column per parameter that differs between cells; those
+    # every cell shares are listed once; --columns picks them.
+    d = tmp()
+    recs = []
+    for t in (16, 256):
+        for v in ("a", "b"):
+            r = record(v, t, 10.0)
+            r["params"].update(topk=8, block_size=64, max_num_tokens_padded=4096 + t, invalid="bucket",
+                               map_semantics="sglang", expert_map=None, dtype_of_ids="int32")
+            recs.append(r)
+    p = compare(d, recs, recs, code=0)
+    lines = p.stdout.splitlines()
+    expect(all(len(l) <= 110 for l in lines[1:]), "\n".join(lines))  # it was ~190 (line 0 names the files)
+    head = next(l for l in lines if "verdict" in l).split()
+    expect(head[:3] == ["variant", "max_num_tokens_padded", "tokens"], head)
+    at = next(i for i, l in enumerate(lines) if l.startswith("every cell: "))
+    expect(lines[at + 1].startswith(" " * 11 + " "), lines)  # longer than 100 columns: wrapped, indented
+    shared = " ".join(lines[at:at + 2])
+    for kv in ("op=demo", "device=H100", "E=64", "topk=8", "block_size=64", "invalid=bucket", "expert_map=null"):
+        expect(kv in shared.split(), f"{kv} not in {shared!r}")
+    rows = [l.split() for l in lines if l.startswith(("a ", "b "))]
+    expect(sorted((r[0], r[2]) for r in rows) == [("a", "16"), ("a", "256"), ("b", "16"), ("b", "256")], rows)
+    p = compare(d, recs, recs, "--columns", "E,tokens", code=0)
+    head = next(l for l in p.stdout.splitlines() if "verdict" in l).split()
+    expect(head[:3] == ["variant", "E", "tokens"], head)
+    p = compare(d, recs, recs, "--columns", "all", code=0)
+    head = next(l for l in p.stdout.splitlines() if "verdict" in l).split()
+    expect("dtype_of_ids" in head and "invalid" in head and "E" in head, head)
+    one_line_error(compare(d, recs, recs, "--columns", "nosuch", code=2), "--columns", "nosuch", "tokens")
+
+
+@case()
+def compare_and_plot_read_escaped_bytes():
+    # A path holding a byte that is not UTF-8 is written as a lone \udcXX
+    # (surrogateescape, README); compare and plot read moekit's own records.
+    d = tmp()
+    weird = os.path.join(d, os.fsdecode(b"out\xff"))
+    res = os.path.join(d, "r.jsonl")
+    fam, n, line = with_option("--tokens")
+    run(*line(f"{n},{n + 1}"), "--bench", "--iters", 2, "--out", weird, "--results", res, code=0)
+    with open(res, "rb") as f:
+        expect(b"\\udcff" in f.read(), "the record holds the escaped byte")
+    p = run("compare", res, res, code=0)
+    expect("2 cells: 0 regressed" in p.stdout, p.stdout)
+    run("plot", res, "-o", os.path.join(d, "c.svg"), code=0)
+    # In the fields compare uses, the escape is the byte again: shown \xff in
+    # text, \udcff again in JSON; a real surrogate pair is a character.
+    r = record("v\udcff", 16, 1.0, device="G\ud83d\ude00")
+    r["params"]["name"] = "x\udc80"
+    raw = json.dumps(r)
+    expect("\\udcff" in raw and "\\ud83d\\ude00" in raw, raw)
+    write(res, raw + "\n")
+    p = run("compare", res, res, code=0)
+    expect("v\\xff" in p.stdout and "name=x\\x80" in p.stdout and "G\U0001F600" in p.stdout, p.stdout)
+    o = json.loads(run("compare", res, res, "--format", "json", code=0).stdout)
+    c = o["cells"][0]
+    expect(c["variant"] == "v\udcff" and c["params"]["name"] == "x\udc80" and c["device"] == "G\U0001F600", c)
+
+
 # ---- plot --------------------------------------------------------------------------
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -425,6 +612,120 @@ def plot_draws_one_line_per_variant():
     expect(open(svg).read() == before, "a failed plot changed the chart")
 
 
+def plot_file(d, recs, *extra, code=0):
+    res, svg = os.path.join(d, "r.jsonl"), os.path.join(d, "c.svg")
+    write_jsonl(res, recs)
+    p = limited_run("plot", res, "-o", svg, *extra)  # capped memory and time: a runaway loop fails
+    expect(p.returncode == code, f"plot exit {p.returncode}, want {code}: {p.stderr}")
+    return p, (ET.parse(svg).getroot() if code == 0 else None)
+
+
+def coords(root):
+    """Every numeric drawing coordinate of the chart, and the canvas size."""
+    w, h = float(root.get("width")), float(root.get("height"))
+    vals = []
+    for el in root.iter():
+        for a in ("x", "y", "x1", "x2", "y1", "y2", "cx", "cy"):
+            if el.get(a) is not None:
+                vals.append((a, float(el.get(a))))
+        if el.get("points"):
+            for pt in el.get("points").split():
+                x, y = pt.split(",")
+                vals += [("x", float(x)), ("y", float(y))]
+    return w, h, vals
+
+
+def expect_on_canvas(root):
+    w, h, vals = coords(root)
+    for a, v in vals:
+        expect(v == v and abs(v) != float("inf"), f"{a}={v}: not a finite coordinate")
+        expect(-1 <= v <= (w if a.startswith("x") or a == "cx" else h) + 1, f"{a}={v} off the {w}x{h} canvas")
+
+
+@case()
+def plot_extreme_values_draw_finite_coordinates():
+    # issue 31: NaN coordinates for tiny or very wide ranges, and a tick loop
+    # that never ended (growing to gigabytes) on a value near the double maximum.
+    d = tmp()
+    for times in ([5e-324, 1e-320], [1.7e308, 1e308], [1e-300, 1e300], [3.0, 3.0], [1e-6, 1e-6 * (1 + 1e-12)]):
+        recs = [dict(record("a", t, 1.0), time_us={"median": m, "min": m, "max": m, "samples": 1})
+                for t, m in zip((1, 1e308), times)]
+        p, root = plot_file(d, recs)
+        attrs = re.findall(r'="([^"]*)"', open(os.path.join(d, "c.svg")).read())
+        expect(not [a for a in attrs if "nan" in a.lower() or "inf" in a.lower()], f"{times}: {attrs[:40]}")
+        expect_on_canvas(root)
+        pts = root.findall(f".//{SVG}circle[@class='point']")
+        expect(len(pts) == 2, f"{times}: {len(pts)} points")
+        ticks = [t for t in root.iter(f"{SVG}text") if t.get("class") is None]
+        expect(4 <= len(ticks) <= 40, f"{times}: {len(ticks)} tick labels")
+
+
+@case()
+def plot_axes_fit_the_data():
+    # issue 31: axes padded to whole decades left half a panel empty. The
+    # points span (nearly) the whole plot area in x and in y.
+    d = tmp()
+    recs = [record("a", t, 20 + t / 2) for t in (20, 40, 80, 160, 300)]
+    _, root = plot_file(d, recs)
+    panel = root.find(f"{SVG}g[@class='panel']")
+    rect = panel.find(f"{SVG}rect")
+    x0, w = float(rect.get("x")), float(rect.get("width"))
+    y0, h = float(rect.get("y")), float(rect.get("height"))
+    cx = [float(c.get("cx")) for c in panel.findall(f"{SVG}circle")]
+    cy = [float(c.get("cy")) for c in panel.findall(f"{SVG}circle")]
+    expect(max(cx) - min(cx) >= 0.8 * w and min(cx) >= x0 and max(cx) <= x0 + w, f"x {min(cx)}..{max(cx)} of {x0}+{w}")
+    expect(max(cy) - min(cy) >= 0.75 * h and min(cy) >= y0 and max(cy) <= y0 + h, f"y {min(cy)}..{max(cy)} of {y0}+{h}")
+
+
+@case()
+def plot_zero_time_is_left_out():
+    # regression.md: a record without a positive time is left out and counted,
+    # not an error; compare calls it untimed. A zero minimum has no spread below.
+    d = tmp()
+    zero = dict(record("a", 64, 1.0), time_us={"median": 0, "min": 0, "max": 0, "samples": 3})
+    low = dict(record("a", 32, 1.0), time_us={"median": 2.0, "min": 0, "max": 3.0, "samples": 3})
+    _, root = plot_file(d, [record("a", 16, 1.0), low, zero])
+    expect(len(root.findall(f".//{SVG}circle[@class='point']")) == 2, "two points")
+    expect("1 record(s)" in "".join(root.find(f"{SVG}text[@class='footer']").itertext()), "footer count")
+    expect_on_canvas(root)
+    o = json.loads(compare(d, [zero], [zero], "--format", "json", code=0).stdout)
+    expect(o["cells"][0]["verdict"] == "untimed", o)
+
+
+@case()
+def plot_text_stays_on_the_canvas_and_valid():
+    # issue 31: long panel titles clipped; legends cut inside a UTF-8
+    # character; legend entries past ~19 variants off the canvas; U+FFFE/U+FFFF
+    # made the SVG invalid XML.
+    d = tmp()
+    recs = []
+    for i in range(25):
+        for t in (16, 256):
+            r = record(f"variant{i:02d}" + ("\u00e9" * 40 if i == 0 else "") + ("\uffff\ufffe" if i == 1 else ""),
+                       t, 1.0 + i)
+            r["params"]["label"] = "a-long-parameter-value " * 8
+            recs.append(r)
+    _, root = plot_file(d, recs, "--title", "a very long chart title " * 8)
+    w, h, _ = coords(root)
+    expect_on_canvas(root)
+    for el in root.iter(f"{SVG}text"):
+        if el.get("class") in ("title", "panel-title"):
+            size = float(el.get("font-size"))
+            lines = [t.text for t in el.findall(f"{SVG}tspan")] or [el.text]
+            expect(len(lines) >= 2, f"{el.get('class')}: not wrapped: {lines}")
+            for line in lines:
+                expect(len(line) * 0.6 * size <= w, f"{el.get('class')} line of {len(line)} characters: {line!r}")
+    panel = root.find(f"{SVG}g[@class='panel']")
+    rect = panel.find(f"{SVG}rect")
+    bottom = float(rect.get("y")) + float(rect.get("height"))
+    legends = panel.findall(f"{SVG}text[@class='legend']")
+    expect(len(legends) == 25, len(legends))
+    for lg in legends:
+        expect(float(lg.get("y")) <= bottom, f"legend {lg.text!r} at y={lg.get('y')}, below the panel ({bottom})")
+    first = next(lg.text for lg in legends if lg.text.startswith("variant00"))
+    expect(first == "variant00" + "\u00e9" * 18 + "...", repr(first))
+
+
 # ---- hostile inputs --------------------------------------------------------------
 
 @case()
@@ -445,3 +746,13 @@ def tools_refuse_special_files_and_deep_nesting():
     write(deep, json.dumps(record("a", 1, 1.0))[:-1] + ', "x": ' + "[" * 1000 + "]" * 1000 + "}\n")
     one_line_error(run("compare", deep, deep, code=2), deep + ":1", "nested deeper")
     expect(not os.path.exists(os.path.join(d, "o")) or not os.listdir(os.path.join(d, "o")), "o written")
+
+
+@case()
+def info_names_versions_and_build_on_every_machine():
+    # README: `moekit info` shows the versions; without a GPU it printed one line.
+    p = run("info", code=0)
+    for want in ("device:", "CUDA driver/runtime:", "build:", "SASS for sm_"):
+        expect(want in p.stdout, f"{want!r} not in {p.stdout!r}")
+    o = json.loads(run("info", "--format", "json", code=0).stdout)
+    expect(o["runtime"] and o["build"] and o["gpu_arch"] and "driver" in o, o)

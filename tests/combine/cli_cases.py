@@ -3,6 +3,7 @@
 The module-level names COMMAND, SMALL_ARGS, BUNDLED_ARGS and OVERSIZED feed the
 generic cases there; the @case functions are this family's own.
 """
+import json
 import os
 
 from cli_harness import case, expect, load_npy, run, save_npy, tmp
@@ -103,3 +104,14 @@ def gen_inverse_and_weights_feed_combine():
             p = run("gen", g, *bad, "-o", os.path.join(d, "bad.npy"), code=2)
             expect(len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("moekit:"), p.stderr)
     expect(not os.path.exists(os.path.join(d, "bad.npy")), "a refused gen wrote a file")
+
+
+@case()
+def combine_scaling_param_is_always_a_number():
+    # issue 31: params.scaling was the number 1 but the string "2.5": a key's
+    # JSON type must not depend on its value.
+    for s, want in (("1", 1), ("2.5", 2.5), ("1e-05", 1e-05)):
+        o = json.loads(run(COMMAND, *SMALL_ARGS, "--routed-scaling-factor", s, "--device", "cpu",
+                           "--format", "json", code=0).stdout)
+        v = o["params"]["scaling"]
+        expect(type(v) in (int, float) and v == want, f"--routed-scaling-factor {s}: {o['params']}")

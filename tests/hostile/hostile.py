@@ -507,6 +507,48 @@ def errpath_output_folder_member_weird(w):
     expect_unchanged(o, before)
 
 
+# ------------------------------------------------------------------ 15b. user-given words in messages and labels
+# Command names, variant names, list items and option values are echoed the
+# way paths are: printable, one line, \xNN for what is not (issue 31).
+HOSTILE_WORD = b"x\ny\x1b[2J\xc2\x9bz\xef\xbf\xbf"
+HOSTILE_SHOWN = rb"x\\x0ay\\x1b\[2J\\xc2\\x9bz\\xef\\xbf\\xbf"
+
+
+@case
+def msg_unknown_command_escaped(w):
+    expect_error(run(HOSTILE_WORD), rb"unknown command '" + HOSTILE_SHOWN + rb"'")
+
+
+@case
+def msg_unknown_variant_escaped(w):
+    expect_error(run("dedup", "--batch", 1, "-M", 1, "--k", 4, "--device", "cpu", "--variant", HOSTILE_WORD),
+                 rb"unknown dedup variant '" + HOSTILE_SHOWN + rb"'")
+
+
+@case
+def msg_refused_option_value_escaped(w):
+    # CLI11's own messages quote the value as typed.
+    expect_error(run("dedup", "--batch", HOSTILE_WORD, "-M", 1, "--k", 4, "--device", "cpu"), HOSTILE_SHOWN)
+    expect_error(run("dedup", "--batch", 1, "-M", 1, "--k", 4, "--device", "cpu", "--format", HOSTILE_WORD),
+                 HOSTILE_SHOWN)
+    expect_error(run("variants", HOSTILE_WORD), rb"unknown op '" + HOSTILE_SHOWN + rb"'")
+    expect_error(run("gen", "align", "--tokens", 4, "--topk", 2, "-E", 8, "--dist", HOSTILE_WORD + b":1",
+                     "-o", os.path.join(w, "t.npy")), HOSTILE_SHOWN)
+
+
+@case
+def msg_sweep_labels_escaped(w):
+    # The sweep's cell labels (stdout headers, stderr lines) show the items printable.
+    rc, out, err = run("dedup", "--batch", 1, "-M", 1, "--k", 4, "--device", "cpu", "--variant",
+                       HOSTILE_WORD + b",auto")
+    expect(rc == 2, f"exit {rc}: {err!r}")
+    expect(not re.search(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xef\xbf[\xbe\xbf]", out),
+           f"raw control bytes in stdout: {out!r}")
+    expect(re.search(rb"^== sweep cell 1/2: variant=" + HOSTILE_SHOWN + rb"$", out, re.M), f"stdout {out!r}")
+    expect_error((rc, b"", err),
+                 rb"unknown dedup variant '" + HOSTILE_SHOWN + rb"'.*\(variant=" + HOSTILE_SHOWN + rb"\)$")
+
+
 # ------------------------------------------------------------------ 19. info: headers only, every file
 @case
 def info_reports_every_file(w):

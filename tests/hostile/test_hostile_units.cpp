@@ -375,4 +375,15 @@ TEST_CASE("display_path: one printable line") {
   CHECK(display_path("\xe2\x80\xae" "txt") == "\\xe2\\x80\\xaetxt");  // bidi override
   CHECK(display_path("\xff\xfe") == "\\xff\\xfe");
   CHECK(printable("abcdef", 3) == "abc...");
+  // noncharacters are no XML characters (an SVG holding one is invalid): escaped
+  CHECK(display_path("a\xef\xbf\xbf" "b\xef\xbf\xbe") == "a\\xef\\xbf\\xbfb\\xef\\xbf\\xbe");
+  CHECK(display_path("\xf0\x9f\xbf\xbe") == "\\xf0\\x9f\\xbf\\xbe");  // U+1FFFE
+  CHECK(display_path("\xef\xbf\xbd") == "\xef\xbf\xbd");                  // U+FFFD is a character
+}
+
+TEST_CASE("one_line: the last guard keeps printable text as it is") {
+  for (const char* s : {"plain", "a\\x0ab", "caf\xc3\xa9", "back\\slash"}) CHECK(one_line(s) == s);
+  CHECK(one_line("a\nb\x1b[2J") == "a\\x0ab\\x1b[2J");
+  CHECK(one_line("\xc2\x9b\xff") == "\\xc2\\x9b\\xff");
+  CHECK(one_line(printable("x\ny\\z")) == printable("x\ny\\z"));
 }

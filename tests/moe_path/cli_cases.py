@@ -123,7 +123,7 @@ def moe_path_model_presets():
     pm = params("--model", "deepseek-v3", "--hidden-size", 64)
     expect(pm["experts"] == 256 and pm["topk"] == 8 and pm["groups"] == 8 and pm["topk_groups"] == 4
            and pm["scoring"] == "sigmoid" and pm["bias"] == "yes" and pm["renormalize"] == "yes"
-           and pm["scaling"] == "2.5" and pm["hidden"] == 64 and pm["model"] == "deepseek-v3", pm)
+           and pm["scaling"] == 2.5 and pm["hidden"] == 64 and pm["model"] == "deepseek-v3", pm)
     pm = params("--model", "qwen3-235b", "--hidden-size", 32)
     expect(pm["experts"] == 128 and pm["topk"] == 8 and pm["scoring"] == "softmax" and pm["groups"] == 1
            and pm["bias"] == "no" and pm["renormalize"] == "yes" and pm["scaling"] == 1, pm)
