@@ -155,11 +155,12 @@ std::string render_json(const Report& r) {
       "{{\"op\":{},\"variant\":{},\"variant_requested\":{},\"params\":{{{}}},\"dtype\":{},"
       "\"device\":{},\"check\":{},\"time_us\":{},\"stage_us\":{},\"timing_mode\":{},\"bytes\":{},\"gbps\":{},"
       "\"timing\":{},\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}],\"summary\":{{{}}},"
-      "\"driver\":{},\"build\":{},\"pdl\":{},\"error\":{}}}\n",
+      "\"driver\":{},\"build\":{},\"pdl\":{},\"resources\":{},\"error\":{}}}\n",
       q(r.op), q(r.variant), q(r.variant_requested), p, q(r.dtype), q(r.device), check, time, stages,
       r.timing ? q(r.timing->mode) : "null", num(r.bytes), r.timing ? num(r.gbps()) : "null", how,
       num(r.peak_gbps), r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes, sum,
       r.driver.empty() ? "null" : q(r.driver), q(r.build), q(r.pdl),
+      r.resources_json.empty() ? std::string("null") : r.resources_json,
       r.error_code == 0 ? std::string("null")
                         : fmt::format("{{\"exit_code\":{},\"message\":{}}}", r.error_code, q(r.error_message)));
 }
