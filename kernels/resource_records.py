@@ -85,7 +85,7 @@ def archive_members(path):
 
 
 def elf_sections(elf):
-    """[(name, type, flags, addr, offset, size, link, info, align, entsize)]"""
+    """[(name, type, flags, addr, offset, size, link, info, addralign, entsize)]"""
     if elf[:4] != b"\x7fELF" or elf[4] != 2:
         raise RecordError("not a 64-bit ELF object")
     shoff = struct.unpack_from("<Q", elf, 0x28)[0]
@@ -153,9 +153,9 @@ def nv_info(blob):
         elif fmt == EIFMT_BVAL:
             yield attr, blob[p + 2]
             p += 4
-        elif fmt == EIFMT_NVAL:
+        elif fmt == EIFMT_NVAL:  # a flag: its 2 value bytes are padding
             yield attr, None
-            p += 2
+            p += 4
         else:
             raise RecordError(f"unknown .nv.info item format {fmt}")
 

@@ -37,9 +37,9 @@ int runtime_arch(int device_sm, std::span<const int> archs);
 std::string demangle(std::string_view mangled);
 
 // The parts of a demangled kernel name a `kernels` spec matches:
-// "void moekit::align::detail::micro_kernel<int, 256>(Args, int)" has
-// qualified "moekit::align::detail::micro_kernel", base "micro_kernel",
-// template_args "int, 256" and short_name "micro_kernel<int, 256>".
+// "void moekit::f::detail::ranks_kernel<int, 256>(Args, int)" has qualified
+// "moekit::f::detail::ranks_kernel", base "ranks_kernel", template_args
+// "int, 256" and short_name "ranks_kernel<int, 256>".
 struct KernelName {
   std::string qualified, base, template_args, short_name;
 };
@@ -66,8 +66,8 @@ KernelMatch match_kernels(std::string_view family, std::string_view spec, std::s
 std::string own_kernels(std::string_view spec);
 std::string referenced_variants(std::string_view spec);
 
-// The registered `kernels` spec of `variant` of `family` (a command name,
-// "align"; family.hpp); variant "*" joins every variant's. nullopt: unknown.
+// The registered `kernels` spec of `variant` of `family` (a command name:
+// family.hpp); variant "*" joins every variant's. nullopt: unknown.
 std::optional<std::string> variant_spec(std::string_view family, std::string_view variant);
 // match_kernels against the binary's records, references resolved through
 // variant_spec.

@@ -27,10 +27,11 @@ std::string jq(std::string_view s) {
 void print_resources(const Family& f, const std::string& format, const DeviceCaps& caps) {
   const std::string fop(f.command());
   std::vector<ResourceRow> all;
-  std::vector<std::pair<std::string, std::string>> delegating;  // variant, references
+  std::vector<std::pair<std::string, std::string>> delegating;  // variant, whose kernels it launches too
   for (const VariantRow& v : f.variants(caps)) {
     std::vector<ResourceRow> rows = variant_resource_rows(fop, v.name, caps);
-    if (rows.empty()) delegating.emplace_back(v.name, referenced_variants(v.kernels));
+    if (const std::string refs = referenced_variants(v.kernels); !refs.empty())
+      delegating.emplace_back(v.name, fmt::format("{}launches the kernels of {}", rows.empty() ? "" : "also ", refs));
     for (auto& r : rows) all.push_back(std::move(r));
   }
   if (format == "json") {
@@ -55,8 +56,7 @@ void print_resources(const Family& f, const std::string& format, const DeviceCap
                b ? std::to_string(b->local_bytes) : "-", b ? std::to_string(b->static_smem) : "-",
                r.block > 0 ? std::to_string(r.block) : "-", occupancy_text(r), wo, r.kernel);
   }
-  for (const auto& [name, refs] : delegating)
-    fmt::print("  {:<{}}  launches the kernels of {}\n", name, wv, refs);
+  for (const auto& [name, what] : delegating) fmt::print("  {:<{}}  {}\n", name, wv, what);
   const bool any_runtime = std::any_of(all.begin(), all.end(), [](const ResourceRow& r) { return r.runtime; });
   if (!caps.present())
     fmt::print("  (the build's records: regs per thread, local bytes per thread (stack frame: spills and local "
