@@ -10,15 +10,18 @@
 namespace moekit {
 namespace {
 
-// The host stub the runtime registered the kernel `mangled` under.
+// The host stub the runtime registered the kernel `mangled` under
+// (self_symbols.hpp: host_stub_names); cudaFuncGetName confirms it.
 const void* host_stub(std::string_view mangled, std::string& why) {
-  const void* fn = self_function(mangled, why);
-  if (fn == nullptr) return nullptr;
-  if (kernel_symbol(fn) != mangled) {
-    why = "the symbol found is not a kernel the CUDA runtime knows";
-    return nullptr;
+  why = "no host stub of this kernel in the executable's symbol table";
+  for (const std::string& n : host_stub_names(mangled)) {
+    std::string w;
+    const void* fn = self_function(n, w);
+    if (fn == nullptr) continue;
+    if (kernel_symbol(fn) == mangled) return fn;
+    why = "the host symbol found is not a kernel the CUDA runtime knows";
   }
-  return fn;
+  return nullptr;
 }
 
 int attribute(cudaDeviceAttr a, int device) {

@@ -90,4 +90,17 @@ const void* self_function(std::string_view symbol, std::string& why) {
   return reinterpret_cast<const void*>(s.bias + it->second);
 }
 
+std::vector<std::string> host_stub_names(std::string_view mangled) {
+  std::vector<std::string> names{std::string(mangled)};
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  for (std::size_t i = 2; i < mangled.size(); ++i)
+    if (digit(mangled[i]) && mangled[i] != '0' && !digit(mangled[i - 1])) {
+      std::string n(mangled.substr(0, i));
+      n += 'L';
+      n += mangled.substr(i);
+      names.push_back(std::move(n));
+    }
+  return names;
+}
+
 }  // namespace moekit

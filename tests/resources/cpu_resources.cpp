@@ -9,6 +9,7 @@
 
 #include "family.hpp"
 #include "kernel_resources.hpp"
+#include "self_symbols.hpp"
 
 using namespace moekit;
 
@@ -45,6 +46,33 @@ TEST_CASE("records are plausible: registers in 1..255, launch bounds within 1024
     CHECK(r.launch_bound >= 0);
     CHECK(r.launch_bound <= 1024);
   }
+}
+
+// On a GPU, runtime attributes and occupancy need each kernel's host stub
+// (kernel_occupancy.cu): this executable links the same kernels, so its
+// symbol table must have a stub for every record.
+TEST_CASE("every recorded kernel has a host stub in the executable's symbol table") {
+  int missing = 0;
+  for (const KernelRecord& r : kernel_records()) {
+    bool found = false;
+    for (const std::string& n : host_stub_names(r.mangled)) {
+      std::string why;
+      if (self_function(n, why) != nullptr) found = true;
+    }
+    if (!found && ++missing <= 5) MESSAGE("no host stub: " << demangle(r.mangled));
+  }
+  CHECK(missing == 0);
+}
+
+TEST_CASE("host_stub_names: the name, then an internal-linkage L before each name") {
+  const std::vector<std::string> n = host_stub_names("_ZN1k11scan_kernelIiEEvv");
+  CHECK(n.front() == "_ZN1k11scan_kernelIiEEvv");
+  CHECK(std::find(n.begin(), n.end(), "_ZN1kL11scan_kernelIiEEvv") != n.end());
+  CHECK(std::find(n.begin(), n.end(), "_ZNL1k11scan_kernelIiEEvv") != n.end());
+  CHECK(std::find(n.begin(), n.end(), "_ZN1k1L1scan_kernelIiEEvv") == n.end());  // never inside a number
+  std::string why;
+  CHECK(self_function("_ZN1k11no_such_functionEv", why) == nullptr);
+  CHECK(why != "");
 }
 
 namespace {
