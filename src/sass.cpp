@@ -79,9 +79,13 @@ int run_sass(const std::string& op, const std::string& variant, const std::strin
 
   int fds[2];
   if (pipe(fds) != 0) throw InputError(fmt::format("sass: pipe: {}", std::strerror(errno)));
+  // The tool's own messages go to a file: its first line joins ours.
+  FILE* errs = std::tmpfile();
+  if (errs == nullptr) throw InputError(fmt::format("sass: tmpfile: {}", std::strerror(errno)));
   const pid_t pid = fork();
   if (pid < 0) throw InputError(fmt::format("sass: fork: {}", std::strerror(errno)));
   if (pid == 0) {
+    dup2(fileno(errs), STDERR_FILENO);
     dup2(fds[1], STDOUT_FILENO);
     close(fds[0]);
     close(fds[1]);
@@ -120,9 +124,13 @@ int run_sass(const std::string& op, const std::string& variant, const std::strin
   std::fclose(in);
   int status = 0;
   waitpid(pid, &status, 0);
+  std::string said;
+  std::rewind(errs);
+  for (int c = std::fgetc(errs); c != EOF && c != '\n'; c = std::fgetc(errs)) said += static_cast<char>(c);
+  std::fclose(errs);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw InputError(fmt::format("sass: {} -sass {} failed (exit {})", tool, exe,
-                                 WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+    throw InputError(fmt::format("sass: {} -sass {} failed (exit {}){}{}", tool, exe,
+                                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, said.empty() ? "" : ": ", said));
   if (printed == 0)
     throw InputError(fmt::format("sass: cuobjdump printed no SASS for the {} kernel(s) of {} {}", wanted.size(), fop,
                                  variant));

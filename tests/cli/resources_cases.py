@@ -26,7 +26,7 @@ def variants_resources_one_object_per_variant_and_kernel():
         rows = rows_of(fam.COMMAND)
         listed = {json.loads(l)["variant"] for l in run("variants", fam.COMMAND, "--format", "json",
                                                          code=0).stdout.splitlines()}
-        # Every variant has rows of its own kernels, or (auto, align's stable, moe-path's stages)
+        # Every variant has rows of its own kernels, or (auto and the other variants that only pick)
         # the text names the variants whose kernels it launches.
         text = run("variants", fam.COMMAND, "--resources", code=0).stdout
         for v in listed - {r["variant"] for r in rows} - {"auto"}:
@@ -119,3 +119,70 @@ def sass_prints_the_variants_kernels():
     p = run("sass", fam.COMMAND, "--variant", r["variant"], code=0)
     expect(r["mangled"] in p.stdout, f"no SASS of {r['mangled']}")
     expect(any(ins in p.stdout for ins in ("EXIT", "RET")), "no instructions")
+
+
+FAKE_SASS = """
+Fatbin elf code:
+================
+arch = sm_90
+code version = [1,8]
+host = linux
+compile_size = 64bit
+
+\tcode for sm_90
+\t\tFunction : {other}
+\t.headerflags\t@"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;     /* other */
+        /*0010*/                   EXIT ;
+\t\t..........
+
+
+\t\tFunction : {mine}
+\t.headerflags\t@"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   S2R R0, SR_TID.X ;     /* mine */
+        /*0010*/                   EXIT ;
+\t\t..........
+
+
+
+Fatbin ptx code:
+================
+arch = sm_90
+.version 9.0
+"""
+
+
+@case()
+def sass_keeps_only_the_variants_kernels():
+    # A stand-in cuobjdump with a known listing: moekit must print the
+    # variant's function under its header and nothing of the other one.
+    fam = FAMILIES[0]
+    rows = rows_of(fam.COMMAND)
+    mine = rows[0]
+    other = next(r for r in rows if r["variant"] != mine["variant"] and
+                 r["mangled"] not in {x["mangled"] for x in rows if x["variant"] == mine["variant"]})
+    d = tmp()
+    listing = os.path.join(d, "listing.txt")
+    with open(listing, "w") as f:
+        f.write(FAKE_SASS.format(other=other["mangled"], mine=mine["mangled"]))
+    tool = os.path.join(d, "cuobjdump")
+    with open(tool, "w") as f:
+        f.write(f"#!/bin/sh\n[ \"$1\" = -sass ] && [ -f \"$2\" ] && exec cat '{listing}'\nexit 9\n")
+    os.chmod(tool, 0o755)
+    p = subprocess.run([os.path.abspath(MOEKIT), "sass", fam.COMMAND, "--variant", mine["variant"]],
+                       capture_output=True, text=True, env={"PATH": d + ":/usr/bin:/bin"}, timeout=60)
+    expect(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
+    expect("/* mine */" in p.stdout and "/* other */" not in p.stdout, p.stdout)
+    expect(f"// sm_90 " in p.stdout and mine["mangled"] in p.stdout, p.stdout)
+    expect("Fatbin" not in p.stdout and ".version" not in p.stdout, p.stdout)
+    # --kernel keeping nothing of the variant is an error before the tool runs.
+    p = subprocess.run([os.path.abspath(MOEKIT), "sass", fam.COMMAND, "--variant", mine["variant"], "--kernel",
+                        other["mangled"] + "x"], capture_output=True, text=True, env={"PATH": d}, timeout=60)
+    expect(p.returncode == 2, f"exit {p.returncode}")
+    # The tool failing is one line naming it, exit 2.
+    with open(tool, "w") as f:
+        f.write("#!/bin/sh\necho 'cuobjdump fatal : broken' >&2\nexit 1\n")
+    p = subprocess.run([os.path.abspath(MOEKIT), "sass", fam.COMMAND, "--variant", mine["variant"]],
+                       capture_output=True, text=True, env={"PATH": d + ":/usr/bin:/bin"}, timeout=60)
+    expect(p.returncode == 2, f"exit {p.returncode}: {p.stderr}")
+    one_line(p, "sass: ", "cuobjdump", "broken")
