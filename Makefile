@@ -46,7 +46,7 @@ gpu-test: build
 # each family's GPU test, compute-sanitizer memcheck + racecheck, ncu capture.
 gpu-verify: build
 	@mkdir -p $(BUILD)/gpu-bin
-	cp $(MOEKIT) $(foreach f,$(FAMILIES),$(BUILD)/tests/$(f)/gpu_$(f)) $(BUILD)/gpu-bin/
+	cp $(MOEKIT) $(BUILD)/tests/resources/gpu_resources $(foreach f,$(FAMILIES),$(BUILD)/tests/$(f)/gpu_$(f)) $(BUILD)/gpu-bin/
 	bash .ci/gpu-verify $(BUILD)/gpu-bin $(BUILD)/gpu-logs
 
 # Runs every benchmark (GPU machine; several minutes), each writing its

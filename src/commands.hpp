@@ -12,7 +12,10 @@ class App;
 namespace moekit {
 
 int run_info(const std::vector<std::string>& files, const std::string& format);
-int run_variants(const std::string& op, const std::string& format);
+// `moekit variants [OP] [--resources]` (variants.cpp).
+int run_variants(const std::string& op, const std::string& format, bool resources);
+// `moekit sass OP --variant V [--kernel NAME]` (sass.cpp).
+int run_sass(const std::string& op, const std::string& variant, const std::string& kernel, const char* argv0);
 
 // A command that registers its own subcommand and options; run() is called
 // once the command line is parsed, when `sub` was given.

@@ -56,6 +56,7 @@ inline std::string_view pdl_name(bool on) { return on ? "on" : "off"; }
 struct VariantRow {
   std::string name, description, limits;
   bool stable_order = false;
+  std::string kernels;  // the registry's `kernels` spec (kernel_resources.hpp)
 };
 
 using NamedArray = std::pair<std::string, npy::Array>;  // output file name, contents
@@ -168,7 +169,8 @@ std::vector<VariantRow> variant_rows(std::span<const V> registry, const DeviceCa
   std::vector<VariantRow> rows;
   for (const V& v : registry)
     rows.push_back({std::string(v.info.name), std::string(v.info.description),
-                    v.limits ? v.limits(caps) : std::string("any"), v.stable_order});
+                    v.limits ? v.limits(caps) : std::string("any"), v.stable_order,
+                    std::string(v.info.kernels)});
   return rows;
 }
 

@@ -358,9 +358,23 @@ int run(int argc, char** argv, Mode mode, std::string* parse_error) {
   info->add_option("--format", info_format, "text or json")->check(CLI::IsMember({"text", "json"}));
 
   std::string var_op, var_format = "text";
+  bool var_resources = false;
   auto* variants = app.add_subcommand("variants", "list every variant of every op, with its idea and limits");
   variants->add_option("op", var_op, command_list() + " (default: all)");
-  variants->add_option("--format", var_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  variants->add_option("--format", var_format, "text or json (csv with --resources)")
+      ->check(CLI::IsMember({"text", "json", "csv"}));
+  variants->add_flag("--resources", var_resources,
+                     "per kernel of each variant: registers, local memory (spills), shared memory, block size, the "
+                     "cubin's architecture (recorded at build time); on a GPU runtime attributes and occupancy "
+                     "(docs/resources.md)");
+
+  std::string sass_op, sass_variant, sass_kernel;
+  auto* sass = app.add_subcommand("sass", "the SASS of a variant's kernels, from this binary's own fatbin "
+                                          "(cuobjdump from the CUDA toolkit on PATH)");
+  sass->add_option("op", sass_op, command_list())->required();
+  sass->add_option("--variant", sass_variant, "a registered variant (see `moekit variants OP`)")->required();
+  sass->add_option("--kernel", sass_kernel,
+                   "only kernels whose name contains this (e.g. micro_kernel, or a mangled symbol)");
 
   const std::vector<ToolCommand> tools = add_tool_commands(app);
 
@@ -407,7 +421,8 @@ int run(int argc, char** argv, Mode mode, std::string* parse_error) {
       return run_family_reporting_errors(*f, *sub, common, g_ran_variant);
     }
   if (*info) return run_info(info_files, info_format);
-  if (*variants) return run_variants(var_op, var_format);
+  if (*variants) return run_variants(var_op, var_format, var_resources);
+  if (*sass) return run_sass(sass_op, sass_variant, sass_kernel, argv[0]);
   for (const auto& t : tools)
     if (*t.sub) return t.run();
   for (auto& [g, make] : gen_cmds) {

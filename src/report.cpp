@@ -181,13 +181,13 @@ std::string render_json(const Report& r) {
       "{{\"op\":{},\"variant\":{},\"variant_requested\":{},\"params\":{},\"dtype\":{},"
       "\"device\":{},\"check\":{},\"time_us\":{},\"stage_us\":{},\"timing_mode\":{},\"bytes\":{},\"gbps\":{},"
       "\"timing\":{},\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}],\"summary\":{{{}}},"
-      "\"driver\":{},\"build\":{},\"pdl\":{},\"error\":{}}}\n",
+      "\"driver\":{},\"build\":{},\"pdl\":{},\"resources\":{},\"error\":{}}}\n",
       q(r.op), q_or_null(r.variant), q_or_null(r.variant_requested), p, q_or_null(r.dtype), q_or_null(r.device),
       check, time, stages, r.timing ? q(r.timing->mode) : "null", num(r.bytes),
       // Not measured is null, never 0: no traffic without a kernel (a CPU run), no copy bandwidth unless timed on a GPU.
       r.timing && r.bytes > 0 ? num(r.gbps()) : "null", how, r.peak_gbps > 0 ? num(r.peak_gbps) : "null",
       r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes, sum, q_or_null(r.driver),
-      q_or_null(r.build), q(r.pdl),
+      q_or_null(r.build), q(r.pdl), r.resources_json.empty() ? std::string("null") : r.resources_json,
       r.error_code == 0 ? std::string("null")
                         : fmt::format("{{\"exit_code\":{},\"message\":{}}}", r.error_code, q(r.error_message)));
 }

@@ -45,6 +45,11 @@ struct Report {
   double peak_gbps = 0;     // measured device copy bandwidth (0 when not measured)
   std::vector<std::string> notes;  // free-form lines ("no CUDA device found: ...")
   std::vector<std::string> outputs;  // files written
+  // The JSON array of the run's kernels and their resources (resources_view.hpp):
+  // on a GPU each kernel the run launched, with its block size, dynamic shared
+  // memory, runtime attributes and occupancy; on the CPU the named variant's
+  // build records. Empty: null.
+  std::string resources_json;
 
   double gbps() const;
   double pct_of_peak() const;

@@ -12,6 +12,7 @@
 #include "driver.hpp"
 #include "errors.hpp"
 #include "family.hpp"
+#include "resources_view.hpp"
 #include "timing.hpp"
 
 namespace moekit {
@@ -27,6 +28,24 @@ void reference_with_progress(Job& job) {
   if (tell)
     fmt::print(stderr, " {:.1f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
+
+std::string json_array(const std::vector<ResourceRow>& rows) {
+  std::string o = "[";
+  for (const ResourceRow& row : rows) {
+    if (o.size() > 1) o += ',';
+    o += resource_row_json(row);
+  }
+  return o + "]";
+}
+
+// Notes each launch_ex launch while alive (common/launch_log.hpp).
+class LaunchLogScope {
+ public:
+  explicit LaunchLogScope(std::vector<LaunchRecord>& log) { launch_log = &log; }
+  ~LaunchLogScope() { launch_log = nullptr; }
+  LaunchLogScope(const LaunchLogScope&) = delete;
+  LaunchLogScope& operator=(const LaunchLogScope&) = delete;
+};
 
 }  // namespace
 
@@ -59,6 +78,14 @@ int run_family(Family& f, const CommonOpts& c, std::string* ran_variant) {
     if (c.variant != "auto") (void)job->resolve(c.variant, no_device);
     r.variant = "reference";
     r.check_status = "n/a";
+    if (c.variant != "auto" && c.format == "json") {
+      // What the build recorded for the named variant's kernels.
+      try {
+        r.resources_json = json_array(variant_resource_rows(r.op, c.variant, no_device));
+      } catch (const InputError& e) {
+        r.notes.push_back(fmt::format("no kernel resources: {}", e.what()));
+      }
+    }
     measure_cpu(c, r, [&] { job->reference(); });
     job->adopt_reference();
   } else {
@@ -68,8 +95,13 @@ int run_family(Family& f, const CommonOpts& c, std::string* ran_variant) {
     const int copies = c.bench ? rotation_copies(job->input_bytes(), c.cold) : 1;
     job->upload(copies);
     const std::string what = fmt::format("{} kernel ({})", r.op, r.variant);
-    cuda_check(job->launch(process_stream(), 0), what.c_str());
+    std::vector<LaunchRecord> launches;
+    {
+      const LaunchLogScope log(launches);
+      cuda_check(job->launch(process_stream(), 0), what.c_str());
+    }
     cuda_sync(what.c_str());
+    if (c.format == "json") r.resources_json = json_array(launch_resource_rows(r.op, r.variant, launches, device_caps()));
     job->download();
     if (c.check) {
       r.check = job->check(exact_order);

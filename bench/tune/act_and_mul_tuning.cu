@@ -69,7 +69,8 @@ std::string bf16_silu_limits(const DeviceCaps&) { return "bf16 silu"; }
 #define MOEKIT_CANDIDATE(n, u, blk, per)                                                            \
   Variant{{"n" #n "-u" #u "-b" #blk "-p" #per,                                                      \
            "tuning candidate: " #n " elements per vector, " #u " vectors per thread, " #blk         \
-           " threads, grid capped at " #per " blocks per SM (0: uncapped)"},                        \
+           " threads, grid capped at " #per " blocks per SM (0: uncapped)",                         \
+           "flat_kernel flat_unaligned_kernel"},                                                                  \
           false, bf16_silu_limits, bf16_silu_only, no_workspace, launch_candidate<n, u, blk, per>}
 const std::array<Variant, 9> kCandidates{{
     MOEKIT_CANDIDATE(1, 1, 128, 0), MOEKIT_CANDIDATE(2, 1, 256, 0), MOEKIT_CANDIDATE(4, 1, 128, 0),

@@ -156,28 +156,28 @@ std::string flat_limits(const DeviceCaps&) { return "any (d % vec != 0: element 
 std::string spread_limits(const DeviceCaps&) { return "any (odd d: element gathers)"; }
 
 const std::array<Variant, 6> kVariants{{
-    {{"scalar", "one element per thread per grid-stride step (baseline)"},
+    {{"scalar", "one element per thread per grid-stride step (baseline)", "scalar_kernel"},
      false, any_limits, any_shape, no_workspace, launch_scalar},
     {{"vectorized",
       "one block per token, 16-byte converting loads/stores strided over d, then a scalar tail "
-      "from d - d % (block*vec) that recomputes part of long rows"},
+      "from d - d % (block*vec) that recomputes part of long rows", "row_block_kernel"},
      false, unaligned_rows_limits, any_shape, no_workspace, launch_vectorized},
     {{"flat",
       "one grid over all 16-byte output vectors (no tail recompute, short rows share blocks, long rows "
-      "span many blocks), one vector per thread, 256-thread blocks"},
+      "span many blocks), one vector per thread, 256-thread blocks", "flat_kernel flat_unaligned_kernel"},
      false, flat_limits, any_shape, no_workspace, launch_flat},
     {{"spread",
       "latency layout of flat: 2 elements per thread (4/8-byte loads), 128-thread blocks: one row covers "
-      "many SMs and each thread's math chain is short"},
+      "many SMs and each thread's math chain is short", "flat_kernel flat_unaligned_kernel"},
      false, spread_limits, any_shape, no_workspace, launch_spread},
     {{"spread-pdl",
       "spread launched with Hopper programmatic dependent launch whatever --pdl says (overlaps the previous "
-      "kernel's tail; no effect before sm_90); plain spread launches so with --pdl on"},
+      "kernel's tail; no effect before sm_90); plain spread launches so with --pdl on", "flat_kernel flat_unaligned_kernel"},
      false, any_limits, any_shape, no_workspace, launch_spread_pdl},
     {{"flat-pdl",
       "flat launched with Hopper programmatic dependent launch whatever --pdl says; the next grid may launch "
       "only as this one's blocks finish, so its launch overlaps this grid's tail without taking SM slots it "
-      "needs (no effect before sm_90); plain flat launches so with --pdl on"},
+      "needs (no effect before sm_90); plain flat launches so with --pdl on", "flat_kernel flat_unaligned_kernel"},
      false, any_limits, any_shape, no_workspace, launch_flat_pdl},
 }};
 

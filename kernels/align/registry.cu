@@ -426,74 +426,74 @@ bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
 const std::array<Variant, 18> kVariants = {{
     {{"baseline",
       "fill kernel; one block counts (shared atomics) and scans serially; scatter by a global "
-      "atomic per slot"},
+      "atomic per slot", "fill_sorted_scalar_kernel baseline_count_kernel scatter_atomic_kernel"},
      false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Baseline>},
-    {{"small-batch", "small inputs: one block, per-thread counter rows, no atomics, one launch"},
+    {{"small-batch", "small inputs: one block, per-thread counter rows, no atomics, one launch", "small_batch_kernel"},
      false, small_batch_limits, small_batch_na, no_workspace, by_dtype<SmallBatch>},
     {{"vecpad",
-      "baseline with the padding fused into the count block (16-byte stores): no fill launch"},
+      "baseline with the padding fused into the count block (16-byte stores): no fill launch", "vecpad_count_kernel scatter_atomic_kernel"},
      false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Vecpad>},
-    {{"blelloch", "vecpad with a Blelloch scan; expert_ids by binary search over all blocks"},
+    {{"blelloch", "vecpad with a Blelloch scan; expert_ids by binary search over all blocks", "blelloch_count_kernel scatter_atomic_kernel"},
      false, blelloch_limits, blelloch_na, cursor_workspace, by_dtype<Blelloch>},
-    {{"warpscan", "vecpad with a two-level warp-shuffle scan (3 barriers)"},
+    {{"warpscan", "vecpad with a two-level warp-shuffle scan (3 barriers)", "warpscan_count_kernel scatter_atomic_kernel"},
      false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Warpscan>},
     {{"fill-overlap",
       "warpscan with the padding written by a 2nd block (or 256 fill threads on the small path) "
-      "while the count runs"},
+      "while the count runs", "small_batch_kernel warpscan_count_kernel scatter_atomic_kernel"},
      false, fill_overlap_limits, baseline_na, fill_overlap_workspace, by_dtype<FillOverlap>},
     {{"tiny",
       "small inputs: one launch, every block ranks all slots (shared atomics), writes its "
-      "own chunk of rows; no workspace; unstable"},
+      "own chunk of rows; no workspace; unstable", "tiny_kernel<TinyPlaceNone>"},
      false, tiny_limits, tiny_na, no_workspace, by_dtype<Tiny>},
     {{"micro",
       "decode: one launch; the <= 256 slots laid out from ballots over their experts (no scan "
       "over E; up to 8 slots with numel <= B from keys shuffled across the warp): every warp "
       "alone up to 32 slots (no barrier), above one warp per 32 slots (two barriers); rows "
-      "filled while the ids load; stable"},
+      "filled while the ids load; stable", "micro_kernel"},
      true, micro_limits, micro_na, no_workspace, by_dtype<Micro>},
     {{"relay",
       "small and mid-sized inputs: one cooperative launch; fill blocks write the padding and -1 "
       "expert_ids and raise a counter, the last block alone ranks (shared atomics) and scans, "
-      "waits for the counter, writes slots and expert_ids; self-clearing workspace; unstable"},
+      "waits for the counter, writes slots and expert_ids; self-clearing workspace; unstable", "relay_kernel"},
      false, relay_limits, relay_na, relay_ws, by_dtype<Relay>, zeroed},
     {{"solo",
       "decode and small prefill: ONE block; rows and expert_ids filled while the ids load, "
       "slots ranked by shared atomics, block counts scanned, then slots and the first "
-      "expert_ids entry of each block written; no workspace; unstable"},
+      "expert_ids entry of each block written; no workspace; unstable", "solo_kernel"},
      false, solo_limits, solo_na, no_workspace, by_dtype<Solo>},
     {{"stripe",
       "decode and small prefill with many padded rows: one launch; every block lays out all "
       "slots (ranks from ballots, a per-warp count table) and writes only its own stripe of "
-      "rows, filled while the ids load; no workspace; stable"},
+      "rows, filled while the ids load; no workspace; stable", "stripe_kernel"},
      true, stripe_limits, stripe_na, no_workspace, by_dtype<Stripe>},
     {{"oneshot",
-      "small inputs: one launch, every block counts all slots, blocks split the writes; stable"},
+      "small inputs: one launch, every block counts all slots, blocks split the writes; stable", "oneshot_kernel"},
      true, oneshot_limits, oneshot_na, no_workspace, by_dtype<Oneshot>},
     {{"persistent",
       "large inputs: one cooperative launch, per-warp rows, blocks x experts table, 2 grid "
-      "barriers; stable"},
+      "barriers; stable", "persistent_kernel"},
      true, persistent_limits, persistent_na, persistent_ws, by_dtype<Persistent>},
     {{"onepass",
       "mid-sized and large inputs: one cooperative launch, every slot loaded once; block ranks + one global "
       "atomic per (block, expert) give offsets; one grid barrier; self-clearing workspace; "
-      "unstable"},
+      "unstable", "onepass_kernel"},
      false, onepass_limits, onepass_na, onepass_ws, by_dtype<OnePass>, zeroed},
     {{"cluster",
       "mid-sized inputs, up to 128 experts: ONE thread block cluster (sm_90+) of up to 16 blocks; "
       "each ranks its slots with shared atomics and stores its counts into every block's shared "
       "memory before a cluster barrier, then every warp sums them and scans the block counts itself; "
-      "rows filled while the ids load; no workspace; unstable"},
+      "rows filled while the ids load; no workspace; unstable", "cluster_kernel"},
      false, cluster_limits, cluster_na, no_workspace, by_dtype<Cluster>},
     {{"twopass",
       "large inputs: count + place kernels chained by PDL, blocks x experts table, no global "
-      "atomics; stable"},
+      "atomics; stable", "twopass_kernel"},
      true, twopass_limits, twopass_na, twopass_ws, by_dtype<TwoPass>},
     {{"stable",
       "slots ascend inside each expert (bit-exact vs the reference): stripe, micro, oneshot or "
       "twopass by size (persistent where twopass does not apply; E >= 4096: oneshot, then "
-      "persistent)"},
+      "persistent)", "@stripe @micro @oneshot @twopass @persistent"},
      true, stable_limits, stable_na, stable_ws, stable_launch},
-    {{"auto", "picks per shape from measured data (docs/align.md)"},
+    {{"auto", "picks per shape from measured data (docs/align.md)", "@stripe @solo @micro @relay @cluster @tiny @onepass @oneshot @persistent @twopass @warpscan"},
      false, any_limits, auto_na, auto_ws, auto_launch, auto_zeroed},
 }};
 

@@ -179,20 +179,20 @@ const char* never_na(const Problem&, const DeviceCaps&) { return nullptr; }
 const std::array<Variant, 4> kVariants{{
     {{"gather",
       "one block per token; each thread sums w * row over the token's K rows (j ascending, f32 fused "
-      "multiply-adds, 16-byte row loads) and rounds once: bit for bit with the reference"},
+      "multiply-adds, 16-byte row loads) and rounds once: bit for bit with the reference", "gather_combine_kernel"},
      true, topk_limits, topk_na, no_workspace, by_dtype<Gather>},
     {{"slices",
       "(token, column slice) work items spread small batches over the GPU; each thread loads 16-byte vectors "
-      "of 8 rows before using any, then gather's arithmetic: bit for bit"},
+      "of 8 rows before using any, then gather's arithmetic: bit for bit", "slices_combine_kernel"},
      true, topk_limits, topk_na, no_workspace, by_dtype<Slices>},
     {{"tma",
       "sm_90: one thread hands each row segment of a token to the copy engine (bulk loads into shared memory, "
       "one byte-counting barrier), the block sums them with gather's arithmetic: bit for bit (rows not 16-byte "
-      "aligned: slices)"},
+      "aligned: slices)", "tma_combine_kernel slices_combine_kernel"},
      true, tma_limits, tma_na, no_workspace, by_dtype<Tma>},
     {{"scatter",
       "from the experts' side: each expert row is read once and added, weighted, into its token's f32 "
-      "accumulator with atomics, then scaled and rounded; order of additions varies (checked to a tolerance)"},
+      "accumulator with atomics, then scaled and rounded; order of additions varies (checked to a tolerance)", "row_slots_kernel scatter_rows_kernel finish_kernel"},
      false, any_limits, never_na, scatter_workspace, by_dtype<Scatter>},
 }};
 

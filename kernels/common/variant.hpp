@@ -22,6 +22,13 @@ using LaunchStatus = int;
 struct VariantInfo {
   std::string_view name;         // as typed after --variant; says what it does
   std::string_view description;  // one line: the idea
+  // The __global__ function templates its launches use, space-separated, by
+  // unqualified name: `micro_kernel`; `name<SUB>`: only instantiations whose
+  // template arguments contain SUB; `@v`: every kernel of variant v of this
+  // family; `f:v` / `f:*`: of variant v / every variant of family f. Matched
+  // against the build's resource records (src/kernel_resources.hpp; a CPU
+  // test requires every entry to match at least one).
+  std::string_view kernels;
 };
 
 // A registry entry. Problem and Buffers are per-family structs.

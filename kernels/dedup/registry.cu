@@ -27,32 +27,32 @@ std::string hash_limits(const DeviceCaps&) { return block_limits(8192); }
 std::string tile_limits(const DeviceCaps&) { return block_limits(kMaxTile); }
 std::string general_limits(const DeviceCaps&) { return "any (batch*M*k < 2^31)"; }
 
-#define MOEKIT_DEDUP_ENTRY(id, name, desc, lim) \
-  Variant { {name, desc}, true, lim, id##_not_applicable, id##_workspace_bytes, id##_launch }
+#define MOEKIT_DEDUP_ENTRY(id, name, desc, lim, kernels) \
+  Variant { {name, desc, kernels}, true, lim, id##_not_applicable, id##_workspace_bytes, id##_launch }
 
 // Every variant writes each row's distinct values ascending: all are bit-exact.
 const std::array<Variant, 7> kVariants = {
     MOEKIT_DEDUP_ENTRY(hash, "hash",
                        "shared-memory hash table (atomicCAS, linear probing), then a block sort",
-                       hash_limits),
+                       hash_limits, "dedup_hash_kernel"),
     MOEKIT_DEDUP_ENTRY(cub_sort, "cub-sort",
                        "BlockRadixSort + BlockDiscontinuity flags + BlockScan, scattered stores",
-                       tile_limits),
+                       tile_limits, "dedup_cub_sort_kernel"),
     MOEKIT_DEDUP_ENTRY(vectorized, "vectorized",
                        "cub-sort with 16-byte loads and the row staged in smem for 16-byte coalesced stores",
-                       tile_limits),
+                       tile_limits, "dedup_vectorized_kernel"),
     MOEKIT_DEDUP_ENTRY(bitmask, "bitmask",
                        "vectorized with one 32-bit head mask per thread and __popc offsets",
-                       tile_limits),
+                       tile_limits, "dedup_bitmask_kernel"),
     MOEKIT_DEDUP_ENTRY(range_sort, "range-sort",
                        "min/max first, sort only the range's bits with 8-bit match.any ranking, ballot compaction",
-                       tile_limits),
+                       tile_limits, "dedup_fast_kernel"),
     MOEKIT_DEDUP_ENTRY(fast, "fast",
                        "per row, smem bitmap if max-min+1 <= 64*tile, else atomic buckets + in-bucket counting, else range-sort",
-                       tile_limits),
+                       tile_limits, "dedup_fast_kernel"),
     MOEKIT_DEDUP_ENTRY(general, "general",
                        "any size: CUB device segmented radix sort into the workspace, then a tiled unique pass per row",
-                       general_limits),
+                       general_limits, "DeviceSegmentedRadixSortKernel dedup_segment_offsets_kernel dedup_unique_sorted_kernel"),
 };
 
 #undef MOEKIT_DEDUP_ENTRY

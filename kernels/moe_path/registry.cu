@@ -98,7 +98,7 @@ std::string stages_limits(const DeviceCaps& caps) {
 const std::array<Variant, 1> kVariants{{
     {{"stages",
       "the families' own auto picks one after another in one stream: route (with logits), permute (align, "
-      "then the row gather), identity experts (nothing: combine reads the permuted rows), combine"},
+      "then the row gather), identity experts (nothing: combine reads the permuted rows), combine", "route:* permute:* combine:*"},
      false, stages_limits, stages_na, stages_workspace, launch_stages, stages_zeroed},
 }};
 

@@ -288,19 +288,19 @@ std::string fused_limits(const DeviceCaps& caps) {
 const std::array<Variant, 4> kVariants{{
     {{"gather",
       "align (auto) sorts the slots by expert, then one block per output row copies the token's row in "
-      "16-byte vectors (4/2-byte words for unaligned rows), zeroes padding rows and records the inverse map"},
+      "16-byte vectors (4/2-byte words for unaligned rows), zeroes padding rows and records the inverse map", "align:auto gather_rows_kernel compact_offsets_kernel"},
      false, any_limits, align_na, align_workspace, launch_gather, align_zeroed},
     {{"scatter",
       "align (auto), a rows pass (inverse map, zero padding rows), then token by token: each 16-byte vector of "
-      "hidden is loaded once and stored to the token's K rows, 4 vectors in flight per thread"},
+      "hidden is loaded once and stored to the token's K rows, 4 vectors in flight per thread", "align:auto rows_pass_kernel scatter_tokens_kernel compact_offsets_kernel"},
      false, scatter_limits, scatter_na, align_workspace, launch_scatter, align_zeroed},
     {{"tma",
       "sm_90: align (auto) and scatter's rows pass, then the copy engine moves the rows: one bulk load per "
-      "token segment into shared memory, one bulk store per row of the token, double-buffered"},
+      "token segment into shared memory, one bulk store per row of the token, double-buffered", "align:auto rows_pass_kernel tma_tokens_kernel compact_offsets_kernel"},
      false, tma_limits, tma_na, align_workspace, launch_tma, align_zeroed},
     {{"fused",
       "one launch: align's tiny kernel ranks the slots in every block, and the block that places an expert "
-      "also copies its rows, zeroes its chunk's padding rows and writes inverse and offsets (decode)"},
+      "also copies its rows, zeroes its chunk's padding rows and writes inverse and offsets (decode)", "tiny_kernel<PermutePlace>"},
      false, fused_limits, fused_na, [](const Problem&, const DeviceCaps&) -> std::size_t { return 0; },
      launch_fused},
 }};

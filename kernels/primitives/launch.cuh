@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "common/launch_log.hpp"
 #include "primitives/pdl.cuh"
 #include "primitives/smem.cuh"
 
@@ -27,7 +28,8 @@ struct LaunchAttrs {
 };
 
 //! Launches kernel<<<grid, block, smem, s>>>(args...) with `attrs`; returns the
-//! launch error (no opt-in: see launch_with_smem).
+//! launch error (no opt-in: see launch_with_smem). Notes the launch in
+//! moekit::launch_log when a run asks (common/launch_log.hpp).
 //! @tparam Params the kernel's parameter types; Actual converts to them.
 template <class... Params, class... Actual>
 inline cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
@@ -56,6 +58,8 @@ inline cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, s
   if (attrs.pdl) attr[n++] = pdl_attribute();
   cfg.attrs = attr;
   cfg.numAttrs = n;
+  if (launch_log != nullptr)
+    launch_log->push_back({reinterpret_cast<const void*>(kernel), block.x * block.y * block.z, smem});
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Actual>(args)...);
 }
 

@@ -243,24 +243,24 @@ std::string block_rank_limits(const DeviceCaps&) {
 const std::array<Variant, 5> kVariants{{
     {{"warp-smem",
       "one warp per token, the row's selection values in shared memory; each pick is a warp arg-max over a "
-      "strided scan of the row (the simple baseline)"},
+      "strided scan of the row (the simple baseline)", "warp_smem_kernel"},
      false, warp_smem_limits, warp_smem_na, no_workspace, launch_warp_smem},
     {{"warp-regs",
       "a warp (or, for small E, a few lanes) per token, consecutive experts per lane in registers (8/16-byte "
       "loads); each pick is one arg-max of the lanes' bests (two warp reductions), only the winning lane "
-      "rescans; group scores by lane shuffles where groups are whole lanes"},
+      "rescans; group scores by lane shuffles where groups are whole lanes", "warp_regs_kernel"},
      false, warp_regs_limits, warp_regs_na, no_workspace, launch_warp_regs},
     {{"block",
       "one 256-thread block per token, E/256 consecutive experts per thread; each pick is a block arg-max (one "
-      "barrier): large E or large K"},
+      "barrier): large E or large K", "block_kernel"},
      false, block_limits, block_na, no_workspace, launch_block},
     {{"block-rank",
       "one block per token, one expert per thread; picks by parallel ranks instead of K sequential rounds: "
-      "group ranks, a 32-lane all-to-all rank per warp, then a rank among the warps' best (decode latency)"},
+      "group ranks, a 32-lane all-to-all rank per warp, then a rank among the warps' best (decode latency)", "block_rank_kernel"},
      false, block_rank_limits, block_rank_na, no_workspace, launch_block_rank},
     {{"block-rank-align",
       "block-rank, then the last block to finish runs align on all the ids in shared memory: route and align "
-      "in one launch (--then-align, decode sizes)"},
+      "in one launch (--then-align, decode sizes)", "block_rank_kernel"},
      false, block_rank_align_limits, block_rank_align_na, counter_workspace, launch_block_rank_align,
      counter_zeroed},
 }};

@@ -195,3 +195,25 @@ TEST_CASE("align stable: the variant it runs on sm_90") {
     CHECK(got.stable_order);
   }
 }
+
+// The kernels `auto` may launch (its registry entry's `kernels`, read by
+// `moekit variants --resources` and `moekit sass`) are those of the variants
+// its rows pick: a row added without them would go unlisted.
+TEST_CASE("align auto: its kernels spec names exactly the variants of its rows") {
+  std::vector<std::string> rows, named;
+  for (const auto& row : align::auto_rows())
+    if (std::find(rows.begin(), rows.end(), row.variant) == rows.end()) rows.emplace_back(row.variant);
+  const align::Variant* a = align::find("auto");
+  REQUIRE(a != nullptr);
+  std::string_view spec = a->info.kernels;
+  while (!spec.empty()) {
+    const std::size_t sp = spec.find(' ');
+    const std::string_view tok = spec.substr(0, sp);
+    REQUIRE(tok.starts_with("@"));
+    named.emplace_back(tok.substr(1));
+    spec = sp == std::string_view::npos ? std::string_view() : spec.substr(sp + 1);
+  }
+  std::sort(rows.begin(), rows.end());
+  std::sort(named.begin(), named.end());
+  CHECK(named == rows);
+}

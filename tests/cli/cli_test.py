@@ -32,6 +32,8 @@ def load_families():
 FAMILIES = load_families()
 import tools_cases  # noqa: E402  (sweeps, records, trace, compare, plot: registers its cases)
 tools_cases.FAMILIES = FAMILIES
+import resources_cases  # noqa: E402  (variants --resources, report resources, sass)
+resources_cases.FAMILIES = FAMILIES
 
 
 @case()

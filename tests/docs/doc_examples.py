@@ -21,7 +21,8 @@ measurements at full size, is not run):
   holding a copy of data/: a document makes its own inputs before using them.
 - Expected exit code: 0. A command with `--device gpu` on a machine without a
   CUDA device: 3 (the documented code). `moekit compare`: 0 or 1 (its verdict
-  is on timings, which never decide a test).
+  is on timings, which never decide a test). `moekit sass` where cuobjdump is
+  not on PATH: 2 (the documented error naming the missing tool).
 
 A failure names the document, the line and the command, with the exit code and
 the end of its stderr. Stdlib only.
@@ -117,6 +118,8 @@ def expected_codes(cmd, gpu):
         return {0, 1}
     if re.search(r"--device(\s+|=)gpu\b", cmd.text) and not gpu:
         return {3}
+    if len(words) > 1 and words[1] == "sass" and shutil.which("cuobjdump") is None:
+        return {2}  # the documented one-line error naming the missing tool
     return {0}
 
 
