@@ -177,8 +177,9 @@ class JsonImport {
     if (o_.layers < 1 || o_.topk < 1)
       fail(where(), "a base64 int32 array (SGLang): give --layers and --topk to shape it [tokens, layers, topk]");
     const auto v = base64_int32(s, where);
-    const std::int64_t per_token = o_.layers * o_.topk;
-    if (std::int64_t(v.size()) % per_token)
+    // --layers and --topk come from the command line: their product may overflow.
+    std::int64_t per_token = 0;
+    if (__builtin_mul_overflow(o_.layers, o_.topk, &per_token) || std::int64_t(v.size()) % per_token)
       fail(where(), fmt::format("{} ids are not whole tokens of {} layers x top-{}", v.size(), o_.layers, o_.topk));
     if (layers_ >= 0 && layers_ != o_.layers) fail(where(), "a different layer count than earlier requests");
     layers_ = o_.layers;

@@ -16,6 +16,7 @@
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
+#include "sizes.hpp"
 #include "moe_path/moe_path.hpp"
 #include "moe_path/reference.hpp"
 #include "permute/reference.hpp"
@@ -358,7 +359,7 @@ void read_ids_and_weights(const Args& a, std::int32_t experts, PathJob::Host& h,
     throw InputError(fmt::format("{}: the weights must be float32 [{}, {}] (the shape of {})", wl, ids.shape[0],
                                  ids.shape[1], il));
   T = ids.shape[0];
-  K = static_cast<std::int32_t>(ids.shape[1]);
+  K = narrow_to_int32(ids.shape[1], il + ": K (the expert ids' last dimension)");
   h.ids.resize(std::size_t(ids.numel()));
   for (std::size_t i = 0; i < h.ids.size(); ++i) {
     const std::int64_t v = ids.dtype == npy::DType::i4 ? ids.as<std::int32_t>()[i] : ids.as<std::int64_t>()[i];

@@ -13,6 +13,7 @@
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
+#include "sizes.hpp"
 #include "permute/permute.hpp"
 #include "permute/reference.hpp"
 
@@ -242,7 +243,7 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("{}: expert ids must be [T, K] with T = {} (the rows of {})", il, hidden.shape[0], hl));
   }
   const std::int64_t T = hidden.shape[0], H = hidden.shape[1];
-  const std::int32_t K = static_cast<std::int32_t>(ids.shape[1]);
+  const std::int32_t K = narrow_to_int32(ids.shape[1], il + ": K (the expert ids' last dimension)");
   std::vector<std::int64_t> wide(ids.numel());
   if (ids.dtype == npy::DType::i8) {
     const auto v = ids.as<std::int64_t>();
