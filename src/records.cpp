@@ -128,7 +128,7 @@ std::vector<Record> read_file(const std::string& path) {
     json o;
     try {
       o = parse_json(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range.406 ("number overflow parsing '1e400'")
       fail(where, parse_message(e.what()));
     } catch (const JsonTooDeep&) {
       fail(where, fmt::format("nested deeper than {} levels", kMaxJsonDepth));
