@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "display.hpp"
 #include "errors.hpp"
@@ -152,6 +153,11 @@ std::string render_comparison(const Comparison& c, const std::string& base_file,
 int run_compare(const std::string& base, const std::string& next, double threshold, const std::string& format) {
   const auto b = records::read_file(base);
   const auto n = records::read_file(next);
+  // An empty side compares nothing: "0 regressed" would pass a gate that
+  // measured nothing (a failed benchmark run, a wrong path).
+  for (const auto& [recs, file, what] : {std::tuple{&b, &base, "baseline"}, std::tuple{&n, &next, "new file"}})
+    if (recs->empty())
+      throw InputError(fmt::format("{}: no records: the {} is empty, so there is nothing to compare", display_path(*file), what));
   const Comparison c = compare(b, n, threshold);
   std::fputs(render_comparison(c, base, next, threshold, format == "json").c_str(), stdout);
   std::fflush(stdout);

@@ -414,6 +414,44 @@ def compare_bad_files():
     run("compare", b, b, "--threshold", "-1", code=2)
 
 
+@case()
+def compare_refuses_nan_thresholds_and_empty_files():
+    # --threshold nan passed CLI11's Range (NaN compares false to both bounds)
+    # and made a 10x regression exit 0; an empty baseline exited 0 as success.
+    d = tmp()
+    b, n = os.path.join(d, "b.jsonl"), os.path.join(d, "n.jsonl")
+    write_jsonl(b, [record("a", 16, 10.0)])
+    write_jsonl(n, [record("a", 16, 100.0)])
+    run("compare", b, n, code=1)  # the regression the checks below must not hide
+    for t in ("nan", "NaN", "inf", "-inf", "1e999"):
+        one_line_error(run("compare", b, n, "--threshold", t, code=2), "--threshold")
+    for empty in ("", "\n  \n"):
+        e = os.path.join(d, "e.jsonl")
+        write(e, empty)
+        one_line_error(run("compare", e, n, code=2), e, "no records", "baseline")
+        one_line_error(run("compare", b, e, code=2), e, "no records")
+
+
+@case()
+def every_float_option_refuses_nan_and_infinity():
+    # One validator on every FLOAT option, registered or to come: found by
+    # walking --help of every command for options CLI11 types FLOAT.
+    import re
+    cmds = [["compare"], ["plot"], ["trace", "stats"], ["trace", "import"]]
+    top = run("--help", code=0).stdout
+    for fam in FAMILIES:
+        cmds.append([fam.COMMAND])
+        cmds.append(["gen", fam.COMMAND])
+    seen = 0
+    for c in cmds:
+        for opt in re.findall(r"(--[a-z0-9-]+) FLOAT", run(*c, "--help", code=0).stdout):
+            seen += 1
+            for bad in ("nan", "inf"):
+                p = run(*c, opt, bad, code=2)
+                one_line_error(p, opt)
+    expect(seen >= 4, f"only {seen} FLOAT options found: the --help format changed?")
+
+
 # ---- plot --------------------------------------------------------------------------
 
 SVG = "{http://www.w3.org/2000/svg}"
