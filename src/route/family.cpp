@@ -330,6 +330,11 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
   if (!std::isfinite(a.scaling) || !std::isfinite(p.scaling))
     throw InputError(fmt::format("--routed-scaling-factor: {} is not a finite f32 number", a.scaling));
   route::validate(p);
+  // A CPU run resolves no variant of --variant auto, so the align variant is
+  // checked here, on every machine: a typo must not pass as exit 0.
+  if (a.then_align && a.align_variant != "auto" && !align::find(a.align_variant))
+    throw InputError(fmt::format("unknown align variant '{}' for --align-variant (see `moekit variants align`)",
+                                 printable(a.align_variant)));
 
   std::vector<float> bias;
   if (!a.bias.empty()) {
