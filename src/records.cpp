@@ -40,7 +40,7 @@ std::string parse_message(const std::string& what) {
   std::string m = what;
   if (const auto b = m.find("] "); m.rfind("[json.exception", 0) == 0 && b != std::string::npos) m = m.substr(b + 2);
   if (const auto l = m.find("line 1, "); l != std::string::npos) m.erase(l, 8);
-  return m;
+  return printable(m);  // nlohmann quotes the input it stopped at ("last read: '...'"): raw bytes
 }
 
 std::optional<double> number_at(const json& o, const char* key) {

@@ -65,7 +65,8 @@ json parse_at(std::string_view text, const std::string& name, int line) {
     auto [at, msg] = parse_error_parts(e.what());
     if (line > 0) at = line;  // one line was parsed: nlohmann's line is 1
     else if (at == 0) at = line_of_quoted_token(text, msg);
-    fail(at > 0 ? fmt::format("{}:{}", name, at) : name, msg);
+    // nlohmann quotes the input it stopped at ("last read: '...'"): raw bytes.
+    fail(at > 0 ? fmt::format("{}:{}", name, at) : name, printable(msg));
   }
 }
 

@@ -770,6 +770,24 @@ def size_k_beyond_int32_refused(w):
                  rb"ids\.npy: K \(the inverse map's last dimension\) = 4294967297 does not fit int32")
 
 
+@case
+def text_readers_never_echo_raw_bytes(w):
+    # nlohmann quotes the bytes it stopped at ("last read: '...'"): it writes
+    # controls below 0x20 as <U+001B>, but DEL and invalid UTF-8 went to the
+    # terminal raw (found by fuzz_readers).
+    f = os.path.join(w, "x.json")
+    with open(f, "wb") as fh:
+        fh.write(b'[[[1, \x1b[2J]]]\n')
+    for args in (["trace", "import", "json", f, "-o", os.path.join(w, "o")],
+                 ["trace", "import", "jsonl", f, "-o", os.path.join(w, "o")],
+                 ["compare", f, f], ["plot", f, "-o", os.path.join(w, "p.svg")]):
+        expect_error(run(*args), rb"x\.json:1: .*syntax error")
+    with open(f, "wb") as fh:
+        fh.write(b'\xef\xbb\x7f\x00[1]\n')  # a broken byte-order mark, then NUL
+    expect_error(run("trace", "import", "json", f, "-o", os.path.join(w, "o")), rb"x\.json:1: .*invalid BOM")
+    expect_error(run("compare", f, f), rb"x\.json:1: .*invalid BOM")
+
+
 def main(argv):
     global MOEKIT
     if argv[1:] == ["--list"]:
