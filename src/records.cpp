@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -168,7 +169,12 @@ std::vector<Record> read_file(const std::string& path) {
       r.median_us = number_at(*t, ("median" + suffix).c_str());
       r.min_us = number_at(*t, ("min" + suffix).c_str());
       r.max_us = number_at(*t, ("max" + suffix).c_str());
-      if (const auto s = number_at(*t, "samples")) r.samples = static_cast<int>(*s);
+      if (const auto s = number_at(*t, "samples")) {
+        // A count: 1e300 cast to int is undefined behaviour (found by fuzz_readers).
+        if (!(*s >= 0 && *s <= 2147483647.0 && *s == std::floor(*s)))
+          fail(where, fmt::format("\"samples\" must be a whole count in [0, 2147483647], got {}", *s));
+        r.samples = static_cast<int>(*s);
+      }
       if (!r.median_us || !r.min_us || !r.max_us || !(*r.min_us > 0) || *r.min_us > *r.median_us ||
           *r.median_us > *r.max_us)
         fail(where, "the time needs numbers with 0 < min <= median <= max");

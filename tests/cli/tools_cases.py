@@ -433,6 +433,20 @@ def compare_refuses_nan_thresholds_and_empty_files():
 
 
 @case()
+def records_with_an_impossible_sample_count():
+    # "samples": 1e300 was cast to int (undefined behaviour; found by fuzz_readers).
+    d = tmp()
+    f = os.path.join(d, "r.jsonl")
+    for bad in ("1e300", "-1", "2.5", "2147483648"):
+        r = record("a", 16, 10.0)
+        write(f, json.dumps(r).replace('"samples": ' + json.dumps(r["time_us"]["samples"]), '"samples": ' + bad) + "\n")
+        expect(bad in open(f).read(), "the record was not changed")
+        one_line_error(run("compare", f, f, code=2), f + ":1", "samples")
+    write_jsonl(f, [record("a", 16, 10.0)])
+    run("compare", f, f, code=0)
+
+
+@case()
 def every_float_option_refuses_nan_and_infinity():
     # One validator on every FLOAT option, registered or to come: found by
     # walking --help of every command for options CLI11 types FLOAT.
