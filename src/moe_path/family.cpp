@@ -477,12 +477,16 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
                                                      static_cast<float>(scaling), routed ? &router : nullptr);
   const std::int64_t row_bytes = p.permute.row_bytes;
 
-  // Host memory at once: the inputs, permuted rows twice (reference and
-  // run) up to their capacity, the output three times (reference, run, check).
+  // Host memory at once: the hidden rows and the logits (as read and as f32);
+  // the path's outputs three times (the reference, the run's own, and the
+  // reference's copy the written files are checked in): permuted rows up to
+  // their capacity with their sorted ids, the [T, H] output, ids, weights and
+  // the inverse map; and two more [T, H] outputs (the output set's copy and
+  // the file read back).
   const double hidden_bytes = double(T) * double(row_bytes);
-  require_host_memory(2.0 * hidden_bytes + (routed ? 6.0 * double(T) * E : 0.0) +
-                          2.0 * double(p.permute.align.max_num_tokens_padded) * double(row_bytes) +
-                          3.0 * hidden_bytes,
+  const double rows = double(p.permute.align.max_num_tokens_padded), slots = double(T) * K;
+  require_host_memory(hidden_bytes + (routed ? 8.0 * double(T) * E : 0.0) +
+                          3.0 * (rows * (double(row_bytes) + 4.0) + hidden_bytes + 12.0 * slots) + 2.0 * hidden_bytes,
                       "this moe-path run");
 
   if (routed && a.logits.empty()) {
