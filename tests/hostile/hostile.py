@@ -744,14 +744,20 @@ def size_combine_estimate_counts_every_array(w):
 def size_estimates_count_what_each_family_holds(w):
     # Under 1.9 GB, shapes whose estimate used to pass and whose run then died
     # "out of host memory" after seconds of work (outputs held four times, not
-    # twice; align's widened ids made before its estimate): refused up front.
+    # twice; align's widened ids made before its estimate; route's outputs and
+    # align's not counted; permute's rows counted per slot, not per padded row
+    # and copy): refused up front.
     o = os.path.join(w, "o")
     for args, what in (
             (["act-and-mul", "--tokens", 100000, "--d", 2048], rb"this act-and-mul run needs about"),
             (["dedup", "--batch", 9000, "-M", 2, "--k", 8192], rb"this dedup run needs about"),
             (["align", "--tokens", 40000000, "--topk", 8, "-E", 256], rb"this align run needs about"),
             (["moe-path", "--tokens", 20000, "--topk", 8, "-E", 64, "--hidden-size", 2048],
-             rb"this moe-path run needs about")):
+             rb"this moe-path run needs about"),
+            (["permute", "--tokens", 12000, "--topk", 8, "-E", 64, "--hidden-size", 2048],
+             rb"this permute run needs about"),
+            (["route", "--tokens", 800000, "-E", 256, "--topk", 8, "--then-align", "-B", 64],
+             rb"this route run needs about")):
         t = time.time()
         expect_error(run(*args, "--device", "cpu", "--iters", 1, "--out", o, timeout=60, preexec_fn=capped(1.9)), what)
         expect(time.time() - t < 5, f"{args[0]}: refused only after {time.time() - t:.1f} s")
