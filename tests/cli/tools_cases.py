@@ -281,7 +281,7 @@ def trace_import_ids_out_of_range_and_library_errors():
     refused("json", "[[[1.5, 2]]]\n", "FILE:1:", "1.5, not an integer")
     # the records reader of compare and plot too
     rec = os.path.join(d, "r.jsonl")
-    write(rec, '{"op": "align", "variant": "x", "params": {"tokens": 1e400}}\n')
+    write(rec, '{"op": "demo", "variant": "x", "params": {"tokens": 1e400}}\n')
     for p in (run("compare", rec, rec, code=2), run("plot", rec, "-o", os.path.join(d, "p.svg"), code=2)):
         one_line_error(p, rec + ":1:", "number overflow")
         expect("json.exception" not in p.stderr, p.stderr)

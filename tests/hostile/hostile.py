@@ -665,7 +665,7 @@ def size_trace_import_layers_topk_product_overflows(w):
         f.write('{"routed_experts": "AAAAAAEAAAA="}\n')  # two int32 ids
     o = os.path.join(w, "out")
     expect_error(run("trace", "import", "json", d, "-o", o, "--layers", 2**32, "--topk", 2**32, timeout=10),
-                 rb"d\.json: request 1 .*2 ids are not whole tokens of 4294967296 layers x top-4294967296")
+                 rb"d\.json:1: request 1 .*2 ids are not whole tokens of 4294967296 layers x top-4294967296")
     expect(not os.path.exists(o), "an output folder was made")
 
 
