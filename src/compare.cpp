@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "display.hpp"
 #include "errors.hpp"
@@ -254,6 +255,11 @@ int run_compare(const std::string& base, const std::string& next, double thresho
                 const std::vector<std::string>& columns) {
   const auto b = records::read_file(base);
   const auto n = records::read_file(next);
+  // An empty side compares nothing: "0 regressed" would pass a gate that
+  // measured nothing (a failed benchmark run, a wrong path).
+  for (const auto& [recs, file, what] : {std::tuple{&b, &base, "baseline"}, std::tuple{&n, &next, "new file"}})
+    if (recs->empty())
+      throw InputError(fmt::format("{}: no records: the {} is empty, so there is nothing to compare", display_path(*file), what));
   const Comparison c = compare(b, n, threshold);
   std::fputs(render_comparison(c, base, next, threshold, format == "json", columns).c_str(), stdout);
   std::fflush(stdout);

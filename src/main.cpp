@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -42,6 +44,26 @@ const CLI::Validator kSeed(
       return "";
     },
     "UINT64");
+
+// Every option that takes a floating-point number refuses NaN and infinity
+// (CLI11 reads "nan" and "inf", and its Range passes NaN, which compares false
+// to both bounds): no option gives them a meaning (README "Exit codes").
+const CLI::Validator kFinite(
+    [](std::string& s) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str(), &end);
+      if (end != s.c_str() && !std::isfinite(v)) return "must be a finite number, got '" + s + "'";
+      return "";  // a finite number, or not a number at all (CLI11's conversion says so)
+    },
+    "");
+
+// kFinite on every floating-point option of `app` and its subcommands, found
+// by the type CLI11 gives them ("FLOAT"), so no option can be registered without it.
+void require_finite_numbers(CLI::App& app) {
+  for (CLI::Option* o : app.get_options())
+    if (o->get_type_name().rfind("FLOAT", 0) == 0) o->check(kFinite);
+  for (CLI::App* sub : app.get_subcommands({})) require_finite_numbers(*sub);
+}
 
 void add_common(CLI::App* sub, CommonOpts& c) {
   sub->add_option("--variant", c.variant, "kernel variant, or auto (see `moekit variants`)")
@@ -377,6 +399,7 @@ int run(int argc, char** argv, Mode mode, std::string* parse_error) {
                    "only kernels whose name contains this (e.g. micro_kernel, or a mangled symbol)");
 
   const std::vector<ToolCommand> tools = add_tool_commands(app);
+  require_finite_numbers(app);
 
   // A kernel command with list-valued options runs once per cell.
   if (argc > 2 && mode == Mode::run)

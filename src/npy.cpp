@@ -26,6 +26,7 @@
 #include "display.hpp"
 #include "errors.hpp"
 #include "half.hpp"
+#include "host_memory.hpp"
 #include "outputs.hpp"
 
 namespace moekit::npy {
@@ -653,8 +654,12 @@ Array read(const std::string& path, const ReadOptions& opt) {
   Array a;
   a.dtype = p.info.dtype;
   a.shape = p.info.shape;
-  // Size already validated against the file, so this allocation is bounded by it.
-  a.data.resize(static_cast<std::size_t>(data_bytes(path, a.shape, item)));
+  // Size already validated against the file, so this allocation is bounded by
+  // it; a Fortran-order file needs a second copy for the reordering.
+  const std::int64_t bytes = data_bytes(path, a.shape, item);
+  require_host_memory(double(bytes) * (p.info.fortran_order && a.shape.size() > 1 ? 2 : 1),
+                      fmt::format("{}: reading its data", display_path(path)));
+  a.data.resize(static_cast<std::size_t>(bytes));
   read_exact(path, f.fd, a.data.data(), a.data.size());
   if (p.swap) byteswap_items(a.data, item);
   if (p.info.fortran_order && a.shape.size() > 1) a.data = fortran_to_c(a.data, a.shape, item);

@@ -45,6 +45,38 @@ std::pair<int, std::string> parse_error_parts(const std::string& what) {
   return {line, m};
 }
 
+// The 1-based line of nlohmann's quoted token ("number overflow parsing '1e400'",
+// which carries no position) in `text`; 0 when not found.
+int line_of_quoted_token(std::string_view text, const std::string& msg) {
+  const auto a = msg.find('\''), b = msg.rfind('\'');
+  if (a == std::string::npos || b <= a + 1) return 0;
+  const auto at = text.find(std::string_view(msg).substr(a + 1, b - a - 1));
+  return at == std::string_view::npos ? 0 : 1 + int(std::count(text.begin(), text.begin() + at, '\n'));
+}
+
+// Parses one JSON text at `name` (line `line` of it, or the whole file when
+// 0). Every problem, nlohmann's own exceptions included, becomes an InputError
+// "NAME:LINE: problem" without the library's "[json.exception...]" tag.
+json parse_at(std::string_view text, const std::string& name, int line) {
+  try {
+    return parse_json(text);
+  } catch (const JsonTooDeep&) {
+    fail(line > 0 ? fmt::format("{}:{}", name, line) : name, fmt::format("nested deeper than {} levels", kMaxJsonDepth));
+  } catch (const json::exception& e) {
+    auto [at, msg] = parse_error_parts(e.what());
+    if (line > 0) at = line;  // one line was parsed: nlohmann's line is 1
+    else if (at == 0) at = line_of_quoted_token(text, msg);
+    // nlohmann quotes the input it stopped at ("last read: '...'"): raw bytes.
+    fail(at > 0 ? fmt::format("{}:{}", name, at) : name, printable(msg));
+  }
+}
+
+// An id or layer that nlohmann read as unsigned 64-bit (>= 2^63 does not fit
+// int64: get<int64_t>() would wrap it to a negative number).
+bool beyond_int64(const json& x) {
+  return x.is_number_unsigned() && x.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max());
+}
+
 // Collects tokens per layer, checking widths and ranges.
 class Sink {
  public:
@@ -82,6 +114,7 @@ std::vector<std::int64_t> int_list(const json& v, const std::function<std::strin
   out.reserve(v.size());
   for (const auto& x : v) {
     if (!x.is_number_integer()) fail(where(), fmt::format("{} holds {}, not an integer", what, x.dump()));
+    if (beyond_int64(x)) fail(where(), fmt::format("expert id {} does not fit int32", x.dump()));
     out.push_back(x.get<std::int64_t>());
   }
   return out;
@@ -130,12 +163,14 @@ class JsonImport {
   std::int64_t requests() const { return requests_; }
 
  private:
-  // Depth of nested lists down to the first number (0 when empty or not lists).
+  // Depth of nested lists down to the first element that is not a non-empty
+  // list: [[["3"]]] is 3 deep, and its "3" is then refused as "not an integer"
+  // where it stands.
   static int depth(const json& v) {
     int d = 0;
     const json* p = &v;
     while (p->is_array() && !p->empty()) ++d, p = &(*p)[0];
-    return p->is_number() ? d : 0;
+    return d;
   }
 
   void object(const json& o) {
@@ -178,8 +213,9 @@ class JsonImport {
     if (o_.layers < 1 || o_.topk < 1)
       fail(where(), "a base64 int32 array (SGLang): give --layers and --topk to shape it [tokens, layers, topk]");
     const auto v = base64_int32(s, where);
-    const std::int64_t per_token = o_.layers * o_.topk;
-    if (std::int64_t(v.size()) % per_token)
+    // --layers and --topk come from the command line: their product may overflow.
+    std::int64_t per_token = 0;
+    if (__builtin_mul_overflow(o_.layers, o_.topk, &per_token) || std::int64_t(v.size()) % per_token)
       fail(where(), fmt::format("{} ids are not whole tokens of {} layers x top-{}", v.size(), o_.layers, o_.topk));
     if (layers_ >= 0 && layers_ != o_.layers) fail(where(), "a different layer count than earlier requests");
     layers_ = o_.layers;
@@ -201,34 +237,26 @@ class JsonImport {
 void import_json(const std::string& path, JsonImport& imp) {
   const std::string text = read_all(path);
   const std::string name = display_path(path);
+  // One line holding the whole document: its values are at NAME:1.
+  const auto nl = text.find('\n');
+  const bool one_line = nl == std::string::npos || text.find_first_not_of(" \t\r\n", nl) == std::string::npos;
+  json whole;
+  bool parsed = false;
   try {
-    imp.value(parse_json(text), name);
-    return;
+    whole = parse_json(text);
+    parsed = true;
   } catch (const JsonTooDeep&) {
-    fail(name, fmt::format("nested deeper than {} levels", kMaxJsonDepth));
-  } catch (const json::parse_error& whole) {
-    // Several values: JSON lines (one request, or one response, per line).
-    const auto nl = text.find('\n');
-    const bool first_line_whole = nl != std::string::npos && json::accept(text.substr(0, nl));
-    if (!first_line_whole) {
-      const auto [line, msg] = parse_error_parts(whole.what());
-      fail(line > 0 ? fmt::format("{}:{}", name, line) : name, msg);
-    }
+  } catch (const json::exception&) {
   }
+  if (parsed) return imp.value(whole, one_line ? name + ":1" : name);
+  // Several values: JSON lines (one request, or one response, per line),
+  // when the first line is a value of its own; else the whole file's error.
+  if (nl == std::string::npos || !json::accept(text.substr(0, nl))) (void)parse_at(text, name, 0);
   std::istringstream in(text);
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = fmt::format("{}:{}", name, n);
-    json v;
-    try {
-      v = parse_json(line);
-    } catch (const json::parse_error& e) {
-      fail(where, parse_error_parts(e.what()).second);
-    } catch (const JsonTooDeep&) {
-      fail(where, fmt::format("nested deeper than {} levels", kMaxJsonDepth));
-    }
-    imp.value(v, where);
+    imp.value(parse_at(line, name, n), fmt::format("{}:{}", name, n));
   }
 }
 
@@ -242,14 +270,7 @@ void import_jsonl(const std::string& path, const ImportOptions& o, Sink& sink) {
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const auto where = [&] { return fmt::format("{}:{}", name, n); };
-    json v;
-    try {
-      v = parse_json(line);
-    } catch (const json::parse_error& e) {
-      fail(where(), parse_error_parts(e.what()).second);
-    } catch (const JsonTooDeep&) {
-      fail(where(), fmt::format("nested deeper than {} levels", kMaxJsonDepth));
-    }
+    const json v = parse_at(line, name, n);
     if (!v.is_object()) fail(where(), "not a JSON object");
     const auto l = v.find(o.layer_field);
     if (l == v.end() || !l->is_number_integer())
@@ -257,6 +278,7 @@ void import_jsonl(const std::string& path, const ImportOptions& o, Sink& sink) {
     const auto e = v.find(o.experts_field);
     if (e == v.end() || !e->is_array())
       fail(where(), fmt::format("no \"{}\" list (--experts-field)", printable(o.experts_field)));
+    if (beyond_int64(*l)) fail(where(), fmt::format("layer {} is outside [0, 1000000]", l->dump()));
     const std::int64_t layer = l->get<std::int64_t>();
     if (!e->empty() && (*e)[0].is_array()) {  // several tokens of one layer
       for (std::size_t t = 0; t < e->size(); ++t) {
@@ -310,13 +332,17 @@ std::string trim(std::string s) {
 std::int64_t parse_int(const std::string& s, const std::function<std::string()>& where, const char* what) {
   std::int64_t v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range && end == s.data() + s.size())
+    fail(where(), fmt::format("{} {} is out of range (it does not fit int64)", what, printable(s, 40)));
   if (s.empty() || ec != std::errc() || end != s.data() + s.size())
     fail(where(), fmt::format("{} '{}' is not an integer", what, printable(s, 40)));
   return v;
 }
 
 void import_csv(const std::string& path, const ImportOptions& o, Sink& sink) {
-  const std::string text = read_all(path);
+  std::string text = read_all(path);
+  // A UTF-8 byte-order mark (Excel's "CSV UTF-8") is no part of the first column's name.
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
   const std::string name = display_path(path);
   std::istringstream in(text);
   std::string line;

@@ -23,6 +23,8 @@ namespace {
 
 template <class T>
 void tally(std::span<const T> ids, TraceStats& s) {
+  // Rows of no ids have nothing to count: a [2^40, 0] file must not loop 2^40 times.
+  if (s.topk == 0) return;
   std::vector<std::int64_t> row;
   for (std::int64_t t = 0; t < s.tokens; ++t) {
     row.assign(ids.begin() + t * s.topk, ids.begin() + (t + 1) * s.topk);

@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kBlockThreads) block_kernel(Args a) {
     }
   }
   __syncthreads();
-  const float scale = a.renormalize ? a.scaling / total : a.scaling;
+  const float scale = weight_scale(a, total);
   for (int j = tid; j < K; j += kBlockThreads) {
     a.ids[static_cast<std::int64_t>(t) * K + j] = picked_id[j];
     a.weights[static_cast<std::int64_t>(t) * K + j] = picked_s[j] * scale;

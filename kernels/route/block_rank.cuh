@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
   if (e < K) {
     float total = 0.f;
     for (int j = 0; j < K; ++j) total += picked[j];  // pick order, as the other variants
-    a.weights[t * K + e] = picked[e] * (a.renormalize ? a.scaling / total : a.scaling);
+    a.weights[t * K + e] = picked[e] * weight_scale(a, total);
   }
   if constexpr (kAlign) {
     if (gridDim.x > 1) {

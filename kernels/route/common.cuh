@@ -52,6 +52,15 @@ __device__ __forceinline__ float score(float x, float row_max, float row_sum) {
   else return 1.0f / (1.0f + expf(-x));
 }
 
+// What a pick's score is multiplied by to give its weight: S, over the sum of
+// the K picked scores when renormalizing -- unless that sum is not > 0 (every
+// pick's sigmoid underflowed to 0 at logits near -1000), when the scores stay
+// as they are instead of 0/0 = NaN. The CPU reference's weights_of() has the
+// same rule (docs/route.md "Weights").
+__device__ __forceinline__ float weight_scale(const Args& a, float total) {
+  return a.renormalize && total > 0.f ? a.scaling / total : a.scaling;
+}
+
 // Group scores of one row of selection values c[E] in shared memory, then the
 // topk_groups best groups (ties to the lower group): kept[g] = 1 for those,
 // 0 for the rest. One warp, every lane calls it; kept and gscore hold G

@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kRegsWarpsPerBlock * 32) warp_regs_kernel(Args
     }
   }
   if (live && sl < K) {
-    const float scale = a.renormalize ? a.scaling / total : a.scaling;
+    const float scale = weight_scale(a, total);
     a.ids[t * K + sl] = my_id;
     a.weights[t * K + sl] = my_s * scale;
   }

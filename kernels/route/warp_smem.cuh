@@ -67,7 +67,7 @@ __global__ void warp_smem_kernel(Args a, int warps_per_block, int words_per_warp
     }
     __syncwarp();
   }
-  const float scale = a.renormalize ? a.scaling / total : a.scaling;
+  const float scale = weight_scale(a, total);
   for (int j = lane; j < K; j += 32) a.weights[static_cast<std::int64_t>(t) * K + j] = picked[j] * scale;
 }
 

@@ -154,9 +154,11 @@ std::unique_ptr<Job> ActFamily::prepare(const CommonOpts& c, Report& r) {
     if (a.tokens < 0) throw InputError("act-and-mul: give --input FILE, or --tokens N to generate input");
     auto t = npy::parse_dtype(a.gen_dtype);
     if (!t) throw InputError(fmt::format("--gen-dtype: unknown dtype '{}'", printable(a.gen_dtype)));
-    // Input, reference and output on the host at once: twice the input.
+    // Held at once: the input and four outputs of half its width (the
+    // reference, the run's own, the output set's copy, the file read back
+    // for the check): three times the input.
     if (a.tokens >= 0 && a.d >= 1)
-      require_host_memory(2.0 * double(a.tokens) * 2 * double(a.d) * double(npy::dtype_size(*t)), "this act-and-mul run");
+      require_host_memory(3.0 * double(a.tokens) * 2 * double(a.d) * double(npy::dtype_size(*t)), "this act-and-mul run");
     in = gen::act_input(a.tokens, a.d, *t, c.seed);
     label = fmt::format("generated input ({} tokens x 2*{}, {}, seed {})", a.tokens, a.d, a.gen_dtype, c.seed);
     r.notes.push_back(label);
@@ -183,8 +185,8 @@ std::unique_ptr<Job> ActFamily::prepare(const CommonOpts& c, Report& r) {
   if (width < 2 || width % 2 != 0)
     throw InputError(fmt::format("{}: the last dimension must be 2*d with d >= 1, got {}", label, width));
 
-  // + reference and output; a generated input was checked before generating.
-  if (!a.input.empty()) require_host_memory(2.0 * double(in.data.size()), "this act-and-mul run");
+  // The input and four half-width outputs (as above); a generated input was checked before generating.
+  if (!a.input.empty()) require_host_memory(3.0 * double(in.data.size()), "this act-and-mul run");
   act::Problem p;
   p.d = width / 2;
   p.tokens = in.numel() / width;

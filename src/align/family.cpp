@@ -237,6 +237,16 @@ class AlignFamily final : public Family {
   LoadGenArgs l_;
 };
 
+// Host memory of a run, held at once: the ids as read (id_bytes each) and
+// widened to int64, and the outputs (sorted ids, expert ids; int32) four
+// times -- the reference, the run's own (a copy on the CPU), the output set's
+// copy and the files read back for the check -- plus the reference's block
+// groups.
+double run_bytes(const Problem& p, int id_bytes) {
+  return double(p.numel) * (id_bytes + 8.0) + 16.0 * double(p.max_num_tokens_padded + p.max_num_blocks) +
+         4.0 * double(p.max_num_blocks);
+}
+
 std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
   const Args& a = a_;
   if (a.num_experts < 1 || a.num_experts > align::kMaxExperts)
@@ -251,9 +261,12 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("--topk {} must be in [1, --num-experts {}] (each token's experts are distinct)",
                                    a.topk, a.num_experts));
     // Shapes whose outputs cannot fit int32 fail here, before gigabytes are generated.
-    if (a.topk >= 1 && double(a.tokens) * a.topk <= double(std::numeric_limits<std::int32_t>::max()))
-      (void)align::make_problem(a.tokens * a.topk, a.num_experts, a.block_size, false, 0, a.pad_sorted_ids,
-                                *align::parse_invalid(a.ep.ignore_invalid ? "drop" : a.ep.invalid));
+    if (a.topk >= 1 && double(a.tokens) * a.topk <= double(std::numeric_limits<std::int32_t>::max())) {
+      const Problem p0 = align::make_problem(a.tokens * a.topk, a.num_experts, a.block_size, false, 0,
+                                             a.pad_sorted_ids,
+                                             *align::parse_invalid(a.ep.ignore_invalid ? "drop" : a.ep.invalid));
+      require_host_memory(run_bytes(p0, 4), "this align run");  // before generating the trace
+    }
     ids = gen::align_ids(a.tokens, a.topk, a.num_experts, gen::parse_dist(a.dist), c.seed, false);
     label = fmt::format("generated input ({} tokens x top-{}, {}, seed {})", a.tokens, a.topk, printable(a.dist), c.seed);
     r.notes.push_back(label);
@@ -264,6 +277,10 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
     throw InputError(fmt::format("{}: topk_ids must be int32 or int64, got {}", label, npy::dtype_name(ids.dtype)));
   const bool ids64 = ids.dtype == npy::DType::i8;
   const std::int64_t numel = ids.numel();
+  const align::Ep ep = align::read_ep(a.ep, a.num_experts);
+  const Problem p = align::make_problem(numel, a.num_experts, a.block_size, ids64, static_cast<std::int32_t>(ep.map.size()),
+                                        a.pad_sorted_ids, ep.invalid, ep.map_semantics);
+  require_host_memory(run_bytes(p, ids64 ? 8 : 4), "this align run");
   std::vector<std::int64_t> ids_w(static_cast<std::size_t>(numel));
   if (ids64) {
     auto s = ids.as<std::int64_t>();
@@ -273,19 +290,11 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
     std::copy(s.begin(), s.end(), ids_w.begin());
   }
 
-  const align::Ep ep = align::read_ep(a.ep, a.num_experts);
   if (const std::string note = align::check_ids(ep, a.num_experts, ids_w, label,
                                                 [](std::size_t i) { return fmt::format("index {}", i); });
       !note.empty())
     r.notes.push_back(note);
 
-  const Problem p = align::make_problem(numel, a.num_experts, a.block_size, ids64, static_cast<std::int32_t>(ep.map.size()),
-                                        a.pad_sorted_ids, ep.invalid, ep.map_semantics);
-  // The reference and the downloaded outputs (sorted ids, expert ids) both
-  // live on the host, next to the widened ids.
-  require_host_memory(double(ids.data.size()) + 8.0 * double(numel) +
-                          2 * 4.0 * double(p.max_num_tokens_padded + p.max_num_blocks),
-                      "this align run");
   // tokens and topk name a sweep's cells apart (numel alone does not: 8 x 2 = 16 x 1)
   // and give plots their x; null when the ids are not [tokens, topk].
   const bool two_d = ids.shape.size() == 2;

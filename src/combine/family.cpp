@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "rows_gen.hpp"
 #include "combine/combine.hpp"
@@ -16,6 +18,7 @@
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
+#include "sizes.hpp"
 
 namespace moekit {
 namespace {
@@ -194,7 +197,12 @@ std::unique_ptr<Job> CombineFamily::prepare(const CommonOpts& c, Report& r) {
     if (a.topk < 1) throw InputError(fmt::format("--topk must be >= 1, got {}", a.topk));
     const auto t = npy::parse_dtype(a.gen_dtype);
     gen::check_size(double(a.tokens) * a.topk * double(a.hidden_size), "expert rows");
-    require_host_memory(double(a.tokens) * (a.topk + 2.0) * double(a.hidden_size) * double(npy::dtype_size(*t)),
+    // Held at once: the rows (and, for an odd H, the even-width rows they are
+    // cut from), the map and weights (8 bytes a slot), and four [T, H] arrays:
+    // the output, the reference, the output set's copy, the file read back.
+    const double es = double(npy::dtype_size(*t)), slots = double(a.tokens) * a.topk, H = double(a.hidden_size);
+    require_host_memory(slots * H * es + (a.hidden_size % 2 ? slots * (H + 1) * es : 0.0) + 8.0 * slots +
+                            4.0 * double(a.tokens) * H * es,
                         "this combine run");
     T = a.tokens;
     K = a.topk;
@@ -211,45 +219,67 @@ std::unique_ptr<Job> CombineFamily::prepare(const CommonOpts& c, Report& r) {
     const std::string xl = display_path(a.expert_out), il = display_path(a.inverse), wl = display_path(a.weights);
     npy::ReadOptions ro;
     if (!a.dtype.empty()) ro.reinterpret = npy::parse_dtype(a.dtype);
-    x = npy::read(a.expert_out, ro);
-    if (x.dtype != npy::DType::f4 && x.dtype != npy::DType::bf16 && x.dtype != npy::DType::f2)
+    // Shapes first: the memory the run needs is known before anything is read.
+    const npy::Info xi = npy::inspect(a.expert_out, ro), ii = npy::inspect(a.inverse), wi = npy::inspect(a.weights);
+    if (xi.dtype != npy::DType::f4 && xi.dtype != npy::DType::bf16 && xi.dtype != npy::DType::f2)
       throw InputError(fmt::format("{}: expert output must be float32, bfloat16 or float16, got {}", xl,
-                                   npy::dtype_name(x.dtype)));
-    if (x.shape.size() != 2) throw InputError(fmt::format("{}: expert output must be 2-D [P, H]", xl));
+                                   npy::dtype_name(xi.dtype)));
+    if (xi.shape.size() != 2) throw InputError(fmt::format("{}: expert output must be 2-D [P, H]", xl));
+    if (xi.shape[1] < 1)
+      throw InputError(fmt::format("{}: expert output rows must have H >= 1, got shape {}", xl,
+                                   npy::format_shape(xi.shape)));
+    if (ii.dtype != npy::DType::i4 || ii.shape.size() != 2)
+      throw InputError(fmt::format("{}: the inverse map must be int32 [T, K]", il));
+    if (ii.shape[1] < 1)
+      throw InputError(fmt::format("{}: the inverse map must have K >= 1 slots per token, got shape {}", il,
+                                   npy::format_shape(ii.shape)));
+    if (wi.dtype != npy::DType::f4 || wi.shape != ii.shape)
+      throw InputError(fmt::format("{}: the weights must be float32 [T, K] = [{}, {}]", wl, ii.shape[0], ii.shape[1]));
+    T = ii.shape[0];
+    K = narrow_to_int32(ii.shape[1], il + ": K (the inverse map's last dimension)");
+    const double es = double(npy::dtype_size(xi.dtype));
+    const double P = double(xi.shape[0]), H = double(xi.shape[1]), slots = double(T) * double(K);
+    // Held at once: the rows, the map and weights as read and as kept (4 x 4
+    // bytes a slot), the duplicate check's sorted copy (8 a slot), and four
+    // [T, H] arrays: the output, the reference, the output set's copy and the
+    // written file read back for the check.
+    require_host_memory(P * H * es + 24.0 * slots + 4.0 * double(T) * H * es,
+                        fmt::format("this combine run ({}: {} rows x H {}; {} tokens x top-{})", xl, xi.shape[0], xi.shape[1], T, K));
+    x = npy::read(a.expert_out, ro);
     // NaN payloads are not reproducible bit for bit.
     if (const auto i = npy::first_non_finite(x))
       throw InputError(fmt::format("{}: expert_out[{}, {}] is {}: rows must be finite", xl, *i / x.shape[1],
                                    *i % x.shape[1], npy::float_at(x, *i)));
     const npy::Array ia = npy::read(a.inverse), wa = npy::read(a.weights);
-    if (ia.dtype != npy::DType::i4 || ia.shape.size() != 2)
-      throw InputError(fmt::format("{}: the inverse map must be int32 [T, K]", il));
-    if (wa.dtype != npy::DType::f4 || wa.shape != ia.shape)
-      throw InputError(fmt::format("{}: the weights must be float32 [T, K] = [{}, {}]", wl, ia.shape[0], ia.shape[1]));
-    T = ia.shape[0];
-    K = static_cast<std::int32_t>(ia.shape[1]);
     const auto iv = ia.as<std::int32_t>();
     const auto wv = wa.as<float>();
     inv.assign(iv.begin(), iv.end());
     w.assign(wv.begin(), wv.end());
-    // permute writes a one-to-one map; `scatter` reads each row once, for one slot.
-    std::vector<std::int64_t> first_use(std::size_t(x.shape[0]), -1);
-    for (std::size_t i = 0; i < inv.size(); ++i) {
+    for (std::size_t i = 0; i < inv.size(); ++i)
       if (inv[i] < -1 || inv[i] >= x.shape[0])
         throw InputError(fmt::format("{}: inverse[{}, {}] = {} is neither -1 nor a row of {} ({} rows)", il, i / K,
                                      i % K, inv[i], xl, x.shape[0]));
-      if (inv[i] < 0) continue;
-      std::int64_t& f = first_use[std::size_t(inv[i])];
-      if (f >= 0)
-        throw InputError(fmt::format("{}: inverse[{}, {}] and inverse[{}, {}] both name row {}: an inverse map (as "
-                                     "permute writes it) names each row at most once",
-                                     il, f / K, f % K, i / K, i % K, inv[i]));
-      f = static_cast<std::int64_t>(i);
+    // permute writes a one-to-one map; `scatter` reads each row once, for one
+    // slot. Sorted (row, slot) pairs find a repeat in memory of the map's size,
+    // never of the row count (a [2^30, H] header costs nothing to write).
+    std::vector<std::pair<std::int32_t, std::int64_t>> used;
+    used.reserve(inv.size());
+    for (std::size_t i = 0; i < inv.size(); ++i)
+      if (inv[i] >= 0) used.emplace_back(inv[i], static_cast<std::int64_t>(i));
+    std::sort(used.begin(), used.end());
+    std::int64_t i = -1;  // the first slot (in slot order) naming a row an earlier slot named
+    for (std::size_t u = 1; u < used.size(); ++u)
+      if (used[u].first == used[u - 1].first && (i < 0 || used[u].second < i)) i = used[u].second;
+    if (i >= 0) {
+      const std::int32_t row = inv[std::size_t(i)];
+      const std::int64_t f = std::lower_bound(used.begin(), used.end(), std::pair{row, std::int64_t(-1)})->second;
+      throw InputError(fmt::format("{}: inverse[{}, {}] and inverse[{}, {}] both name row {}: an inverse map (as "
+                                   "permute writes it) names each row at most once",
+                                   il, f / K, f % K, i / K, i % K, row));
     }
     for (std::size_t i = 0; i < w.size(); ++i)
       if (!std::isfinite(w[i]))
         throw InputError(fmt::format("{}: weight [{}, {}] is {}: weights must be finite", wl, i / K, i % K, w[i]));
-    require_host_memory(double(x.data.size()) + 2.0 * double(T) * double(x.shape[1]) * double(npy::dtype_size(x.dtype)),
-                        "this combine run");
   }
   combine::Problem p;
   p.tokens = T;

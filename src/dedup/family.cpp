@@ -160,10 +160,11 @@ std::unique_ptr<Job> DedupFamily::prepare(const CommonOpts& c, Report& r) {
   if (a.indices.empty()) {
     if (a.batch < 0) throw InputError("dedup: give --indices FILE, or --batch N to generate input");
     std::int64_t hi = a.max_index > 0 ? a.max_index : (std::int64_t(1) << 31);
-    // Input, reference and output on the host at once.
+    // Held at once: the input and four outputs of its size (the reference,
+    // the run's own, the output set's copy, the file read back for the check).
     // (Sizes no variant takes are the generator's to refuse first, as "too large".)
     if (a.batch >= 0 && a.k >= 1 && double(a.mtp_step) * a.k <= double(std::numeric_limits<std::int32_t>::max()))
-      require_host_memory(3 * 4.0 * double(a.batch) * a.mtp_step * a.k, "this dedup run");
+      require_host_memory(5 * 4.0 * double(a.batch) * a.mtp_step * a.k, "this dedup run");
     in = gen::dedup_indices(a.batch, a.mtp_step, a.k, hi, a.overlap, 0.0, c.seed);
     label = fmt::format("generated input (batch {} x {} steps x k {}, values < {}, overlap {}, seed {})", a.batch,
                         a.mtp_step, a.k, hi, a.overlap, c.seed);
@@ -207,8 +208,8 @@ std::unique_ptr<Job> DedupFamily::prepare(const CommonOpts& c, Report& r) {
                                      vals[i], i, a.max_index));
   }
 
-  // + reference and output; a generated input was checked before generating.
-  if (!a.indices.empty()) require_host_memory(3.0 * double(in.data.size()), "this dedup run");
+  // The input and four outputs (as above); a generated input was checked before generating.
+  if (!a.indices.empty()) require_host_memory(5.0 * double(in.data.size()), "this dedup run");
   dedup::Problem p;
   p.batch = static_cast<std::int32_t>(batch);
   p.mtp_step = a.mtp_step;

@@ -16,6 +16,7 @@
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
+#include "sizes.hpp"
 #include "moe_path/moe_path.hpp"
 #include "moe_path/reference.hpp"
 #include "permute/reference.hpp"
@@ -360,7 +361,7 @@ void read_ids_and_weights(const Args& a, std::int32_t experts, PathJob::Host& h,
     throw InputError(fmt::format("{}: the weights must be float32 [{}, {}] (the shape of {})", wl, ids.shape[0],
                                  ids.shape[1], il));
   T = ids.shape[0];
-  K = static_cast<std::int32_t>(ids.shape[1]);
+  K = narrow_to_int32(ids.shape[1], il + ": K (the expert ids' last dimension)");
   h.ids.resize(std::size_t(ids.numel()));
   for (std::size_t i = 0; i < h.ids.size(); ++i) {
     const std::int64_t v = ids.dtype == npy::DType::i4 ? ids.as<std::int32_t>()[i] : ids.as<std::int64_t>()[i];
@@ -478,12 +479,16 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
                                                      static_cast<float>(scaling), routed ? &router : nullptr);
   const std::int64_t row_bytes = p.permute.row_bytes;
 
-  // Host memory at once: the inputs, permuted rows twice (reference and
-  // run) up to their capacity, the output three times (reference, run, check).
+  // Host memory at once: the hidden rows and the logits (as read and as f32);
+  // the path's outputs three times (the reference, the run's own, and the
+  // reference's copy the written files are checked in): permuted rows up to
+  // their capacity with their sorted ids, the [T, H] output, ids, weights and
+  // the inverse map; and two more [T, H] outputs (the output set's copy and
+  // the file read back).
   const double hidden_bytes = double(T) * double(row_bytes);
-  require_host_memory(2.0 * hidden_bytes + (routed ? 6.0 * double(T) * E : 0.0) +
-                          2.0 * double(p.permute.align.max_num_tokens_padded) * double(row_bytes) +
-                          3.0 * hidden_bytes,
+  const double rows = double(p.permute.align.max_num_tokens_padded), slots = double(T) * K;
+  require_host_memory(hidden_bytes + (routed ? 8.0 * double(T) * E : 0.0) +
+                          3.0 * (rows * (double(row_bytes) + 4.0) + hidden_bytes + 12.0 * slots) + 2.0 * hidden_bytes,
                       "this moe-path run");
 
   if (routed && a.logits.empty()) {

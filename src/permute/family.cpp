@@ -13,6 +13,7 @@
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
+#include "sizes.hpp"
 #include "permute/permute.hpp"
 #include "permute/reference.hpp"
 
@@ -205,6 +206,17 @@ class PermuteFamily final : public Family {
   gen::HiddenRowsGen g_;
 };
 
+// Host memory of a run, held at once: the hidden rows, the ids as read
+// (id_bytes each), widened and as int32; the outputs -- permuted rows up to
+// their capacity with align's sorted ids, and the inverse map -- five times:
+// the reference, the run's own, the output set's copy, the reference's copy
+// the files are checked in, and the files read back.
+double run_bytes(const permute::Problem& p, int id_bytes) {
+  const double slots = double(p.tokens) * p.topk, rows = double(p.align.max_num_tokens_padded);
+  return double(p.tokens) * double(p.row_bytes) + slots * (id_bytes + 12.0) +
+         5.0 * (rows * (double(p.row_bytes) + 4.0) + 4.0 * slots + 4.0 * double(p.align.max_num_blocks));
+}
+
 std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
   const Args& a = a_;
   if (a.experts < 1 || a.experts > align::kMaxExperts)
@@ -218,10 +230,10 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("--topk {} must be in [1, --num-experts {}]", a.topk, a.experts));
     const auto t = npy::parse_dtype(a.gen_dtype);
     gen::check_size(double(a.tokens) * double(a.hidden_size), "hidden rows");
-    (void)permute::make_problem(a.tokens, a.topk, a.experts, a.block_size, 0, layout, 0,
-                                *align::parse_invalid(a.ep.invalid));  // int32 limits first
-    require_host_memory(3.0 * double(a.tokens) * double(a.hidden_size) * double(npy::dtype_size(*t)) * a.topk,
-                        "this permute run");
+    const std::int64_t row_bytes = a.hidden_size * std::int64_t(npy::dtype_size(*t));
+    const permute::Problem p0 = permute::make_problem(a.tokens, a.topk, a.experts, a.block_size, row_bytes, layout,
+                                                      0, *align::parse_invalid(a.ep.invalid));  // int32 limits first
+    require_host_memory(run_bytes(p0, 4), "this permute run");
     hidden = gen::normal_rows(a.tokens, a.hidden_size, *t, c.seed, "hidden rows");
     ids = gen::align_ids(a.tokens, a.topk, a.experts, gen::parse_dist(a.dist), c.seed, false);
     il = "generated expert ids";
@@ -243,7 +255,12 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("{}: expert ids must be [T, K] with T = {} (the rows of {})", il, hidden.shape[0], hl));
   }
   const std::int64_t T = hidden.shape[0], H = hidden.shape[1];
-  const std::int32_t K = static_cast<std::int32_t>(ids.shape[1]);
+  const std::int32_t K = narrow_to_int32(ids.shape[1], il + ": K (the expert ids' last dimension)");
+  const align::Ep ep = align::read_ep(a.ep, a.experts);
+  const permute::Problem p =
+      permute::make_problem(T, K, a.experts, a.block_size, H * std::int64_t(npy::dtype_size(hidden.dtype)), layout,
+                            static_cast<std::int32_t>(ep.map.size()), ep.invalid, ep.map_semantics);
+  if (!a.hidden.empty()) require_host_memory(run_bytes(p, int(npy::dtype_size(ids.dtype))), "this permute run");
   std::vector<std::int64_t> wide(ids.numel());
   if (ids.dtype == npy::DType::i8) {
     const auto v = ids.as<std::int64_t>();
@@ -252,7 +269,6 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
     const auto v = ids.as<std::int32_t>();
     std::copy(v.begin(), v.end(), wide.begin());
   }
-  const align::Ep ep = align::read_ep(a.ep, a.experts);
   if (const std::string note = align::check_ids(ep, a.experts, wide, il,
                                                 [K](std::size_t i) { return fmt::format("[{}, {}]", i / K, i % K); });
       !note.empty())
@@ -269,9 +285,6 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
     }
     ids = std::move(n);
   }
-  const permute::Problem p =
-      permute::make_problem(T, K, a.experts, a.block_size, H * std::int64_t(npy::dtype_size(hidden.dtype)), layout,
-                            static_cast<std::int32_t>(ep.map.size()), ep.invalid, ep.map_semantics);
   r.params = {{"tokens", std::to_string(T)}, {"topk", std::to_string(K)}, {"experts", std::to_string(a.experts)},
               {"block_size", std::to_string(layout == permute::Layout::padded ? a.block_size : 1)},
               {"hidden", std::to_string(H)}, {"layout", a.layout}};

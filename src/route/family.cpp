@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "align/align.hpp"
@@ -295,6 +296,22 @@ class RouteFamily final : public Family {
   GenArgs g_;
 };
 
+// Host memory of a run, held at once: the logits as read (`es` bytes each)
+// and as f32; ids and weights five times (the reference, the run's own, the
+// output set's copy, the files read back and their copy for the check); with
+// --then-align, the ids widened for align and align's outputs six times (as
+// ids and weights, and the check's own reference), at their largest (every
+// expert's last block padded).
+double run_bytes(double tokens, double experts, double topk, double es, bool then_align, double block) {
+  const double slots = tokens * topk;
+  double b = tokens * experts * (es + 4.0) + 5.0 * 8.0 * slots;
+  if (then_align) {
+    const double rows = slots + experts * std::max(block, 1.0);  // align's bound on padded rows
+    b += 8.0 * slots + 6.0 * 4.0 * (rows + rows / std::max(block, 1.0));
+  }
+  return b;
+}
+
 std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
   const Args& a = a_;
   if (a.then_align && a.block_size < 1) throw InputError("--then-align needs -B/--block-size N (N >= 1)");
@@ -306,14 +323,17 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("route: -E must be in [1, {}], got {}", route::kMaxExperts, a.experts));
     const auto t = npy::parse_dtype(a.gen_dtype);
     gen::check_size(double(a.tokens) * a.experts, "router logits");
-    require_host_memory(double(a.tokens) * a.experts * (npy::dtype_size(*t) + 4.0), "this route run");
+    require_host_memory(run_bytes(a.tokens, a.experts, a.topk, double(npy::dtype_size(*t)), a.then_align, a.block_size),
+                        "this route run");
     in = gen::route_logits(a.tokens, a.experts, *t, a.dist, c.seed);
     label = fmt::format("generated logits ({} tokens x {}, {}, {}, seed {})", a.tokens, a.experts, a.gen_dtype,
                         printable(a.dist), c.seed);
     r.notes.push_back(label);
   } else {
     in = gen::read_logits(a.logits, a.dtype, a.experts, "-E");
-    require_host_memory(double(in.data.size()) + 4.0 * double(in.numel()), "this route run");
+    require_host_memory(run_bytes(in.shape[0], in.shape[1], a.topk, double(npy::dtype_size(in.dtype)), a.then_align,
+                                  a.block_size),
+                        "this route run");
   }
 
   route::Problem p;
@@ -330,6 +350,11 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
   if (!std::isfinite(a.scaling) || !std::isfinite(p.scaling))
     throw InputError(fmt::format("--routed-scaling-factor: {} is not a finite f32 number", a.scaling));
   route::validate(p);
+  // A CPU run resolves no variant of --variant auto, so the align variant is
+  // checked here, on every machine: a typo must not pass as exit 0.
+  if (a.then_align && a.align_variant != "auto" && !align::find(a.align_variant))
+    throw InputError(fmt::format("unknown align variant '{}' for --align-variant (see `moekit variants align`)",
+                                 printable(a.align_variant)));
 
   std::vector<float> bias;
   if (!a.bias.empty()) {

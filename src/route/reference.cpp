@@ -73,12 +73,15 @@ void score_row(const Problem& p, const float* x, const float* bias, Row& r) {
                     [&](auto a, auto b) { return better(r.c[a], a, r.c[b], b); });
 }
 
-// Weights of the chosen ids, in double.
+// Weights of the chosen ids, in double. Renormalizing divides by the sum of
+// the chosen scores only when it is > 0: sigmoid scores of logits near -1000
+// are all 0, and 0/0 would make every weight NaN; they stay 0 instead (the
+// kernels' weight_scale() does the same; docs/route.md "Weights").
 void weights_of(const Problem& p, const Row& r, const std::int32_t* ids, double* w) {
   double sum = 0;
   for (std::int32_t j = 0; j < p.topk; ++j) sum += (w[j] = r.s[ids[j]]);
   for (std::int32_t j = 0; j < p.topk; ++j) {
-    if (p.renormalize) w[j] /= sum;
+    if (p.renormalize && sum > 0) w[j] /= sum;
     w[j] *= double(p.scaling);
   }
 }

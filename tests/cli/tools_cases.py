@@ -375,6 +375,55 @@ def trace_import_json_errors():
 
 
 @case()
+def trace_import_ids_out_of_range_and_library_errors():
+    # Ids >= 2^63 are unsigned to the JSON library: they were stored wrapped
+    # (2^64 - 1 as -1, exit 0). Every refusal names FILE:LINE and the problem,
+    # never the library's "[json.exception...]" tag.
+    d = tmp()
+    n = [0]
+
+    def refused(fmt, text, *words):
+        n[0] += 1
+        f = os.path.join(d, f"in{n[0]}.{fmt}")
+        write(f, text)
+        out = os.path.join(d, f"o{n[0]}")
+        p = run("trace", "import", fmt, f, "-o", out, code=2)
+        one_line_error(p, *[w.replace("FILE", f) for w in words])
+        expect("json.exception" not in p.stderr, p.stderr)
+        expect(not os.path.exists(out), f"{out} written on error")
+
+    for big in (2**64 - 1, 2**63):
+        refused("json", f"[[[1, {big}]]]\n", "FILE:1:", f"expert id {big} does not fit int32")
+        refused("json", f"[[[1, 2]]]\n[[[1, {big}]]]\n", "FILE:2:", f"expert id {big} does not fit int32")
+        refused("jsonl", f'{{"layer": 0, "experts": [1, {big}]}}\n', "FILE:1:", f"expert id {big} does not fit int32")
+        refused("jsonl", f'{{"layer": {big}, "experts": [1, 2]}}\n', "FILE:1:", f"layer {big} is outside")
+        refused("csv", f'layer,experts\n0,"[1, {big}]"\n', "FILE:2:", f"{big} is out of range")
+    refused("json", "[[[1, 2]]]\n[[[1, 1e400]]]\n", "FILE:2:", "number overflow", "1e400")
+    refused("json", "[\n [[1, 2]],\n [[3, 1e400]]\n]\n", "FILE:3:", "number overflow", "1e400")
+    refused("jsonl", '{"layer": 0, "experts": [1, 1e999]}\n', "FILE:1:", "number overflow")
+    # a non-integer id says so, where it stands
+    refused("json", '[[["3", 2]]]\n', "FILE:1:", "token 0, layer 0", '"3", not an integer')
+    refused("json", "[[[1.5, 2]]]\n", "FILE:1:", "1.5, not an integer")
+    # the records reader of compare and plot too
+    rec = os.path.join(d, "r.jsonl")
+    write(rec, '{"op": "demo", "variant": "x", "params": {"tokens": 1e400}}\n')
+    for p in (run("compare", rec, rec, code=2), run("plot", rec, "-o", os.path.join(d, "p.svg"), code=2)):
+        one_line_error(p, rec + ":1:", "number overflow")
+        expect("json.exception" not in p.stderr, p.stderr)
+
+
+@case()
+def trace_import_csv_with_a_byte_order_mark():
+    # Excel's "CSV UTF-8" starts with EF BB BF: the first column is still "layer".
+    d = tmp()
+    f = os.path.join(d, "bom.csv")
+    with open(f, "wb") as fh:
+        fh.write(b'\xef\xbb\xbflayer,experts\n0,"[1, 2]"\n1,[3 4]\n')
+    run("trace", "import", "csv", f, "-o", os.path.join(d, "o"), code=0)
+    expect(layers_of(os.path.join(d, "o")) == {"layer0.npy": [[1, 2]], "layer1.npy": [[3, 4]]}, "BOM csv")
+
+
+@case()
 def trace_import_jsonl_and_csv():
     d = tmp()
     jl = os.path.join(d, "r.jsonl")
@@ -550,6 +599,58 @@ def compare_and_plot_read_escaped_bytes():
     o = json.loads(run("compare", res, res, "--format", "json", code=0).stdout)
     c = o["cells"][0]
     expect(c["variant"] == "v\udcff" and c["params"]["name"] == "x\udc80" and c["device"] == "G\U0001F600", c)
+
+
+@case()
+def compare_refuses_nan_thresholds_and_empty_files():
+    # --threshold nan passed CLI11's Range (NaN compares false to both bounds)
+    # and made a 10x regression exit 0; an empty baseline exited 0 as success.
+    d = tmp()
+    b, n = os.path.join(d, "b.jsonl"), os.path.join(d, "n.jsonl")
+    write_jsonl(b, [record("a", 16, 10.0)])
+    write_jsonl(n, [record("a", 16, 100.0)])
+    run("compare", b, n, code=1)  # the regression the checks below must not hide
+    for t in ("nan", "NaN", "inf", "-inf", "1e999"):
+        one_line_error(run("compare", b, n, "--threshold", t, code=2), "--threshold")
+    for empty in ("", "\n  \n"):
+        e = os.path.join(d, "e.jsonl")
+        write(e, empty)
+        one_line_error(run("compare", e, n, code=2), e, "no records", "baseline")
+        one_line_error(run("compare", b, e, code=2), e, "no records")
+
+
+@case()
+def records_with_an_impossible_sample_count():
+    # "samples": 1e300 was cast to int (undefined behaviour; found by fuzz_readers).
+    d = tmp()
+    f = os.path.join(d, "r.jsonl")
+    for bad in ("1e300", "-1", "2.5", "2147483648"):
+        r = record("a", 16, 10.0)
+        write(f, json.dumps(r).replace('"samples": ' + json.dumps(r["time_us"]["samples"]), '"samples": ' + bad) + "\n")
+        expect(bad in open(f).read(), "the record was not changed")
+        one_line_error(run("compare", f, f, code=2), f + ":1", "samples")
+    write_jsonl(f, [record("a", 16, 10.0)])
+    run("compare", f, f, code=0)
+
+
+@case()
+def every_float_option_refuses_nan_and_infinity():
+    # One validator on every FLOAT option, registered or to come: found by
+    # walking --help of every command for options CLI11 types FLOAT.
+    import re
+    cmds = [["compare"], ["plot"], ["trace", "stats"], ["trace", "import"]]
+    top = run("--help", code=0).stdout
+    for fam in FAMILIES:
+        cmds.append([fam.COMMAND])
+        cmds.append(["gen", fam.COMMAND])
+    seen = 0
+    for c in cmds:
+        for opt in re.findall(r"(--[a-z0-9-]+) FLOAT", run(*c, "--help", code=0).stdout):
+            seen += 1
+            for bad in ("nan", "inf"):
+                p = run(*c, opt, bad, code=2)
+                one_line_error(p, opt)
+    expect(seen >= 4, f"only {seen} FLOAT options found: the --help format changed?")
 
 
 # ---- plot --------------------------------------------------------------------------

@@ -1029,6 +1029,189 @@ for _n in npy_corpus.names():
     CASES["corpus_" + _n] = corpus_case(_n)
 
 
+# ------------------------------------------------------------------ sizes from tiny inputs (issue 31)
+# Every count multiplied into a size is checked before use, a zero dimension
+# never makes a loop run over the other one, and memory estimates count what
+# is allocated: each case runs with the address space capped at 2 GB, so an
+# unchecked allocation shows as "out of host memory" and a loop as a hang.
+def capped(gb=2):
+    def cap():
+        import resource
+        lim = int(gb * (1 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    return cap
+
+
+def header_only(path, descr, shape):
+    """A .npy of `shape` with no data bytes (a zero dimension: a valid file of ~128 bytes)."""
+    with open(path, "wb") as f:
+        f.write(npy_bytes(descr, repr(tuple(shape)), b""))
+
+
+def sparse_npy(path, descr, shape, itemsize):
+    """A valid .npy whose data is a hole: gigabytes on paper, no disk used."""
+    n = 1
+    for d in shape:
+        n *= d
+    with open(path, "wb") as f:
+        f.write(npy_bytes(descr, repr(tuple(shape)), b""))
+        f.truncate(f.tell() + n * itemsize)
+
+
+@case
+def size_trace_import_layers_topk_product_overflows(w):
+    # --layers x --topk = 2^64 wrapped to 0: the modulo by it was a SIGFPE.
+    d = os.path.join(w, "d.json")
+    with open(d, "w") as f:
+        f.write('{"routed_experts": "AAAAAAEAAAA="}\n')  # two int32 ids
+    o = os.path.join(w, "out")
+    expect_error(run("trace", "import", "json", d, "-o", o, "--layers", 2**32, "--topk", 2**32, timeout=10),
+                 rb"d\.json:1: request 1 .*2 ids are not whole tokens of 4294967296 layers x top-4294967296")
+    expect(not os.path.exists(o), "an output folder was made")
+
+
+@case
+def size_trace_stats_zero_topk_rows(w):
+    # 2^40 tokens of no ids: nothing to count, at once (it looped for hours).
+    f = os.path.join(w, "t.npy")
+    header_only(f, "<i4", (2**40, 0))
+    rc, out, err = run("trace", "stats", f, "-E", 8, "--format", "json", timeout=10, preexec_fn=capped())
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    o = json.loads(out)
+    expect(o["tokens"] == 2**40 and o["topk"] == 0 and o["slots"] == 0 and o["counts"] == [0] * 8, o)
+
+
+@case
+def size_combine_zero_width_rows(w):
+    # [2^30, 0] expert rows: refused by shape, not by allocating a row table of 8 GB.
+    x, inv, wt = (os.path.join(w, n) for n in ("x.npy", "inv.npy", "w.npy"))
+    header_only(x, "<f4", (2**30, 0))
+    save_i32(inv, [0], (1, 1))
+    save_f32(wt, [1.0], (1, 1))
+    expect_error(run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", wt, "--device", "cpu",
+                     timeout=10, preexec_fn=capped()), rb"x\.npy: expert output rows must have H >= 1")
+
+
+@case
+def size_combine_huge_row_count_map_check(w):
+    # 2^27 rows of H 1 (a 512 MB hole): the one-to-one check of the map costs
+    # memory of the map's size, not 8 bytes per row (the old row table: 1 GB).
+    x, inv, wt = (os.path.join(w, n) for n in ("x.npy", "inv.npy", "w.npy"))
+    sparse_npy(x, "<f4", (2**27, 1), 4)
+    save_i32(inv, [5, 2**27 - 1, 5], (1, 3))
+    save_f32(wt, [1.0, 1.0, 1.0], (1, 3))
+    expect_error(run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", wt, "--device", "cpu",
+                     timeout=20, preexec_fn=capped(1)),
+                 rb"inv\.npy: inverse\[0, 0\] and inverse\[0, 2\] both name row 5")
+
+
+@case
+def size_combine_zero_slot_map(w):
+    # [2^40, 0] map and weights: K >= 1 is required (as for generated input).
+    x, inv, wt = (os.path.join(w, n) for n in ("x.npy", "inv.npy", "w.npy"))
+    save_f32(x, [1.0, 2.0], (1, 2))
+    header_only(inv, "<i4", (2**40, 0))
+    header_only(wt, "<f4", (2**40, 0))
+    expect_error(run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", wt, "--device", "cpu",
+                     timeout=10, preexec_fn=capped()), rb"inv\.npy: the inverse map must have K >= 1")
+
+
+@case
+def size_combine_big_input_names_the_file(w):
+    # An 8 GiB expert-out (a hole) over the budget: the refusal names the file, before reading it.
+    x, inv, wt = (os.path.join(w, n) for n in ("x.npy", "inv.npy", "w.npy"))
+    sparse_npy(x, "<f4", (2**30, 2), 4)
+    save_i32(inv, [0], (1, 1))
+    save_f32(wt, [1.0], (1, 1))
+    expect_error(run("combine", "--expert-out", x, "--inverse", inv, "--topk-weights", wt, "--device", "cpu",
+                     timeout=10, preexec_fn=capped()), rb"this combine run \(\S*x\.npy: 1073741824 rows x H 2.*needs about")
+    # any command reading it: the reader's own budget names the file
+    expect_error(run("align", "--topk-ids", x, "-E", 8, "--device", "cpu", timeout=10, preexec_fn=capped()),
+                 rb"x\.npy: reading its data needs about 8\.6 GB of host memory")
+
+
+@case
+def size_combine_estimate_counts_every_array(w):
+    # The estimate counts the rows, map, weights, output, reference, the output
+    # set's copy and the read-back file: a run under 1.9 GB that needs ~2.1 GB is
+    # refused up front (it used to pass the estimate, 1.7 GB, and die "out of
+    # host memory" after seconds of work).
+    rc, out, err = run("combine", "--tokens", 21000, "--topk", 8, "--hidden-size", 4096, "--device", "cpu",
+                       "--iters", 1, "--out", os.path.join(w, "o"), timeout=60, preexec_fn=capped(1.9))
+    expect_error((rc, out, err), rb"this combine run needs about 2\.1 GB of host memory")
+
+
+@case
+def size_estimates_count_what_each_family_holds(w):
+    # Under 1.9 GB, shapes whose estimate used to pass and whose run then died
+    # "out of host memory" after seconds of work (outputs held four times, not
+    # twice; align's widened ids made before its estimate; route's outputs and
+    # align's not counted; permute's rows counted per slot, not per padded row
+    # and copy): refused up front.
+    o = os.path.join(w, "o")
+    for args, what in (
+            (["act-and-mul", "--tokens", 100000, "--d", 2048], rb"this act-and-mul run needs about"),
+            (["dedup", "--batch", 9000, "-M", 2, "--k", 8192], rb"this dedup run needs about"),
+            (["align", "--tokens", 40000000, "--topk", 8, "-E", 256], rb"this align run needs about"),
+            (["moe-path", "--tokens", 20000, "--topk", 8, "-E", 64, "--hidden-size", 2048],
+             rb"this moe-path run needs about"),
+            (["permute", "--tokens", 12000, "--topk", 8, "-E", 64, "--hidden-size", 2048],
+             rb"this permute run needs about"),
+            (["route", "--tokens", 800000, "-E", 256, "--topk", 8, "--then-align", "-B", 64],
+             rb"this route run needs about")):
+        t = time.time()
+        expect_error(run(*args, "--device", "cpu", "--iters", 1, "--out", o, timeout=60, preexec_fn=capped(1.9)), what)
+        expect(time.time() - t < 5, f"{args[0]}: refused only after {time.time() - t:.1f} s")
+
+
+@case
+def size_dedup_zero_batches_of_huge_k(w):
+    # [0, 2^30] indices: no row to sort, so no 4 GB scratch row either.
+    f = os.path.join(w, "i.npy")
+    header_only(f, "<i4", (0, 2**30))
+    rc, out, err = run("dedup", "--indices", f, "-M", 1, "--device", "cpu", "--format", "json", timeout=10,
+                       preexec_fn=capped())
+    expect(rc == 0, f"exit {rc}: {err!r}")
+    expect(json.loads(out)["params"]["batch"] == 0, out)
+
+
+@case
+def size_k_beyond_int32_refused(w):
+    # K = 2^32 + 1 (no tokens, so a header-only file) was narrowed to int32 (K = 1) and run.
+    ids, ids64, wt, h = (os.path.join(w, n) for n in ("ids.npy", "ids64.npy", "w.npy", "h.npy"))
+    header_only(ids, "<i4", (0, 2**32 + 1))
+    header_only(ids64, "<i8", (0, 2**32 + 1))
+    header_only(wt, "<f4", (0, 2**32 + 1))
+    save_f32(h, [], (0, 4))
+    x = os.path.join(w, "x.npy")
+    save_f32(x, [1.0, 2.0], (1, 2))
+    k_msg = rb"ids(64)?\.npy: K \(the expert ids' last dimension\) = 4294967297 does not fit int32"
+    expect_error(run("permute", "--hidden", h, "--topk-ids", ids, "-E", 8, "--device", "cpu"), k_msg)
+    expect_error(run("permute", "--hidden", h, "--topk-ids", ids64, "-E", 8, "--device", "cpu"), k_msg)
+    expect_error(run("moe-path", "--topk-ids", ids, "--topk-weights", wt, "-E", 8, "--hidden-size", 4,
+                     "--device", "cpu"), k_msg)
+    expect_error(run("combine", "--expert-out", x, "--inverse", ids, "--topk-weights", wt, "--device", "cpu"),
+                 rb"ids\.npy: K \(the inverse map's last dimension\) = 4294967297 does not fit int32")
+
+
+@case
+def text_readers_never_echo_raw_bytes(w):
+    # nlohmann quotes the bytes it stopped at ("last read: '...'"): it writes
+    # controls below 0x20 as <U+001B>, but DEL and invalid UTF-8 went to the
+    # terminal raw (found by fuzz_readers).
+    f = os.path.join(w, "x.json")
+    with open(f, "wb") as fh:
+        fh.write(b'[[[1, \x1b[2J]]]\n')
+    for args in (["trace", "import", "json", f, "-o", os.path.join(w, "o")],
+                 ["trace", "import", "jsonl", f, "-o", os.path.join(w, "o")],
+                 ["compare", f, f], ["plot", f, "-o", os.path.join(w, "p.svg")]):
+        expect_error(run(*args), rb"x\.json:1: .*syntax error")
+    with open(f, "wb") as fh:
+        fh.write(b'\xef\xbb\x7f\x00[1]\n')  # a broken byte-order mark, then NUL
+    expect_error(run("trace", "import", "json", f, "-o", os.path.join(w, "o")), rb"x\.json:1: .*invalid BOM")
+    expect_error(run("compare", f, f), rb"x\.json:1: .*invalid BOM")
+
+
 def main(argv):
     global MOEKIT
     if argv[1:] == ["--list"]:

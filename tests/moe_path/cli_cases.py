@@ -225,3 +225,23 @@ def moe_path_gpu_stage_times_and_pdl():
     p = run("moe-path", "--model", "mixtral", "--tokens", 4, "--hidden-size", 256, "--bench", "--iters", 10,
             "--device", "gpu", "--format", "csv", code=0)
     expect("stage_route_us" in p.stdout and "stage_sum_us" in p.stdout, p.stdout)
+
+
+@case()
+def moe_path_renormalize_all_zero_sigmoid_scores():
+    # The route stage's weights on logits of -1000 with sigmoid + renormalize:
+    # 0/0 made them NaN (exit 0, and with --out the file check failed on
+    # NaN != NaN). They stay 0, so every output row is 0 (docs/route.md).
+    d = tmp()
+    T, E, K, H = 3, 8, 2, 16
+    f = os.path.join(d, "low.npy")
+    save_npy(f, "<f4", (T, E), [-1000.0] * (T * E))
+    out = os.path.join(d, "o")
+    p = run("moe-path", "--logits", f, "--topk", K, "--scoring", "sigmoid", "--renormalize", "--hidden-size", H,
+            "--gen-dtype", "f32", "--device", "cpu", "--out", out, "--format", "json", code=0)
+    o = json.loads(p.stdout)
+    expect(o["check"]["result"] != "fail", o["check"])
+    _, w = load_npy(os.path.join(out, "topk_weights.npy"))
+    expect(w == [0.0] * (T * K), f"weights {w}")
+    _, y = load_npy(os.path.join(out, "out.npy"))
+    expect(all(v == 0.0 for v in y), f"out {y[:8]}")

@@ -177,3 +177,31 @@ def route_fused_variant_needs_then_align():
     p = run("route", "--tokens", 2000, "-E", 64, "--topk", 8, "--variant", "block-rank-align", "--then-align",
             "-B", 8, "--device", "cpu", code=2)
     expect("8192" in p.stderr, p.stderr)
+
+
+@case()
+def route_align_variant_checked_on_cpu():
+    # Only --variant was checked on the CPU: --align-variant nosuch exited 0.
+    for args in (["--align-variant", "nosuch"], ["--variant", "auto", "--align-variant", "nosuch"]):
+        p = run("route", *SMALL_ARGS, "--then-align", "-B", 8, *args, "--device", "cpu", code=2)
+        lines = p.stderr.strip().splitlines()
+        expect(len(lines) == 1 and "nosuch" in lines[0] and "--align-variant" in lines[0], p.stderr)
+    run("route", *SMALL_ARGS, "--then-align", "-B", 8, "--align-variant", "baseline", "--device", "cpu", code=0)
+
+
+@case()
+def route_renormalize_all_zero_sigmoid_scores():
+    # sigmoid(-1000) = 0 for every expert: renormalizing divided 0 by 0 (NaN
+    # weights, exit 0; with --out the file check then failed on NaN != NaN).
+    # The sum is not > 0, so the weights stay 0 (docs/route.md).
+    d = tmp()
+    T, E, K = 3, 8, 2
+    f = os.path.join(d, "low.npy")
+    save_npy(f, "<f4", (T, E), [-1000.0] * (T * E))
+    out = os.path.join(d, "o")
+    run("route", "--logits", f, "--topk", K, "--scoring", "sigmoid", "--renormalize", "--routed-scaling-factor",
+        2.5, "--device", "cpu", "--out", out, code=0)
+    _, ids = load_npy(os.path.join(out, "topk_ids.npy"))
+    _, w = load_npy(os.path.join(out, "topk_weights.npy"))
+    expect(ids == [0, 1] * T, f"ids {ids}")  # all tied: the lower indices
+    expect(w == [0.0] * (T * K), f"weights {w}")

@@ -54,6 +54,35 @@ TEST_CASE("route reference: sigmoid with a bias selects on s + bias, weighs with
   CHECK(o.weights[0] == doctest::Approx(1 / (1 + std::exp(1.0))).epsilon(1e-7));
 }
 
+TEST_CASE("route reference: renormalizing all-zero weights leaves them 0, not 0/0 = NaN") {
+  // sigmoid(-1000) is 0 in float64: the K chosen scores sum to 0. Expected by
+  // hand: ties to the lower index pick experts 0 and 1, and the weights stay 0
+  // (divided by 1), times S = 2.5 still 0.
+  const std::vector<float> x = {-1000, -1000, -1000, -1000};
+  Problem p = prob(2, 2, 2);
+  p.scoring = route::Scoring::sigmoid;
+  p.renormalize = true;
+  p.scaling = 2.5f;
+  const auto o = route::reference(p, x.data(), nullptr);
+  CHECK(o.ids == std::vector<std::int32_t>{0, 1, 0, 1});
+  for (const float w : o.weights) {
+    CHECK(!std::isnan(w));
+    CHECK(w == 0.0f);
+  }
+  // The checker accepts those zeros and still refuses NaN weights.
+  CHECK(route::check(p, x.data(), nullptr, o, o).result.ok);
+  route::Outputs nan = o;
+  nan.weights[1] = std::nanf("");
+  CHECK(!route::check(p, x.data(), nullptr, o, nan).result.ok);
+  // A sum > 0 divides as before: sigmoid(0) = 0.5 twice -> 0.5 / 1 * 2.5 = 1.25 each.
+  const std::vector<float> z = {0, 0, -1000, -1000};
+  const auto q = route::reference(p, z.data(), nullptr);
+  CHECK(q.weights[0] == 1.25f);
+  CHECK(q.weights[1] == 1.25f);
+  CHECK(q.weights[2] == 0.0f);
+  CHECK(q.weights[3] == 0.0f);
+}
+
 TEST_CASE("route reference: groups by top-2 sum with a bias, by max without") {
   // Groups of 2: {0,1} {2,3} {4,5}. Max: group 2 (0.9), then group 0 (0.8).
   // Top-2 sum: group 1 (0.7 + 0.7) beats group 2 (0.9 + 0.05) and group 0 (0.8 + 0.1).

@@ -252,3 +252,83 @@ TEST_CASE("route: block-rank-align against the route and align references") {
   }
   MESSAGE(runs << " fused runs");
 }
+
+// Sigmoid + renormalize on logits of -1000: every chosen score is 0 in f32
+// (and in the float64 reference), so the sum is 0. Every variant, the fused
+// block-rank-align included, must leave the weights 0 (the sum is not > 0:
+// divide by 1, docs/route.md "Weights"), never 0/0 = NaN, and pick the lower
+// indices of the all-tied row (or the bias's best).
+TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not NaN") {
+  const DeviceCaps& caps = device_caps();
+  int runs = 0;
+  for (const Config& c : {Config{8, 2, 1, 1, false, true}, Config{64, 8, 8, 4, true, true, 2.5f},
+                          Config{256, 8, 8, 4, true, true, 2.5f}, Config{256, 32, 1, 1, false, true},
+                          Config{4096, 64, 64, 8, true, true}}) {
+    std::vector<float> bias(c.E);
+    for (int e = 0; e < c.E; ++e) bias[e] = 0.001f * float((e * 37) % 11);
+    for (std::int64_t T : {1, 77}) {
+      for (route::DType dt : kDtypes) {
+        for (const route::Variant& v : route::variants()) {
+          Problem p = problem_of(c, T, dt, route::Scoring::sigmoid, false);
+          const align::Problem ap = align::make_problem(T * c.K, c.E, 16, false, 0, false);
+          if (route::fuses_align(v)) {
+            p.align_block = 16;
+            p.align_rows = ap.max_num_tokens_padded;
+            p.align_blocks = ap.max_num_blocks;
+          }
+          if (v.not_applicable(p, caps) != nullptr) continue;
+          Logits lg;
+          const std::size_t n = std::size_t(T) * c.E, es = dt == route::DType::f32 ? 4 : 2;
+          lg.wide.assign(n, -1000.0f);
+          lg.raw.resize(n * es);
+          for (std::size_t i = 0; i < n; ++i) {
+            const float x = -1000.0f;
+            if (dt == route::DType::f32) std::memcpy(&lg.raw[i * 4], &x, 4);
+            else {
+              const std::uint16_t h = dt == route::DType::bf16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
+              std::memcpy(&lg.raw[i * 2], &h, 2);
+            }
+          }
+          const std::size_t slots = std::size_t(T) * c.K;
+          test::Uploaded d_logits(lg.raw.data(), lg.raw.size());
+          test::Uploaded d_bias(bias.data(), bias.size() * 4);
+          test::Guarded ids(slots * 4), w(slots * 4), sorted(ap.max_num_tokens_padded * 4),
+              eids(ap.max_num_blocks * 4), ntpp(4);
+          for (test::Guarded* g : {&ids, &w, &sorted, &eids, &ntpp}) g->poison();
+          test::Workspace ws(v.workspace_bytes(p, caps), needs_zeroed_workspace(v, p, caps));
+          route::Buffers b;
+          b.logits = d_logits.data();
+          b.bias = p.bias ? d_bias.as<float>() : nullptr;
+          b.topk_ids = ids.as<std::int32_t>();
+          b.topk_weights = w.as<float>();
+          b.sorted_token_ids = sorted.as<std::int32_t>();
+          b.expert_ids = eids.as<std::int32_t>();
+          b.num_tokens_post_pad = ntpp.as<std::int32_t>();
+          b.workspace = ws.get();
+          const std::string what = "variant " + std::string(v.info.name) + ", E=" + std::to_string(c.E) +
+                                   " K=" + std::to_string(c.K) + (c.bias ? " bias" : "") + ", T=" +
+                                   std::to_string(T) + ", " + name(dt) + ", logits -1000";
+          std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr); });
+          if (why.empty()) {
+            const auto ri = ids.read(), rw = w.read();
+            if (!ri.guard_ok || !rw.guard_ok) why = "wrote outside its outputs (guard zone changed)";
+            route::Outputs got;
+            got.ids = ri.body_as<std::int32_t>();
+            got.weights = rw.body_as<float>();
+            for (std::size_t i = 0; i < got.weights.size() && why.empty(); ++i)
+              if (!(got.weights[i] == 0.0f))
+                why = "topk_weights[" + std::to_string(i) + "] = " + std::to_string(got.weights[i]) + ", expected 0";
+            if (why.empty()) {
+              const route::Outputs ref = route::reference(p, lg.wide.data(), p.bias ? bias.data() : nullptr);
+              const auto rep = route::check(p, lg.wide.data(), p.bias ? bias.data() : nullptr, ref, got);
+              if (!rep.result.ok) why = rep.result.first_difference;
+            }
+          }
+          test::expect_ok(what, why);
+          ++runs;
+        }
+      }
+    }
+  }
+  MESSAGE(runs << " runs on logits of -1000");
+}
