@@ -183,7 +183,8 @@ std::string render_comparison(const Comparison& c, const std::string& base_file,
   if (devices.size() == 1 && !devices.begin()->first.empty())
     shared.push_back("device=" + printable(devices.begin()->first));
   if (!recs.empty())
-    for (const auto& [k, v] : recs.front()->params) {
+    for (const auto& param : recs.front()->params) {
+      const std::string& k = param.first;  // a named reference: clang 14 cannot capture a structured binding
       if (std::find(cols.begin(), cols.end(), k) != cols.end()) continue;
       const std::string t = recs.front()->param_text(k);
       if (std::all_of(recs.begin(), recs.end(), [&](const Record* r) { return r->param_text(k) == t; }))

@@ -23,14 +23,10 @@ inline bool shown(std::size_t n, char32_t cp) {
            !(cp >= 0x2066 && cp <= 0x2069) && cp != 0xfeff && (cp & 0xfffe) != 0xfffe;
   return n == 1 && cp >= 0x20 && cp < 0x7f;
 }
-}  // namespace display_detail
 
-// Every character display_detail::shown() refuses, and the backslash itself,
-// is written as \xNN per byte, so the text is one terminal-safe line and the
-// escape is unambiguous. Longer than `max_len` output bytes: cut (between
-// characters) with "...". Every user-given string in a message or a label
-// goes through it (or display_path) once.
-inline std::string printable(std::string_view s, std::size_t max_len = std::string_view::npos) {
+// Copies s, writing each byte of a character shown() refuses (and of a
+// backslash unless `keep_backslash`) as \xNN; cut with "..." past `max_len`.
+inline std::string escape(std::string_view s, bool keep_backslash, std::size_t max_len) {
   std::string o;
   for (std::size_t i = 0; i < s.size();) {
     if (o.size() >= max_len) {
@@ -39,8 +35,7 @@ inline std::string printable(std::string_view s, std::size_t max_len = std::stri
     }
     char32_t cp = 0;
     const std::size_t n = utf8::decode(s, i, cp);
-    const bool keep = display_detail::shown(n, cp) && cp != '\\';
-    if (keep) {
+    if (shown(n, cp) && (keep_backslash || cp != '\\')) {
       o.append(s.substr(i, n));
       i += n;
     } else {
@@ -49,6 +44,16 @@ inline std::string printable(std::string_view s, std::size_t max_len = std::stri
     }
   }
   return o;
+}
+}  // namespace display_detail
+
+// Every character display_detail::shown() refuses, and the backslash itself,
+// is written as \xNN per byte, so the text is one terminal-safe line and the
+// escape is unambiguous. Longer than `max_len` output bytes: cut (between
+// characters) with "...". Every user-given string in a message or a label
+// goes through it (or display_path) once.
+inline std::string printable(std::string_view s, std::size_t max_len = std::string_view::npos) {
+  return display_detail::escape(s, false, max_len);
 }
 
 // A file path as error lines and text reports show it.
@@ -59,19 +64,7 @@ inline std::string display_path(std::string_view path) { return printable(path);
 // printable passes unchanged and a message built from a raw string somewhere
 // still cannot split the line or send an escape sequence.
 inline std::string one_line(std::string_view s) {
-  std::string o;
-  for (std::size_t i = 0; i < s.size();) {
-    char32_t cp = 0;
-    const std::size_t n = utf8::decode(s, i, cp);
-    if (display_detail::shown(n, cp)) {
-      o.append(s.substr(i, n));
-      i += n;
-    } else {
-      o += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
-      ++i;
-    }
-  }
-  return o;
+  return display_detail::escape(s, true, std::string_view::npos);
 }
 
 }  // namespace moekit

@@ -7,36 +7,17 @@
 // - an accepted array has numel * itemsize bytes, and writing it (header from
 //   encode_header()) then reading it back gives the same array.
 // Build and run: tests/fuzz/run.sh (see docs/npy.md).
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "errors.hpp"
+#include "memfile.hpp"
 #include "npy.hpp"
 
 using namespace moekit;
 
 namespace {
-
-struct MemFile {
-  int fd;
-  std::string path;
-  explicit MemFile(const char* name) : fd(::memfd_create(name, 0)), path("/proc/self/fd/" + std::to_string(fd)) {
-    if (fd < 0) __builtin_trap();
-  }
-  void set(const void* data, std::size_t n) const {
-    if (::ftruncate(fd, 0) != 0) __builtin_trap();
-    const auto* p = static_cast<const char*>(data);
-    for (std::size_t off = 0; off < n;) {
-      const ssize_t put = ::pwrite(fd, p + off, n - off, static_cast<off_t>(off));
-      if (put <= 0) __builtin_trap();
-      off += static_cast<std::size_t>(put);
-    }
-  }
-};
 
 void check_message(const std::string& path, const char* what) {
   const std::string m = what;

@@ -10,9 +10,6 @@
 //   multiple of it, and every id in [0, E) when -E is given;
 // - a file compared with itself has no regressed or faster cell.
 // Build and run: FUZZ_TARGET=readers tests/fuzz/run.sh (see docs/npy.md).
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -20,29 +17,13 @@
 #include <string>
 
 #include "errors.hpp"
+#include "memfile.hpp"
 #include "records.hpp"
 #include "tools.hpp"
 
 using namespace moekit;
 
 namespace {
-
-struct MemFile {
-  int fd;
-  std::string path;
-  explicit MemFile(const char* name) : fd(::memfd_create(name, 0)), path("/proc/self/fd/" + std::to_string(fd)) {
-    if (fd < 0) __builtin_trap();
-  }
-  void set(const void* data, std::size_t n) const {
-    if (::ftruncate(fd, 0) != 0) __builtin_trap();
-    const auto* p = static_cast<const char*>(data);
-    for (std::size_t off = 0; off < n;) {
-      const ssize_t put = ::pwrite(fd, p + off, n - off, static_cast<off_t>(off));
-      if (put <= 0) __builtin_trap();
-      off += static_cast<std::size_t>(put);
-    }
-  }
-};
 
 [[noreturn]] void broken(const char* why, const std::string& m) {
   std::fprintf(stderr, "fuzz_readers: %s: %s\n", why, m.c_str());
