@@ -54,7 +54,7 @@ class ActJob final : public Job {
 
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
     p_.pdl = pdl_for(caps);  // before the pick: auto takes the -pdl variants only with PDL
-    auto rv = var_.resolve("act-and-mul", requested, p_, caps, act::find, act::pick_auto);
+    auto rv = var_.resolve("act-and-mul", requested, p_, caps, act::registry());
     // spread-pdl and flat-pdl launch with PDL whatever --pdl says (where the device has it).
     pdl_ = caps.pdl && act::launches_with_pdl(*var_.v, p_);
     return rv;
@@ -135,9 +135,9 @@ class ActFamily final : public Family {
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
 
   std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(act::variants(), caps);
+    return variant_rows(act::registry().variants(), caps);
   }
-  std::string auto_rule() const override { return std::string(act::auto_rule()); }
+  std::string auto_rule() const override { return std::string(act::registry().auto_rule()); }
 
  private:
   Args a_;

@@ -73,7 +73,7 @@ class AlignJob final : public Job {
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
     caps_ = &caps;
     p_.pdl = pdl_for(caps);
-    return var_.resolve("align", requested, align::variant_problem(p_), caps, align::find, align::pick_auto);
+    return var_.resolve("align", requested, align::variant_problem(p_), caps, align::registry());
   }
   std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return ids_.data.size(); }
@@ -226,9 +226,9 @@ class AlignFamily final : public Family {
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
 
   std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(align::variants(), caps);
+    return variant_rows(align::registry().variants(), caps);
   }
-  std::string auto_rule() const override { return std::string(align::auto_rule()); }
+  std::string auto_rule() const override { return std::string(align::registry().auto_rule()); }
 
  private:
   Args a_;

@@ -56,7 +56,7 @@ class CombineJob final : public Job {
   void adopt_reference() override { out_ = ref_; }
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
     p_.pdl = pdl_for(caps);
-    return var_.resolve("combine", requested, p_, caps, combine::find, combine::pick_auto);
+    return var_.resolve("combine", requested, p_, caps, combine::registry());
   }
   std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return x_.data.size(); }
@@ -173,9 +173,9 @@ class CombineFamily final : public Family {
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
   std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(combine::variants(), caps);
+    return variant_rows(combine::registry().variants(), caps);
   }
-  std::string auto_rule() const override { return combine::auto_rule(); }
+  std::string auto_rule() const override { return combine::registry().auto_rule(); }
 
  private:
   Args a_;

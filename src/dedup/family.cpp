@@ -43,7 +43,7 @@ class DedupJob final : public Job {
 
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
     p_.pdl = pdl_for(caps);
-    return var_.resolve("dedup", requested, p_, caps, dedup::find, dedup::pick_auto);
+    return var_.resolve("dedup", requested, p_, caps, dedup::registry());
   }
   std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return in_.data.size(); }
@@ -140,9 +140,9 @@ class DedupFamily final : public Family {
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
 
   std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(dedup::variants(), caps);
+    return variant_rows(dedup::registry().variants(), caps);
   }
-  std::string auto_rule() const override { return std::string(dedup::auto_rule()); }
+  std::string auto_rule() const override { return std::string(dedup::registry().auto_rule()); }
 
  private:
   Args a_;

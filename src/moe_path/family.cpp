@@ -85,14 +85,14 @@ class PathJob final : public Job {
 
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
     p_.pdl = pdl_for(caps);  // every stage (moe_path::Problem::pdl)
-    auto rv = var_.resolve("moe-path", requested, p_, caps, moe_path::find, moe_path::pick_auto);
+    auto rv = var_.resolve("moe-path", requested, p_, caps, moe_path::registry());
     if (caps.present()) {
       std::string picks;
       for (moe_path::Stage s : moe_path::stages(p_)) {
         picks += fmt::format("{}{} {}", picks.empty() ? "" : ", ", moe_path::stage_name(s),
                              moe_path::stage_variant(p_, s, caps));
         if (s == moe_path::Stage::permute)
-          picks += fmt::format(" (align {})", align::pick_auto(p_.permute.align, caps).info.name);
+          picks += fmt::format(" (align {})", align::registry().pick_auto(p_.permute.align, caps).info.name);
       }
       report_->notes.push_back("stages: " + picks);
     }
@@ -340,9 +340,9 @@ class PathFamily final : public Family {
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
   std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(moe_path::variants(), caps);
+    return variant_rows(moe_path::registry().variants(), caps);
   }
-  std::string auto_rule() const override { return moe_path::auto_rule(); }
+  std::string auto_rule() const override { return moe_path::registry().auto_rule(); }
 
  private:
   Args a_;

@@ -41,7 +41,7 @@ class PermuteJob final : public Job {
   void adopt_reference() override { got_ = ref_; }
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
     p_.pdl = pdl_for(caps);
-    return var_.resolve("permute", requested, p_, caps, permute::find, permute::pick_auto);
+    return var_.resolve("permute", requested, p_, caps, permute::registry());
   }
   std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return hidden_.data.size() + ids_.data.size(); }
@@ -197,9 +197,9 @@ class PermuteFamily final : public Family {
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
   std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(permute::variants(), caps);
+    return variant_rows(permute::registry().variants(), caps);
   }
-  std::string auto_rule() const override { return permute::auto_rule(); }
+  std::string auto_rule() const override { return permute::registry().auto_rule(); }
 
  private:
   Args a_;

@@ -68,14 +68,14 @@ class RouteJob final : public Job {
   std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
     p_.pdl = pdl_for(caps);
     ap_.pdl = p_.pdl;  // --then-align: align's launches too
-    auto rv = var_.resolve("route", requested, p_, caps, route::find, route::pick_auto);
+    auto rv = var_.resolve("route", requested, p_, caps, route::registry());
     if (then_align_ && route::fuses_align(*var_.v)) {
       align_exact_ = false;  // slots inside an expert in atomic order
       if (align_variant_ != "auto")
         report_->notes.push_back(fmt::format("{} runs align itself: --align-variant {} not used", rv.first,
                                              printable(align_variant_)));
     } else if (then_align_) {
-      const auto [an, exact] = avar_.resolve("align", align_variant_, ap_, caps, align::find, align::pick_auto);
+      const auto [an, exact] = avar_.resolve("align", align_variant_, ap_, caps, align::registry());
       align_exact_ = exact;
       rv.first += "+" + an;
     }
@@ -287,9 +287,9 @@ class RouteFamily final : public Family {
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
 
   std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(route::variants(), caps);
+    return variant_rows(route::registry().variants(), caps);
   }
-  std::string auto_rule() const override { return route::auto_rule(); }
+  std::string auto_rule() const override { return route::registry().auto_rule(); }
 
  private:
   Args a_;
@@ -352,7 +352,7 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
   route::validate(p);
   // A CPU run resolves no variant of --variant auto, so the align variant is
   // checked here, on every machine: a typo must not pass as exit 0.
-  if (a.then_align && a.align_variant != "auto" && !align::find(a.align_variant))
+  if (a.then_align && a.align_variant != "auto" && !align::registry().find(a.align_variant))
     throw InputError(fmt::format("unknown align variant '{}' for --align-variant (see `moekit variants align`)",
                                  printable(a.align_variant)));
 
