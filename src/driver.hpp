@@ -61,12 +61,11 @@ struct ResolvedVariant {
   DeviceBuffer workspace;
 
   // Throws InputError when the name is unknown or the variant does not apply.
-  template <class P>
+  template <class R, class P>
   std::pair<std::string, bool> resolve(std::string_view op, const std::string& requested, const P& p,
-                                       const DeviceCaps& caps, const V* (*find)(std::string_view),
-                                       const V& (*pick_auto)(const P&, const DeviceCaps&)) {
+                                       const DeviceCaps& caps, const R& registry) {
     caps_ = &caps;
-    v = requested == "auto" ? &pick_auto(p, caps) : find(requested);
+    v = requested == "auto" ? &registry.pick_auto(p, caps) : registry.find(requested);
     if (!v)
       throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", op, printable(requested), op));
     if (const char* why = v->not_applicable(p, caps))

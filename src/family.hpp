@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -97,8 +98,8 @@ class Job {
   // "off". Asked after resolve() on a GPU run; a CPU run reports "n/a".
   virtual std::string_view pdl() const = 0;
 
-  // --pdl (CommonOpts::pdl), set by the skeleton before resolve(). resolve()
-  // sets its Problem's pdl to pdl_for(caps).
+  // --pdl (CommonOpts::pdl), set by the skeleton before resolve().
+  // ProblemJob::resolve() sets its Problem's pdl to pdl_for(caps).
   void request_pdl(bool on) { pdl_requested_ = on; }
 
   // Named stages of launch(): launch sequences that together make one launch,
@@ -117,6 +118,27 @@ class Job {
 
  private:
   bool pdl_requested_ = true;
+};
+
+// A Job over one family Problem `P` (a struct with a `pdl` field): the PDL
+// plumbing written once. resolve() sets p_.pdl (--pdl on and a device with
+// PDL) before the family's pick_variant(); pdl() reports it unless the family
+// knows better (a variant that launches with PDL whatever --pdl says).
+template <class P>
+class ProblemJob : public Job {
+ public:
+  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) final {
+    p_.pdl = pdl_for(caps);
+    return pick_variant(requested, caps);
+  }
+  std::string_view pdl() const override { return pdl_name(p_.pdl); }
+
+ protected:
+  explicit ProblemJob(const P& p) : p_(p) {}
+  // resolve() once p_.pdl is set: the family's variant pick (ResolvedVariant::resolve).
+  virtual std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) = 0;
+
+  P p_;
 };
 
 class Family {
@@ -152,17 +174,6 @@ class Family {
   virtual std::string auto_rule() const = 0;
 };
 
-// Every family, in families.txt order.
-const std::vector<std::unique_ptr<Family>>& families();
-// nullptr when no family has this command name or alias.
-Family* find_family(std::string_view command);
-
-// The run skeleton: device choice, reference, variant, launch, check, timing,
-// outputs, report. Returns the exit code.
-// `ran_variant`, when given, receives the variant that ran (the report's
-// "variant": "reference" on the CPU), for a sweep's collapsed-axis note.
-int run_family(Family& f, const CommonOpts& c, std::string* ran_variant = nullptr);
-
 // Registry rows -> `moekit variants` rows.
 template <class V>
 std::vector<VariantRow> variant_rows(std::span<const V> registry, const DeviceCaps& caps) {
@@ -173,5 +184,49 @@ std::vector<VariantRow> variant_rows(std::span<const V> registry, const DeviceCa
                     std::string(v.info.kernels)});
   return rows;
 }
+
+// What the help says about a family (Family's text members, as data).
+struct FamilyText {
+  std::string_view command;               // Family::command()
+  std::string_view summary;               // Family::summary()
+  std::string outputs_help;               // Family::outputs_help()
+  std::vector<std::string> examples;      // Family::examples()
+  std::vector<std::string> aliases = {};  // Family::aliases()
+};
+
+// A Family over a kernel registry `R` (kernels/common/registry.hpp): the text
+// is data and `moekit variants` comes from the registry, so a family writes
+// only what is its own: options, generators and prepare().
+template <class R>
+class RegistryFamily : public Family {
+ public:
+  std::string_view command() const final { return text_.command; }
+  std::vector<std::string> aliases() const final { return text_.aliases; }
+  std::string_view summary() const final { return text_.summary; }
+  std::string outputs_help() const final { return text_.outputs_help; }
+  std::vector<std::string> examples() const final { return text_.examples; }
+  std::vector<VariantRow> variants(const DeviceCaps& caps) const final {
+    return variant_rows(registry_.variants(), caps);
+  }
+  std::string auto_rule() const final { return registry_.auto_rule(); }
+
+ protected:
+  RegistryFamily(FamilyText text, const R& registry) : text_(std::move(text)), registry_(registry) {}
+
+ private:
+  FamilyText text_;
+  const R& registry_;
+};
+
+// Every family, in families.txt order.
+const std::vector<std::unique_ptr<Family>>& families();
+// nullptr when no family has this command name or alias.
+Family* find_family(std::string_view command);
+
+// The run skeleton: device choice, reference, variant, launch, check, timing,
+// outputs, report. Returns the exit code.
+// `ran_variant`, when given, receives the variant that ran (the report's
+// "variant": "reference" on the CPU), for a sweep's collapsed-axis note.
+int run_family(Family& f, const CommonOpts& c, std::string* ran_variant = nullptr);
 
 }  // namespace moekit

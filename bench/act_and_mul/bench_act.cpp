@@ -103,7 +103,7 @@ bool check_rows(const Problem& p, const std::vector<unsigned char>& in, const st
 
 // Every variant of vs on one shape: one record each, written to out.
 void measure(bench::Writer& out, const std::string& table, DType dt, Activation a, std::int64_t tokens,
-             std::int64_t d, std::uint64_t seed, std::span<const act::Variant> vs = act::variants()) {
+             std::int64_t d, std::uint64_t seed, std::span<const act::Variant> vs = act::registry().variants()) {
   const Problem p{tokens, d, dt, a};
   const std::size_t es = esize(dt);
   const std::vector<unsigned char> in = make_input(p, seed);
@@ -127,7 +127,7 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
   // without PDL); auto picks as the CLI does by default (--pdl on).
   Problem with_pdl = p;
   with_pdl.pdl = device_caps().pdl;
-  const std::string auto_pick(act::pick_auto(with_pdl).info.name);
+  const std::string auto_pick(act::registry().pick_auto(with_pdl).info.name);
   for (const auto& v : vs) {
     bench::Record rec;
     rec.table = table;

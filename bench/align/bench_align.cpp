@@ -55,7 +55,7 @@ std::vector<std::int32_t> make_ids(const Config& c, int tokens, std::mt19937_64&
 // Whether v's output must equal the reference bit for bit (the registry says
 // it promises stable order, or it is `auto` and picks a variant that does).
 bool exact_order(const align::Variant& v, const align::Problem& p) {
-  return v.stable_order || (v.info.name == "auto" && align::pick_auto(p).stable_order);
+  return v.stable_order || (v.info.name == "auto" && align::registry().pick_auto(p).stable_order);
 }
 
 bool wanted(std::string_view n) {
@@ -77,7 +77,7 @@ std::vector<std::string> split(const std::string& s) {
 // Every wanted variant on one id array: one record each.
 void run_cells(const std::string& table, const bench::Fields& params, const std::vector<std::int32_t>& ids, int E,
                int block_size, bench::Writer& out) {
-  const auto vars = align::variants();
+  const auto vars = align::registry().variants();
   const DeviceCaps& caps = device_caps();
   const std::int64_t numel = static_cast<std::int64_t>(ids.size());
   const align::Problem p = align::make_problem(numel, E, block_size, false, 0, false);
@@ -101,8 +101,8 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
     rec.variant = std::string(v.info.name);
     rec.params = params;
     if (v.info.name == "auto") {
-      rec.extra = {{"picks", std::string(align::pick_auto(p).info.name)},
-                   {"auto_rule", align::auto_rule()}};
+      rec.extra = {{"picks", std::string(align::registry().pick_auto(p).info.name)},
+                   {"auto_rule", align::registry().auto_rule()}};
     }
     if (const char* na = v.not_applicable(p, caps)) {
       rec.m.status = "n/a";

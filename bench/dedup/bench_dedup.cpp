@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   moekit::bench::Writer w("bench_dedup", "dedup", json);
-  const auto vs = dd::variants();
+  const auto vs = dd::registry().variants();
   for (Values kind : {Values::kUniform, Values::kRealistic}) {
     const std::string table = fmt::format("bs=115, k=2048, M = 1..4 — {}", kind_name(kind));
     std::vector<Bench> benches;

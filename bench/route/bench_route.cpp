@@ -82,7 +82,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
   DeviceBuffer asorted, aeids, antpp, aws;
   if (then_align) {
     ap = align::make_problem(T * c.K, c.E, 64, false, 0, false);
-    av = &align::pick_auto(ap);
+    av = &align::registry().pick_auto(ap);
     asorted = DeviceBuffer(ap.max_num_tokens_padded * 4);
     aeids = DeviceBuffer(ap.max_num_blocks * 4);
     antpp = DeviceBuffer(4);
@@ -95,8 +95,8 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
   double bytes = double(raw.size()) + (c.bias ? 4.0 * c.E : 0) + 8.0 * T * c.K;
   if (then_align) bytes += 4.0 * double(ap.max_num_tokens_padded + ap.max_num_blocks + 1);
 
-  const std::string auto_pick(route::pick_auto(p).info.name);
-  for (const route::Variant& v : route::variants()) {
+  const std::string auto_pick(route::registry().pick_auto(p).info.name);
+  for (const route::Variant& v : route::registry().variants()) {
     bench::Record rec;
     rec.table = fmt::format("{}{}, PDL {}", c.name, then_align ? ", then align (B 64)" : "", pdl ? "on" : "off");
     rec.variant = std::string(v.info.name);

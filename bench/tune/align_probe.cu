@@ -269,7 +269,7 @@ struct Setup {
 };
 
 std::function<void(cudaStream_t, int)> variant_launch(const Setup& su, const char* name) {
-  const align::Variant* v = align::find(name);
+  const align::Variant* v = align::registry().find(name);
   return [&su, v](cudaStream_t s, int c) {
     v->launch(su.p, su.buffers(c), reinterpret_cast<Stream>(s));
   };
@@ -277,7 +277,7 @@ std::function<void(cudaStream_t, int)> variant_launch(const Setup& su, const cha
 
 // A product variant's time on su (1e9: not applicable, or wrong output).
 double time_product(Setup& su, const char* name) {
-  if (align::find(name)->not_applicable(su.p, device_caps()) != nullptr) return 1e9;
+  if (align::registry().find(name)->not_applicable(su.p, device_caps()) != nullptr) return 1e9;
   const auto f = variant_launch(su, name);
   return su.verify(f) ? bench_like(f, su.copies) : 1e9;
 }
@@ -605,7 +605,7 @@ int onepass_mode() {
       double other[3];
       const char* names[3] = {"tiny", "twopass", "auto"};
       for (int k = 0; k < 3; ++k) {
-        const align::Variant* v = align::find(names[k]);
+        const align::Variant* v = align::registry().find(names[k]);
         other[k] = v->not_applicable(su.p, moekit::device_caps()) ? 0
                    : su.verify(variant_launch(su, names[k]))
                        ? bench_like(variant_launch(su, names[k]), su.copies)
@@ -723,7 +723,7 @@ int sweep(const char* csv_path) {
       double other[4];
       const char* names[4] = {"fill-overlap", "oneshot", "twopass", "auto"};
       for (int k = 0; k < 4; ++k) {
-        const align::Variant* v = align::find(names[k]);
+        const align::Variant* v = align::registry().find(names[k]);
         other[k] = v->not_applicable(su.p, moekit::device_caps()) ? 0 : row(names[k], variant_launch(su, names[k]), 0, 0, "");
       }
       std::printf("| %d, %d, %s | %d | %.2f (%d, %d) | %.2f (%d, %d) | %.2f | %.2f | %.2f | %.2f |\n",
@@ -1066,7 +1066,7 @@ cudaError_t launch_tiny_with(const Setup& su, int c, cudaStream_t s, const ad::T
   const ad::Args a = ad::make_args(su.p, su.buffers(c));
   const std::size_t smem = ad::tiny_smem(su.p.numel, su.p.num_experts);
   const auto go = [&](auto kernel) {
-    return prim::launch_with_smem(kernel, dim3(pl.grid), dim3(pl.threads), smem, s, ad::launch_attrs(su.p), a,
+    return prim::launch_with_smem(kernel, dim3(pl.grid), dim3(pl.threads), smem, s, prim::pdl_attrs(su.p), a,
                                   pl.chunk, ad::TinyPlaceNone::Params{});
   };
   const bool wide = su.p.numel > std::int64_t{ad::kTinyNarrow} * pl.threads;
@@ -1090,7 +1090,7 @@ cudaError_t launch_solo_at(const Setup& su, int c, cudaStream_t s) {
     constexpr int kP = decltype(per_lane)::value;
     const auto kernel = p2 ? ad::solo_kernel<std::int32_t, kThreads, kL, kP, true>
                            : ad::solo_kernel<std::int32_t, kThreads, kL, kP, false>;
-    return prim::launch_with_smem(kernel, dim3(1), dim3(kThreads), smem, s, ad::launch_attrs(su.p), a);
+    return prim::launch_with_smem(kernel, dim3(1), dim3(kThreads), smem, s, prim::pdl_attrs(su.p), a);
   });
 }
 
@@ -1234,8 +1234,8 @@ cudaError_t launch_micro1(const Setup& su, int c, cudaStream_t s) {
   const int grid = (rows + chunk - 1) / chunk;
   const ad::Args a = ad::make_args(su.p, su.buffers(c));
   const bool late = su.p.pdl && su.p.numel <= align::policy_for(device_caps()).micro_late_trigger_max_slots;
-  return late ? prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, true>, dim3(grid), dim3(128), 0, s, ad::launch_attrs(su.p), a, chunk)
-              : prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, false>, dim3(grid), dim3(128), 0, s, ad::launch_attrs(su.p), a, chunk);
+  return late ? prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, true>, dim3(grid), dim3(128), 0, s, prim::pdl_attrs(su.p), a, chunk)
+              : prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, false>, dim3(grid), dim3(128), 0, s, prim::pdl_attrs(su.p), a, chunk);
 }
 
 template <int kBits>
@@ -1366,7 +1366,7 @@ template <int kThreads, int kP, int kMode>
 cudaError_t launch_solo1(const Setup& su, int c, cudaStream_t s) {
   const ad::Args a = ad::make_args(su.p, su.buffers(c));
   return prim::launch_with_smem(solo1_kernel<kThreads, kP, kMode>, dim3(1), dim3(kThreads),
-                                ad::expert_table_smem(su.p.num_experts), s, ad::launch_attrs(su.p), a);
+                                ad::expert_table_smem(su.p.num_experts), s, prim::pdl_attrs(su.p), a);
 }
 
 template <int kThreads, int kP>

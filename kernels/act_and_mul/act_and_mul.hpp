@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "common/auto_rule.hpp"
 #include "common/device.hpp"
+#include "common/registry.hpp"
 #include "common/variant.hpp"
 
 namespace moekit::act {
@@ -36,13 +36,8 @@ struct Buffers {
 
 using Variant = moekit::Variant<Problem, Buffers>;
 
-std::span<const Variant> variants();            // registered product variants
-const Variant* find(std::string_view name);     // nullptr if unknown (no fallback)
-// The `auto` choice for p on the current device / on `caps`: from auto_rows().
-const Variant& pick_auto(const Problem& p);
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
-std::span<const AutoRow<Problem>> auto_rows();  // the table itself (docs, tests)
-std::string auto_rule();                        // generated from auto_rows()
+using Registry = moekit::Registry<Problem, Buffers>;
+const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 // Whether v's launches for p carry the PDL attribute: p.pdl, or always for
 // spread-pdl and flat-pdl (the attribute does nothing where the device has
 // no PDL).

@@ -207,18 +207,10 @@ const std::array<AutoRow<Problem>, 4> kAutoRows = {{
 
 }  // namespace
 
-std::span<const Variant> variants() { return kVariants; }
-
-const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
-
-const Variant& pick_auto(const Problem& p) { return pick_auto(p, moekit::device_caps()); }
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
-  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
+const Registry& registry() {
+  static const Registry r{kVariants, kAutoRows};
+  return r;
 }
-
-std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
-
-std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
 
 bool launches_with_pdl(const Variant& v, const Problem& p) {
   return p.pdl || v.launch == launch_spread_pdl || v.launch == launch_flat_pdl;

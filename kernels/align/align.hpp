@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "common/auto_rule.hpp"
 #include "common/device.hpp"
+#include "common/registry.hpp"
 #include "common/variant.hpp"
 
 namespace moekit::align {
@@ -87,15 +87,10 @@ struct Buffers {
 
 using Variant = moekit::Variant<Problem, Buffers>;
 
-std::span<const Variant> variants();            // registered product variants
-const Variant* find(std::string_view name);     // nullptr if unknown (no fallback)
-// The `auto` choice for p on the current device / on `caps`: from auto_rows().
-const Variant& pick_auto(const Problem& p);
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
-std::span<const AutoRow<Problem>> auto_rows();  // the table itself (docs, tests)
+using Registry = moekit::Registry<Problem, Buffers>;
+const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 // The variant `stable` runs for p on `caps`.
 const Variant& pick_stable(const Problem& p, const DeviceCaps& caps);
-std::string auto_rule();                        // generated from auto_rows()
 
 // ---- expert parallelism: --invalid bucket and --map-semantics vllm ----------
 // Composed around any variant, which itself only ever drops invalid slots:

@@ -71,9 +71,9 @@ LaunchStatus launch_ep(const Variant& v, const Problem& p, const Buffers& b, Str
       const detail::Args a = detail::make_args(mp, b);
       const cudaError_t e =
           p.ids_int64 ? prim::launch_ex(detail::ep_group_kernel<std::int64_t>, pass_grid(p.numel), kPassThreads, 0,
-                                        s, detail::launch_attrs(p), a, bucket, groups)
+                                        s, prim::pdl_attrs(p), a, bucket, groups)
                       : prim::launch_ex(detail::ep_group_kernel<std::int32_t>, pass_grid(p.numel), kPassThreads, 0,
-                                        s, detail::launch_attrs(p), a, bucket, groups);
+                                        s, prim::pdl_attrs(p), a, bucket, groups);
       if (e != cudaSuccess) return e;
     }
     vb.topk_ids = groups;
@@ -82,7 +82,7 @@ LaunchStatus launch_ep(const Variant& v, const Problem& p, const Buffers& b, Str
   if (p.max_num_blocks == 0) return cudaSuccess;
   const std::int32_t* map = vllm_map(p) ? b.expert_map : nullptr;
   return prim::launch_ex(detail::ep_relabel_kernel, pass_grid(p.max_num_blocks), kPassThreads, 0, s,
-                         detail::launch_attrs(p), b.expert_ids, b.num_tokens_post_pad, p.block_size,
+                         prim::pdl_attrs(p), b.expert_ids, b.num_tokens_post_pad, p.block_size,
                          static_cast<std::int32_t>(p.max_num_blocks), bucket, map, map != nullptr ? p.map_size : 0);
 }
 

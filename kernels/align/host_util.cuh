@@ -51,10 +51,6 @@ inline cudaError_t blocks_per_sm(Kernel* kernel, int threads, std::size_t smem, 
   return cudaSuccess;
 }
 
-// The launch attributes of every align kernel: PDL when the problem asks
-// for it (primitives/pdl.cuh says where the kernels wait and trigger).
-inline prim::LaunchAttrs launch_attrs(const Problem& p) { return prim::LaunchAttrs{p.pdl, false}; }
-
 constexpr int kCountThreads = 1024;  // the counting block of the count-then-scatter variants
 
 // One int per expert and one more (counts, then their scan and its total):

@@ -274,7 +274,7 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
     constexpr int kT = kMicroThreads<S>;
     const auto kernel = late_trigger ? (p2 ? micro_kernel<IdT, S, true, kT, true> : micro_kernel<IdT, S, false, kT, true>)
                                      : (p2 ? micro_kernel<IdT, S, true> : micro_kernel<IdT, S, false>);
-    return prim::launch_ex(kernel, grid, kT, 0, s, launch_attrs(p), make_args(p, bufs), chunk);
+    return prim::launch_ex(kernel, grid, kT, 0, s, prim::pdl_attrs(p), make_args(p, bufs), chunk);
   };
   switch (micro_per_lane(p.numel, p.block_size)) {
     case 0: return go(std::integral_constant<int, 0>{});

@@ -125,7 +125,7 @@ inline cudaError_t launch_oneshot(const Problem& p, const Buffers& bufs, cudaStr
   const Args a = make_args(p, bufs);
   const OneshotPlan pl = oneshot_plan(p);
   const std::size_t smem = oneshot_smem(p.num_experts);
-  return prim::launch_with_smem(oneshot_kernel<IdT>, pl.grid, kOneshotThreads, smem, s, launch_attrs(p), a,
+  return prim::launch_with_smem(oneshot_kernel<IdT>, pl.grid, kOneshotThreads, smem, s, prim::pdl_attrs(p), a,
                                 pl.slots_per_block);
 }
 

@@ -36,11 +36,15 @@ using namespace detail;
 
 cudaStream_t cu(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
 
-// Dispatch on the id dtype.
-template <template <class> class F>
-LaunchStatus by_dtype(const Problem& p, const Buffers& b, Stream s) {
-  return static_cast<LaunchStatus>(p.ids_int64 ? F<std::int64_t>::run(p, b, cu(s))
-                                               : F<std::int32_t>::run(p, b, cu(s)));
+// The one registry launcher of every variant: a design's launcher template
+// (`launch_<design><IdT>(p, b, stream)`, in its header or below) for int32
+// and int64 ids, dispatched on the id dtype.
+using I32 = std::int32_t;
+using I64 = std::int64_t;
+using Launcher = cudaError_t (*)(const Problem&, const Buffers&, cudaStream_t);
+template <Launcher L32, Launcher L64>
+LaunchStatus by_ids(const Problem& p, const Buffers& b, Stream s) {
+  return static_cast<LaunchStatus>(p.ids_int64 ? L64(p, b, cu(s)) : L32(p, b, cu(s)));
 }
 
 std::size_t cursor_workspace(const Problem& p, const DeviceCaps&) {
@@ -152,23 +156,21 @@ std::string any_limits(const DeviceCaps&) { return "any"; }
 
 // ---- baseline ------------------------------------------------------------------
 template <class IdT>
-struct Baseline {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    const Args a = make_args(p, b);
-    const prim::LaunchAttrs at = launch_attrs(p);
-    int* cursor = static_cast<int*>(b.workspace);
-    if (const cudaError_t e = prim::launch_ex(fill_sorted_scalar_kernel,
-                                              clamp_grid(ceil_div<long long>(a.max_padded, 256), 1024), 256, 0, s,
-                                              at, a);
-        e != cudaSuccess)
-      return e;
-    if (const cudaError_t e = prim::launch_with_smem(baseline_count_kernel<IdT>, 1, kCountThreads, scan_smem(p), s,
-                                                     at, a, cursor);
-        e != cudaSuccess)
-      return e;
-    return launch_scatter_atomic<IdT>(a, cursor, s, at);
-  }
-};
+cudaError_t launch_baseline(const Problem& p, const Buffers& b, cudaStream_t s) {
+  const Args a = make_args(p, b);
+  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  int* cursor = static_cast<int*>(b.workspace);
+  if (const cudaError_t e = prim::launch_ex(fill_sorted_scalar_kernel,
+                                            clamp_grid(ceil_div<long long>(a.max_padded, 256), 1024), 256, 0, s,
+                                            at, a);
+      e != cudaSuccess)
+    return e;
+  if (const cudaError_t e = prim::launch_with_smem(baseline_count_kernel<IdT>, 1, kCountThreads, scan_smem(p), s,
+                                                   at, a, cursor);
+      e != cudaSuccess)
+    return e;
+  return launch_scatter_atomic<IdT>(a, cursor, s, at);
+}
 const char* baseline_na(const Problem& p, const DeviceCaps& caps) {
   return needs_smem(caps, scan_smem(p));
 }
@@ -182,122 +184,82 @@ const char* small_batch_na(const Problem& p, const DeviceCaps&) {
   return small_batch_fits(p) ? nullptr : "needs numel < 1024 and E <= 64";
 }
 template <class IdT>
-struct SmallBatch {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return prim::launch_ex(small_batch_kernel<IdT, 0>, 1, kSmallBatchThreads, small_batch_smem(p.num_experts), s,
-                           launch_attrs(p), make_args(p, b));
-  }
-};
+cudaError_t launch_small_batch(const Problem& p, const Buffers& b, cudaStream_t s) {
+  return prim::launch_ex(small_batch_kernel<IdT, 0>, 1, kSmallBatchThreads, small_batch_smem(p.num_experts), s,
+                         prim::pdl_attrs(p), make_args(p, b));
+}
 
 // ---- vecpad --------------------------------------------------------------------
 template <class IdT>
-struct Vecpad {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    const Args a = make_args(p, b);
-    const prim::LaunchAttrs at = launch_attrs(p);
-    int* cursor = static_cast<int*>(b.workspace);
-    if (const cudaError_t e =
-            prim::launch_with_smem(vecpad_count_kernel<IdT>, 1, kCountThreads, scan_smem(p), s, at, a, cursor);
-        e != cudaSuccess)
-      return e;
-    return launch_scatter_atomic<IdT>(a, cursor, s, at);
-  }
-};
+cudaError_t launch_vecpad(const Problem& p, const Buffers& b, cudaStream_t s) {
+  const Args a = make_args(p, b);
+  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  int* cursor = static_cast<int*>(b.workspace);
+  if (const cudaError_t e =
+          prim::launch_with_smem(vecpad_count_kernel<IdT>, 1, kCountThreads, scan_smem(p), s, at, a, cursor);
+      e != cudaSuccess)
+    return e;
+  return launch_scatter_atomic<IdT>(a, cursor, s, at);
+}
 
 // ---- blelloch ------------------------------------------------------------------
 template <class IdT>
-struct Blelloch {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    const Args a = make_args(p, b);
-    const prim::LaunchAttrs at = launch_attrs(p);
-    int* cursor = static_cast<int*>(b.workspace);
-    if (const cudaError_t e = prim::launch_with_smem(blelloch_count_kernel<IdT>, 1, kCountThreads, blelloch_smem(p),
-                                                     s, at, a, cursor, next_pow2(p.num_experts));
-        e != cudaSuccess)
-      return e;
-    return launch_scatter_atomic<IdT>(a, cursor, s, at);
-  }
-};
+cudaError_t launch_blelloch(const Problem& p, const Buffers& b, cudaStream_t s) {
+  const Args a = make_args(p, b);
+  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  int* cursor = static_cast<int*>(b.workspace);
+  if (const cudaError_t e = prim::launch_with_smem(blelloch_count_kernel<IdT>, 1, kCountThreads, blelloch_smem(p),
+                                                   s, at, a, cursor, next_pow2(p.num_experts));
+      e != cudaSuccess)
+    return e;
+  return launch_scatter_atomic<IdT>(a, cursor, s, at);
+}
 const char* blelloch_na(const Problem& p, const DeviceCaps& caps) {
   return needs_smem(caps, blelloch_smem(p));
 }
 
 // ---- warpscan ------------------------------------------------------------------
 template <class IdT>
-struct Warpscan {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    const Args a = make_args(p, b);
-    const prim::LaunchAttrs at = launch_attrs(p);
-    int* cursor = static_cast<int*>(b.workspace);
-    if (const cudaError_t e = prim::launch_with_smem(warpscan_count_kernel<IdT, false>, 1, kCountThreads,
-                                                     scan_smem(p), s, at, a, cursor);
-        e != cudaSuccess)
-      return e;
-    return launch_scatter_atomic<IdT>(a, cursor, s, at);
-  }
-};
+cudaError_t launch_warpscan(const Problem& p, const Buffers& b, cudaStream_t s) {
+  const Args a = make_args(p, b);
+  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  int* cursor = static_cast<int*>(b.workspace);
+  if (const cudaError_t e = prim::launch_with_smem(warpscan_count_kernel<IdT, false>, 1, kCountThreads,
+                                                   scan_smem(p), s, at, a, cursor);
+      e != cudaSuccess)
+    return e;
+  return launch_scatter_atomic<IdT>(a, cursor, s, at);
+}
 
 // ---- fill-overlap --------------------------------------------------------------
 template <class IdT>
-struct FillOverlap {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    const Args a = make_args(p, b);
-    const prim::LaunchAttrs at = launch_attrs(p);
-    if (small_batch_fits(p))  // one launch: fill threads + compute threads
-      return prim::launch_ex(small_batch_kernel<IdT, kOverlapFillThreads>, 1,
-                             kOverlapFillThreads + kSmallBatchThreads, small_batch_smem(p.num_experts), s, at, a);
-    int* cursor = static_cast<int*>(b.workspace);
-    if (const cudaError_t e = prim::launch_with_smem(warpscan_count_kernel<IdT, true>, 2, kCountThreads,
-                                                     scan_smem(p), s, at, a, cursor);
-        e != cudaSuccess)
-      return e;
-    return launch_scatter_atomic<IdT>(a, cursor, s, at);
-  }
-};
+cudaError_t launch_fill_overlap(const Problem& p, const Buffers& b, cudaStream_t s) {
+  const Args a = make_args(p, b);
+  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  if (small_batch_fits(p))  // one launch: fill threads + compute threads
+    return prim::launch_ex(small_batch_kernel<IdT, kOverlapFillThreads>, 1,
+                           kOverlapFillThreads + kSmallBatchThreads, small_batch_smem(p.num_experts), s, at, a);
+  int* cursor = static_cast<int*>(b.workspace);
+  if (const cudaError_t e = prim::launch_with_smem(warpscan_count_kernel<IdT, true>, 2, kCountThreads,
+                                                   scan_smem(p), s, at, a, cursor);
+      e != cudaSuccess)
+    return e;
+  return launch_scatter_atomic<IdT>(a, cursor, s, at);
+}
 std::size_t fill_overlap_workspace(const Problem& p, const DeviceCaps& caps) {
   return small_batch_fits(p) ? 0 : cursor_workspace(p, caps);
 }
 
 // ---- one-launch and cooperative designs, stable ------------------------------
-template <class IdT>
-struct Tiny {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_tiny<IdT>(p, b, s);
-  }
-};
 const char* tiny_na(const Problem& p, const DeviceCaps& caps) { return tiny_not_applicable(p, caps); }
 
-template <class IdT>
-struct Micro {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_micro<IdT>(p, b, s);
-  }
-};
 const char* micro_na(const Problem& p, const DeviceCaps& caps) { return micro_not_applicable(p, caps); }
 
-template <class IdT>
-struct Relay {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_relay<IdT>(p, b, s);
-  }
-};
 const char* relay_na(const Problem& p, const DeviceCaps& caps) { return relay_not_applicable(p, caps); }
 std::size_t relay_ws(const Problem&, const DeviceCaps&) { return relay_workspace(); }
 
-template <class IdT>
-struct Solo {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_solo<IdT>(p, b, s);
-  }
-};
 const char* solo_na(const Problem& p, const DeviceCaps& caps) { return solo_not_applicable(p, caps); }
 
-template <class IdT>
-struct Cluster {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_cluster<IdT>(p, b, s);
-  }
-};
 const char* cluster_na(const Problem& p, const DeviceCaps& caps) {
   return p.ids_int64 ? cluster_not_applicable<std::int64_t>(p, caps) : cluster_not_applicable<std::int32_t>(p, caps);
 }
@@ -306,30 +268,12 @@ std::string cluster_limits(const DeviceCaps&) {
          num(cluster_max_numel<std::int64_t>()) + "), thread block clusters (sm_90+)";
 }
 
-template <class IdT>
-struct Stripe {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_stripe<IdT>(p, b, s);
-  }
-};
 const char* stripe_na(const Problem& p, const DeviceCaps& caps) { return stripe_not_applicable(p, caps); }
 
-template <class IdT>
-struct Oneshot {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_oneshot<IdT>(p, b, s);
-  }
-};
 const char* oneshot_na(const Problem& p, const DeviceCaps& caps) {
   return oneshot_not_applicable(p, caps);
 }
 
-template <class IdT>
-struct Persistent {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_persistent<IdT>(p, b, s);
-  }
-};
 std::size_t persistent_ws(const Problem& p, const DeviceCaps& caps) {
   return p.ids_int64 ? persistent_workspace<std::int64_t>(p, caps)
                      : persistent_workspace<std::int32_t>(p, caps);
@@ -338,12 +282,6 @@ const char* persistent_na(const Problem& p, const DeviceCaps& caps) {
   return persistent_not_applicable(p, caps);
 }
 
-template <class IdT>
-struct OnePass {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_onepass<IdT>(p, b, s);
-  }
-};
 const char* onepass_na(const Problem& p, const DeviceCaps& caps) {
   return p.ids_int64 ? onepass_not_applicable<std::int64_t>(p, caps)
                      : onepass_not_applicable<std::int32_t>(p, caps);
@@ -351,12 +289,6 @@ const char* onepass_na(const Problem& p, const DeviceCaps& caps) {
 std::size_t onepass_ws(const Problem& p, const DeviceCaps&) { return onepass_workspace(p); }
 bool zeroed(const Problem&, const DeviceCaps&) { return true; }
 
-template <class IdT>
-struct TwoPass {
-  static cudaError_t run(const Problem& p, const Buffers& b, cudaStream_t s) {
-    return launch_twopass<IdT>(p, b, s);
-  }
-};
 std::size_t twopass_ws(const Problem& p, const DeviceCaps& caps) {
   return p.ids_int64 ? twopass_workspace<std::int64_t>(p, caps)
                      : twopass_workspace<std::int32_t>(p, caps);
@@ -423,71 +355,71 @@ bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
   return needs_zeroed_workspace(auto_pick(p, caps), p, caps);
 }
 
-const std::array<Variant, 18> kVariants = {{
+const std::array<Variant, 18> kVariants{{
     {{"baseline",
       "fill kernel; one block counts (shared atomics) and scans serially; scatter by a global "
       "atomic per slot", "fill_sorted_scalar_kernel baseline_count_kernel scatter_atomic_kernel"},
-     false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Baseline>},
+     false, baseline_limits, baseline_na, cursor_workspace, by_ids<launch_baseline<I32>, launch_baseline<I64>>},
     {{"small-batch", "small inputs: one block, per-thread counter rows, no atomics, one launch", "small_batch_kernel"},
-     false, small_batch_limits, small_batch_na, no_workspace, by_dtype<SmallBatch>},
+     false, small_batch_limits, small_batch_na, no_workspace, by_ids<launch_small_batch<I32>, launch_small_batch<I64>>},
     {{"vecpad",
       "baseline with the padding fused into the count block (16-byte stores): no fill launch", "vecpad_count_kernel scatter_atomic_kernel"},
-     false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Vecpad>},
+     false, baseline_limits, baseline_na, cursor_workspace, by_ids<launch_vecpad<I32>, launch_vecpad<I64>>},
     {{"blelloch", "vecpad with a Blelloch scan; expert_ids by binary search over all blocks", "blelloch_count_kernel scatter_atomic_kernel"},
-     false, blelloch_limits, blelloch_na, cursor_workspace, by_dtype<Blelloch>},
+     false, blelloch_limits, blelloch_na, cursor_workspace, by_ids<launch_blelloch<I32>, launch_blelloch<I64>>},
     {{"warpscan", "vecpad with a two-level warp-shuffle scan (3 barriers)", "warpscan_count_kernel scatter_atomic_kernel"},
-     false, baseline_limits, baseline_na, cursor_workspace, by_dtype<Warpscan>},
+     false, baseline_limits, baseline_na, cursor_workspace, by_ids<launch_warpscan<I32>, launch_warpscan<I64>>},
     {{"fill-overlap",
       "warpscan with the padding written by a 2nd block (or 256 fill threads on the small path) "
       "while the count runs", "small_batch_kernel warpscan_count_kernel scatter_atomic_kernel"},
-     false, fill_overlap_limits, baseline_na, fill_overlap_workspace, by_dtype<FillOverlap>},
+     false, fill_overlap_limits, baseline_na, fill_overlap_workspace, by_ids<launch_fill_overlap<I32>, launch_fill_overlap<I64>>},
     {{"tiny",
       "small inputs: one launch, every block ranks all slots (shared atomics), writes its "
       "own chunk of rows; no workspace; unstable", "tiny_kernel<TinyPlaceNone>"},
-     false, tiny_limits, tiny_na, no_workspace, by_dtype<Tiny>},
+     false, tiny_limits, tiny_na, no_workspace, by_ids<launch_tiny<I32>, launch_tiny<I64>>},
     {{"micro",
       "decode: one launch; the <= 256 slots laid out from ballots over their experts (no scan "
       "over E; up to 8 slots with numel <= B from keys shuffled across the warp): every warp "
       "alone up to 32 slots (no barrier), above one warp per 32 slots (two barriers); rows "
       "filled while the ids load; stable", "micro_kernel"},
-     true, micro_limits, micro_na, no_workspace, by_dtype<Micro>},
+     true, micro_limits, micro_na, no_workspace, by_ids<launch_micro<I32>, launch_micro<I64>>},
     {{"relay",
       "small and mid-sized inputs: one cooperative launch; fill blocks write the padding and -1 "
       "expert_ids and raise a counter, the last block alone ranks (shared atomics) and scans, "
       "waits for the counter, writes slots and expert_ids; self-clearing workspace; unstable", "relay_kernel"},
-     false, relay_limits, relay_na, relay_ws, by_dtype<Relay>, zeroed},
+     false, relay_limits, relay_na, relay_ws, by_ids<launch_relay<I32>, launch_relay<I64>>, zeroed},
     {{"solo",
       "decode and small prefill: ONE block; rows and expert_ids filled while the ids load, "
       "slots ranked by shared atomics, block counts scanned, then slots and the first "
       "expert_ids entry of each block written; no workspace; unstable", "solo_kernel"},
-     false, solo_limits, solo_na, no_workspace, by_dtype<Solo>},
+     false, solo_limits, solo_na, no_workspace, by_ids<launch_solo<I32>, launch_solo<I64>>},
     {{"stripe",
       "decode and small prefill with many padded rows: one launch; every block lays out all "
       "slots (ranks from ballots, a per-warp count table) and writes only its own stripe of "
       "rows, filled while the ids load; no workspace; stable", "stripe_kernel"},
-     true, stripe_limits, stripe_na, no_workspace, by_dtype<Stripe>},
+     true, stripe_limits, stripe_na, no_workspace, by_ids<launch_stripe<I32>, launch_stripe<I64>>},
     {{"oneshot",
       "small inputs: one launch, every block counts all slots, blocks split the writes; stable", "oneshot_kernel"},
-     true, oneshot_limits, oneshot_na, no_workspace, by_dtype<Oneshot>},
+     true, oneshot_limits, oneshot_na, no_workspace, by_ids<launch_oneshot<I32>, launch_oneshot<I64>>},
     {{"persistent",
       "large inputs: one cooperative launch, per-warp rows, blocks x experts table, 2 grid "
       "barriers; stable", "persistent_kernel"},
-     true, persistent_limits, persistent_na, persistent_ws, by_dtype<Persistent>},
+     true, persistent_limits, persistent_na, persistent_ws, by_ids<launch_persistent<I32>, launch_persistent<I64>>},
     {{"onepass",
       "mid-sized and large inputs: one cooperative launch, every slot loaded once; block ranks + one global "
       "atomic per (block, expert) give offsets; one grid barrier; self-clearing workspace; "
       "unstable", "onepass_kernel"},
-     false, onepass_limits, onepass_na, onepass_ws, by_dtype<OnePass>, zeroed},
+     false, onepass_limits, onepass_na, onepass_ws, by_ids<launch_onepass<I32>, launch_onepass<I64>>, zeroed},
     {{"cluster",
       "mid-sized inputs, up to 128 experts: ONE thread block cluster (sm_90+) of up to 16 blocks; "
       "each ranks its slots with shared atomics and stores its counts into every block's shared "
       "memory before a cluster barrier, then every warp sums them and scans the block counts itself; "
       "rows filled while the ids load; no workspace; unstable", "cluster_kernel"},
-     false, cluster_limits, cluster_na, no_workspace, by_dtype<Cluster>},
+     false, cluster_limits, cluster_na, no_workspace, by_ids<launch_cluster<I32>, launch_cluster<I64>>},
     {{"twopass",
       "large inputs: count + place kernels chained by PDL, blocks x experts table, no global "
       "atomics; stable", "twopass_kernel"},
-     true, twopass_limits, twopass_na, twopass_ws, by_dtype<TwoPass>},
+     true, twopass_limits, twopass_na, twopass_ws, by_ids<launch_twopass<I32>, launch_twopass<I64>>},
     {{"stable",
       "slots ascend inside each expert (bit-exact vs the reference): stripe, micro, oneshot or "
       "twopass by size (persistent where twopass does not apply; E >= 4096: oneshot, then "
@@ -577,30 +509,22 @@ const std::array<AutoRow<Problem>, 15> kAutoRows = {{
     {"warpscan", "", nullptr},
 }};
 
-const Variant& auto_pick(const Problem& p, const DeviceCaps& caps) {
-  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
-}
+const Variant& auto_pick(const Problem& p, const DeviceCaps& caps) { return registry().pick_auto(p, caps); }
 
 const Variant& stable_pick(const Problem& p, const DeviceCaps& caps) {
   const char* name = stable_choice(p, caps);
-  const Variant* v = find_variant<Variant>(kVariants, name);
+  const Variant* v = registry().find(name);
   if (v == nullptr) throw std::logic_error(std::string("align stable: no variant ") + name);
   return *v;
 }
 
 }  // namespace
 
-std::span<const Variant> variants() { return kVariants; }
-
-const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
-
-const Variant& pick_auto(const Problem& p) { return auto_pick(p, moekit::device_caps()); }
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) { return auto_pick(p, caps); }
+const Registry& registry() {
+  static const Registry r{kVariants, kAutoRows};
+  return r;
+}
 
 const Variant& pick_stable(const Problem& p, const DeviceCaps& caps) { return stable_pick(p, caps); }
-
-std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
-
-std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
 
 }  // namespace moekit::align

@@ -17,7 +17,7 @@ cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, c
     const auto by_lane = [&](auto per_lane) {
       constexpr int kP = decltype(per_lane)::value;
       const auto kernel = p2 ? solo_kernel<IdT, kT, kL, kP, true, kLate> : solo_kernel<IdT, kT, kL, kP, false, kLate>;
-      return prim::launch_with_smem(kernel, 1, kT, smem, s, launch_attrs(p), a);
+      return prim::launch_with_smem(kernel, 1, kT, smem, s, prim::pdl_attrs(p), a);
     };
     return with_warp_scan_width(pl.per_lane, by_lane);
   };

@@ -14,7 +14,7 @@ cudaError_t launch_stripe(const Problem& p, const Buffers& bufs, cudaStream_t s,
     const auto by_lane = [&](auto per_lane) {
       constexpr int kP = decltype(per_lane)::value;
       const auto kernel = p2 ? stripe_kernel<IdT, kT, kP, true> : stripe_kernel<IdT, kT, kP, false>;
-      return prim::launch_with_smem(kernel, pl.grid, kT, pl.smem, s, launch_attrs(p), a, pl.stripe_rows);
+      return prim::launch_with_smem(kernel, pl.grid, kT, pl.smem, s, prim::pdl_attrs(p), a, pl.stripe_rows);
     };
     return with_warp_scan_width(pl.per_lane, by_lane);
   };

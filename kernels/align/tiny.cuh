@@ -348,7 +348,7 @@ inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream
                                const TinyPlan& pl) {
   const Args a = make_args(p, bufs);
   const std::size_t smem = tiny_smem(p.numel, p.num_experts);
-  const prim::LaunchAttrs at = launch_attrs(p);
+  const prim::LaunchAttrs at = prim::pdl_attrs(p);
   switch (pl.threads) {
     case 512: return launch_tiny_threads<IdT, 512>(a, pl, smem, s, at);
     case 1024: return launch_tiny_threads<IdT, 1024>(a, pl, smem, s, at);

@@ -196,7 +196,7 @@ inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStr
   if (const cudaError_t e = prim::opt_in_smem(twopass_kernel<IdT, true>, pl.smem_place); e != cudaSuccess)
     return e;
   if (const cudaError_t e = prim::launch_ex(twopass_kernel<IdT, false>, dim3(pl.grid), dim3(pl.threads),
-                                            pl.smem_count, s, launch_attrs(p), a, H, pl.rows, pl.tile, pl.subtile);
+                                            pl.smem_count, s, prim::pdl_attrs(p), a, H, pl.rows, pl.tile, pl.subtile);
       e != cudaSuccess)
     return e;
   return prim::launch_ex(twopass_kernel<IdT, true>, dim3(pl.grid), dim3(pl.threads), pl.smem_place, s,

@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "common/auto_rule.hpp"
 #include "common/device.hpp"
+#include "common/registry.hpp"
 #include "common/variant.hpp"
 
 namespace moekit::combine {
@@ -38,11 +38,7 @@ struct Buffers {
 
 using Variant = moekit::Variant<Problem, Buffers>;
 
-std::span<const Variant> variants();
-const Variant* find(std::string_view name);
-const Variant& pick_auto(const Problem& p);
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
-std::span<const AutoRow<Problem>> auto_rows();
-std::string auto_rule();
+using Registry = moekit::Registry<Problem, Buffers>;
+const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 
 }  // namespace moekit::combine

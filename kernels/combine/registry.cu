@@ -23,7 +23,6 @@ namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-prim::LaunchAttrs attrs(const Problem& p) { return prim::LaunchAttrs{p.pdl, false}; }
 
 template <class T>
 cudaError_t launch_typed(const Problem& p, const Buffers& b, Stream s) {
@@ -36,9 +35,9 @@ cudaError_t launch_typed(const Problem& p, const Buffers& b, Stream s) {
       static_cast<unsigned>(std::clamp<std::int64_t>((p.hidden / per_thread + 31) / 32 * 32, 32, 512));
   const unsigned grid = clamp_grid(p.tokens);
   if (vec)
-    return prim::launch_ex(detail::gather_combine_kernel<T, V>, grid, threads, 0, s, attrs(p), x, b.inverse,
+    return prim::launch_ex(detail::gather_combine_kernel<T, V>, grid, threads, 0, s, prim::pdl_attrs(p), x, b.inverse,
                            b.weights, out, p.tokens, p.topk, p.hidden, p.scaling);
-  return prim::launch_ex(detail::gather_combine_kernel<T, 1>, grid, threads, 0, s, attrs(p), x, b.inverse, b.weights,
+  return prim::launch_ex(detail::gather_combine_kernel<T, 1>, grid, threads, 0, s, prim::pdl_attrs(p), x, b.inverse, b.weights,
                          out, p.tokens, p.topk, p.hidden, p.scaling);
 }
 
@@ -77,7 +76,7 @@ struct Slices {
     const DeviceCaps& caps = device_caps();
     const unsigned grid = clamp_grid(
         std::min<std::int64_t>(p.tokens * slices, std::int64_t{policy_for(caps).slices_blocks_per_sm} * caps.sm_count));
-    return prim::launch_ex(detail::slices_combine_kernel<T, kVec>, grid, detail::kSliceThreads, 0, s, attrs(p),
+    return prim::launch_ex(detail::slices_combine_kernel<T, kVec>, grid, detail::kSliceThreads, 0, s, prim::pdl_attrs(p),
                            static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out), p.tokens,
                            p.topk, p.hidden, slices, p.scaling);
   }
@@ -111,7 +110,7 @@ struct Tma {
     const Policy& pol = policy_for(caps);
     const unsigned grid =
         clamp_grid(std::min<std::int64_t>(p.tokens * segs, std::int64_t{pol.tma_blocks_per_sm} * caps.sm_count));
-    return prim::launch_with_smem(detail::tma_combine_kernel<T>, grid, detail::kTmaThreads, smem, s, attrs(p),
+    return prim::launch_with_smem(detail::tma_combine_kernel<T>, grid, detail::kTmaThreads, smem, s, prim::pdl_attrs(p),
                                   static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out),
                                   p.tokens, p.topk, p.hidden, seg, segs, p.scaling);
   }
@@ -162,15 +161,15 @@ struct Scatter {
       const std::int32_t* map = row_slot;
       const cudaError_t e =
           p.hidden % 4 == 0
-              ? prim::launch_ex(detail::scatter_rows_kernel<T, 4>, grid, threads, 0, s, attrs(p), x, map, b.weights,
+              ? prim::launch_ex(detail::scatter_rows_kernel<T, 4>, grid, threads, 0, s, prim::pdl_attrs(p), x, map, b.weights,
                                 acc, p.rows, p.topk, p.hidden)
-              : prim::launch_ex(detail::scatter_rows_kernel<T, 1>, grid, threads, 0, s, attrs(p), x, map, b.weights,
+              : prim::launch_ex(detail::scatter_rows_kernel<T, 1>, grid, threads, 0, s, prim::pdl_attrs(p), x, map, b.weights,
                                 acc, p.rows, p.topk, p.hidden);
       if (e != cudaSuccess) return e;
     }
     return prim::launch_ex(detail::finish_kernel<T>,
                            clamp_grid(std::min<std::int64_t>(ceil_div<std::int64_t>(n, 256), 8 * sms)), 256, 0, s,
-                           attrs(p), static_cast<const float*>(acc), static_cast<T*>(b.out), n, p.scaling);
+                           prim::pdl_attrs(p), static_cast<const float*>(acc), static_cast<T*>(b.out), n, p.scaling);
   }
 };
 std::string any_limits(const DeviceCaps&) { return "any (inverse one-to-one, as permute writes it)"; }
@@ -204,13 +203,9 @@ const std::array<AutoRow<Problem>, 1> kAutoRows = {{
 
 }  // namespace
 
-std::span<const Variant> variants() { return kVariants; }
-const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
-const Variant& pick_auto(const Problem& p) { return pick_auto(p, moekit::device_caps()); }
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
-  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
+const Registry& registry() {
+  static const Registry r{kVariants, kAutoRows};
+  return r;
 }
-std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
-std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
 
 }  // namespace moekit::combine

@@ -17,7 +17,7 @@ inline cudaError_t launch_rows(const Problem& p, const Buffers& b, Stream stream
   if (p.batch <= 0) return cudaSuccess;
   constexpr std::size_t smem = sizeof(Storage);
   return prim::launch_with_smem(Kernel, static_cast<unsigned>(p.batch), THREADS, smem, stream,
-                                prim::LaunchAttrs{p.pdl, false}, b.indices, b.out, static_cast<int>(p.row_len()));
+                                prim::pdl_attrs(p), b.indices, b.out, static_cast<int>(p.row_len()));
 }
 
 }  // namespace moekit::dedup::detail

@@ -27,35 +27,37 @@ std::string hash_limits(const DeviceCaps&) { return block_limits(8192); }
 std::string tile_limits(const DeviceCaps&) { return block_limits(kMaxTile); }
 std::string general_limits(const DeviceCaps&) { return "any (batch*M*k < 2^31)"; }
 
-#define MOEKIT_DEDUP_ENTRY(id, name, desc, lim, kernels) \
-  Variant { {name, desc, kernels}, true, lim, id##_not_applicable, id##_workspace_bytes, id##_launch }
-
 // Every variant writes each row's distinct values ascending: all are bit-exact.
-const std::array<Variant, 7> kVariants = {
-    MOEKIT_DEDUP_ENTRY(hash, "hash",
-                       "shared-memory hash table (atomicCAS, linear probing), then a block sort",
-                       hash_limits, "dedup_hash_kernel"),
-    MOEKIT_DEDUP_ENTRY(cub_sort, "cub-sort",
-                       "BlockRadixSort + BlockDiscontinuity flags + BlockScan, scattered stores",
-                       tile_limits, "dedup_cub_sort_kernel"),
-    MOEKIT_DEDUP_ENTRY(vectorized, "vectorized",
-                       "cub-sort with 16-byte loads and the row staged in smem for 16-byte coalesced stores",
-                       tile_limits, "dedup_vectorized_kernel"),
-    MOEKIT_DEDUP_ENTRY(bitmask, "bitmask",
-                       "vectorized with one 32-bit head mask per thread and __popc offsets",
-                       tile_limits, "dedup_bitmask_kernel"),
-    MOEKIT_DEDUP_ENTRY(range_sort, "range-sort",
-                       "min/max first, sort only the range's bits with 8-bit match.any ranking, ballot compaction",
-                       tile_limits, "dedup_fast_kernel"),
-    MOEKIT_DEDUP_ENTRY(fast, "fast",
-                       "per row, smem bitmap if max-min+1 <= 64*tile, else atomic buckets + in-bucket counting, else range-sort",
-                       tile_limits, "dedup_fast_kernel"),
-    MOEKIT_DEDUP_ENTRY(general, "general",
-                       "any size: CUB device segmented radix sort into the workspace, then a tiled unique pass per row",
-                       general_limits, "DeviceSegmentedRadixSortKernel dedup_segment_offsets_kernel dedup_unique_sorted_kernel"),
-};
-
-#undef MOEKIT_DEDUP_ENTRY
+const std::array<Variant, 7> kVariants{{
+    {{"hash",
+      "shared-memory hash table (atomicCAS, linear probing), then a block sort",
+      "dedup_hash_kernel"},
+     true, hash_limits, hash_not_applicable, hash_workspace_bytes, hash_launch},
+    {{"cub-sort",
+      "BlockRadixSort + BlockDiscontinuity flags + BlockScan, scattered stores",
+      "dedup_cub_sort_kernel"},
+     true, tile_limits, cub_sort_not_applicable, cub_sort_workspace_bytes, cub_sort_launch},
+    {{"vectorized",
+      "cub-sort with 16-byte loads and the row staged in smem for 16-byte coalesced stores",
+      "dedup_vectorized_kernel"},
+     true, tile_limits, vectorized_not_applicable, vectorized_workspace_bytes, vectorized_launch},
+    {{"bitmask",
+      "vectorized with one 32-bit head mask per thread and __popc offsets",
+      "dedup_bitmask_kernel"},
+     true, tile_limits, bitmask_not_applicable, bitmask_workspace_bytes, bitmask_launch},
+    {{"range-sort",
+      "min/max first, sort only the range's bits with 8-bit match.any ranking, ballot compaction",
+      "dedup_fast_kernel"},
+     true, tile_limits, range_sort_not_applicable, range_sort_workspace_bytes, range_sort_launch},
+    {{"fast",
+      "per row, smem bitmap if max-min+1 <= 64*tile, else atomic buckets + in-bucket counting, else range-sort",
+      "dedup_fast_kernel"},
+     true, tile_limits, fast_not_applicable, fast_workspace_bytes, fast_launch},
+    {{"general",
+      "any size: CUB device segmented radix sort into the workspace, then a tiled unique pass per row",
+      "DeviceSegmentedRadixSortKernel dedup_segment_offsets_kernel dedup_unique_sorted_kernel"},
+     true, general_limits, general_not_applicable, general_workspace_bytes, general_launch},
+}};
 
 // One CTA per batch while a row fits the largest tile; larger rows sort in the workspace.
 const std::array<AutoRow<Problem>, 2> kAutoRows = {{
@@ -66,17 +68,9 @@ const std::array<AutoRow<Problem>, 2> kAutoRows = {{
 
 }  // namespace
 
-std::span<const Variant> variants() { return kVariants; }
-
-const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
-
-const Variant& pick_auto(const Problem& p) { return pick_auto(p, moekit::device_caps()); }
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
-  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
+const Registry& registry() {
+  static const Registry r{kVariants, kAutoRows};
+  return r;
 }
-
-std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
-
-std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
 
 }  // namespace moekit::dedup

@@ -15,8 +15,8 @@
 #include <string_view>
 
 #include "combine/combine.hpp"
-#include "common/auto_rule.hpp"
 #include "common/device.hpp"
+#include "common/registry.hpp"
 #include "common/variant.hpp"
 #include "permute/permute.hpp"
 #include "route/route.hpp"
@@ -56,12 +56,8 @@ struct Buffers {
 
 using Variant = moekit::Variant<Problem, Buffers>;
 
-std::span<const Variant> variants();            // registered product variants
-const Variant* find(std::string_view name);     // nullptr if unknown (no fallback)
-const Variant& pick_auto(const Problem& p);
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
-std::span<const AutoRow<Problem>> auto_rows();  // the table itself (docs, tests)
-std::string auto_rule();                        // generated from auto_rows()
+using Registry = moekit::Registry<Problem, Buffers>;
+const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 
 // The stages of the `stages` variant, each launchable alone (per-stage
 // timing): the stage's family `auto` pick on the current device, with its

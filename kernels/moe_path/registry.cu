@@ -15,12 +15,12 @@ namespace {
 constexpr std::size_t kSliceAlign = 256;
 std::size_t round_up(std::size_t n) { return (n + kSliceAlign - 1) / kSliceAlign * kSliceAlign; }
 
-const route::Variant& route_pick(const Problem& p, const DeviceCaps& caps) { return route::pick_auto(p.route, caps); }
+const route::Variant& route_pick(const Problem& p, const DeviceCaps& caps) { return route::registry().pick_auto(p.route, caps); }
 const permute::Variant& permute_pick(const Problem& p, const DeviceCaps& caps) {
-  return permute::pick_auto(p.permute, caps);
+  return permute::registry().pick_auto(p.permute, caps);
 }
 const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps) {
-  return combine::pick_auto(p.combine, caps);
+  return combine::registry().pick_auto(p.combine, caps);
 }
 
 // Workspace bytes of each stage and where its slice starts.
@@ -90,7 +90,7 @@ std::size_t stages_workspace(const Problem& p, const DeviceCaps& caps) { return 
 bool stages_zeroed(const Problem& p, const DeviceCaps& caps) { return zero_kind(slices(p, caps)) > 0; }
 
 std::string stages_limits(const DeviceCaps& caps) {
-  const combine::Variant* c = combine::find(combine::auto_rows().back().variant);
+  const combine::Variant* c = combine::registry().find(combine::registry().auto_rows().back().variant);
   return "each stage's auto pick applies: route E <= " + std::to_string(route::kMaxExperts) +
          " (with logits), align's limits, combine " + (c != nullptr ? c->limits(caps) : std::string("?"));
 }
@@ -176,13 +176,9 @@ LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s
   return 1;  // cudaErrorInvalidValue
 }
 
-std::span<const Variant> variants() { return kVariants; }
-const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
-const Variant& pick_auto(const Problem& p) { return pick_auto(p, moekit::device_caps()); }
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
-  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
+const Registry& registry() {
+  static const Registry r{kVariants, kAutoRows};
+  return r;
 }
-std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
-std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
 
 }  // namespace moekit::moe_path

@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "align/align.hpp"
-#include "common/auto_rule.hpp"
 #include "common/device.hpp"
+#include "common/registry.hpp"
 #include "common/variant.hpp"
 
 namespace moekit::permute {
@@ -51,11 +51,7 @@ struct Buffers {
 
 using Variant = moekit::Variant<Problem, Buffers>;
 
-std::span<const Variant> variants();            // registered product variants
-const Variant* find(std::string_view name);     // nullptr if unknown (no fallback)
-const Variant& pick_auto(const Problem& p);
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps);
-std::span<const AutoRow<Problem>> auto_rows();  // the table itself (docs, tests)
-std::string auto_rule();                        // generated from auto_rows()
+using Registry = moekit::Registry<Problem, Buffers>;
+const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 
 }  // namespace moekit::permute

@@ -42,7 +42,6 @@ cudaError_t by_word(const Problem& p, const Buffers& b, Stream s, prim::LaunchAt
 // Every kernel launches with PDL when p.pdl, except the one right after
 // run_align's memset of inverse: a memset node cannot be a programmatic
 // predecessor (primitives/pdl.cuh), so that kernel waits for it as usual.
-prim::LaunchAttrs attrs(const Problem& p) { return prim::LaunchAttrs{p.pdl, false}; }
 prim::LaunchAttrs after_align(const Problem& p) { return prim::LaunchAttrs{p.pdl && p.align.numel == 0, false}; }
 
 unsigned copy_grid(std::int64_t items) {
@@ -56,7 +55,7 @@ unsigned copy_grid(std::int64_t items) {
 // align's auto pick for the problem its variant runs (align::variant_problem:
 // the bucket and vllm's map are passes around it, align::launch_ep).
 const align::Variant& align_step(const Problem& p, const DeviceCaps& caps) {
-  return align::pick_auto(align::variant_problem(p.align), caps);
+  return align::registry().pick_auto(align::variant_problem(p.align), caps);
 }
 
 LaunchStatus run_align(const Problem& p, const Buffers& b, Stream s) {
@@ -82,7 +81,7 @@ cudaError_t run_offsets(const Problem& p, const Buffers& b, Stream s) {
   if (p.layout != Layout::compact) return cudaSuccess;
   const int E = p.align.num_experts;
   return prim::launch_ex(detail::compact_offsets_kernel, clamp_grid(ceil_div(E + 1, 256)), 256, 0, s,
-                         has_rows(p) ? attrs(p) : after_align(p), static_cast<const std::int32_t*>(b.expert_ids),
+                         has_rows(p) ? prim::pdl_attrs(p) : after_align(p), static_cast<const std::int32_t*>(b.expert_ids),
                          static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.expert_offsets, E);
 }
 
@@ -134,7 +133,7 @@ struct ScatterTokens {
     if (const cudaError_t e = RowsPass<V>::run(p, b, s, first); e != cudaSuccess) return e;
     if (p.tokens == 0) return cudaSuccess;
     return prim::launch_ex(detail::scatter_tokens_kernel<V>, copy_grid(p.tokens * slices), detail::kScatterThreads, 0,
-                           s, attrs(p), static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
+                           s, prim::pdl_attrs(p), static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
                            static_cast<const std::int32_t*>(b.inverse), p.tokens, p.topk, row_vecs, slices);
   }
 };
@@ -165,7 +164,7 @@ LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s) {
         const unsigned grid = clamp_grid(std::min<std::int64_t>(
             p.tokens * segs, std::int64_t{policy_for(caps).tma_blocks_per_sm} * std::max(caps.sm_count, 1)));
         if (const cudaError_t e = prim::launch_with_smem(
-                detail::tma_tokens_kernel, grid, 32, smem, s, attrs(p), static_cast<const char*>(b.hidden),
+                detail::tma_tokens_kernel, grid, 32, smem, s, prim::pdl_attrs(p), static_cast<const char*>(b.hidden),
                 static_cast<char*>(b.permuted), static_cast<const std::int32_t*>(b.inverse), p.tokens, p.topk,
                 p.row_bytes, segs);
             e != cudaSuccess)
@@ -217,7 +216,7 @@ cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, const 
   pp.topk = p.topk;
   pp.row_vecs = static_cast<std::uint32_t>(p.row_bytes / std::int64_t(sizeof(V)));
   pp.div_row_vecs = prim::FastDivU32(std::max<std::uint32_t>(pp.row_vecs, 1));
-  return prim::launch_with_smem(kernel, f.tiny.grid, kThreads, f.smem, s, attrs(p),
+  return prim::launch_with_smem(kernel, f.tiny.grid, kThreads, f.smem, s, prim::pdl_attrs(p),
                                 align::detail::make_args(p.align, ab), f.tiny.chunk, pp);
 }
 
@@ -235,9 +234,9 @@ struct Fused {
 LaunchStatus launch_fused(const Problem& p, const Buffers& b, Stream s) {
   // No early exit at zero rows: num_tokens_post_pad (0) and the offsets are still written.
   if (p.row_bytes == 0) {  // no data: the index half alone, with a 2-byte word
-    return Fused<unsigned short>::run(p, b, s, attrs(p));
+    return Fused<unsigned short>::run(p, b, s, prim::pdl_attrs(p));
   }
-  return by_word<Fused>(p, b, s, attrs(p));
+  return by_word<Fused>(p, b, s, prim::pdl_attrs(p));
 }
 
 // ---- variant facts ----
@@ -325,13 +324,9 @@ const std::array<AutoRow<Problem>, 3> kAutoRows = {{
 
 }  // namespace
 
-std::span<const Variant> variants() { return kVariants; }
-const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
-const Variant& pick_auto(const Problem& p) { return pick_auto(p, moekit::device_caps()); }
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
-  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
+const Registry& registry() {
+  static const Registry r{kVariants, kAutoRows};
+  return r;
 }
-std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
-std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
 
 }  // namespace moekit::permute

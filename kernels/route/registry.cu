@@ -61,7 +61,6 @@ bool vector_rows(const Problem& p, const Buffers& b, int n) {
 }
 
 bool empty(const Problem& p) { return p.tokens <= 0; }
-prim::LaunchAttrs attrs(const Problem& p) { return prim::LaunchAttrs{p.pdl, false}; }
 
 // ---- warp-smem ----------------------------------------------------------------
 constexpr int kSmemWarpsPerBlock = 4;
@@ -75,7 +74,7 @@ LaunchStatus launch_warp_smem(const Problem& p, const Buffers& b, Stream s) {
     const int warps = kSmemWarpsPerBlock;
     const unsigned grid = clamp_grid(ceil_div<std::int64_t>(p.tokens, warps));
     return prim::launch_with_smem(detail::warp_smem_kernel<T, S>, dim3(grid), dim3(32 * warps),
-                                  warp_smem_per_warp(p) * warps, s, attrs(p), detail::make_args(p, b), warps,
+                                  warp_smem_per_warp(p) * warps, s, prim::pdl_attrs(p), detail::make_args(p, b), warps,
                                   words);
   });
 }
@@ -124,7 +123,7 @@ cudaError_t launch_regs_typed(const Problem& p, const Buffers& b, Stream s) {
   const bool lg = kLanes == 32 && lane_groups(p, N);
   const std::size_t smem = p.groups > 1 && !lg ? 4 * std::size_t(p.experts + 2 * p.groups) * W : 0;
   auto go = [&](auto kernel) {
-    return prim::launch_with_smem(kernel, dim3(grid), dim3(32 * W), smem, s, attrs(p), detail::make_args(p, b));
+    return prim::launch_with_smem(kernel, dim3(grid), dim3(32 * W), smem, s, prim::pdl_attrs(p), detail::make_args(p, b));
   };
   if constexpr (kLanes == 32) {
     if constexpr (detail::kVectorChunk<T, N>) {
@@ -172,7 +171,7 @@ LaunchStatus launch_block(const Problem& p, const Buffers& b, Stream s) {
       const unsigned grid = clamp_grid(p.tokens);
       const std::size_t smem = detail::block_smem_bytes(p);
       auto go = [&](auto kernel) {
-        return prim::launch_with_smem(kernel, dim3(grid), dim3(detail::kBlockThreads), smem, s, attrs(p),
+        return prim::launch_with_smem(kernel, dim3(grid), dim3(detail::kBlockThreads), smem, s, prim::pdl_attrs(p),
                                       detail::make_args(p, b));
       };
       if constexpr (detail::kVectorChunk<T, N>) {
@@ -200,7 +199,7 @@ LaunchStatus launch_rank(const Problem& p, const Buffers& b, Stream s) {
   if (!kAlign) q.align_block = 0;  // smem for the route part only
   return dispatch(p, [&]<class T, Scoring S>() {
     return prim::launch_with_smem(detail::block_rank_kernel<T, S, kAlign>, dim3(clamp_grid(p.tokens)),
-                                  dim3(detail::rank_threads(p)), detail::rank_smem_bytes(q), s, attrs(p),
+                                  dim3(detail::rank_threads(p)), detail::rank_smem_bytes(q), s, prim::pdl_attrs(p),
                                   detail::make_args(p, b));
   });
 }
@@ -288,18 +287,10 @@ const std::array<AutoRow<Problem>, 5> kAutoRows = {{
 
 }  // namespace
 
-std::span<const Variant> variants() { return kVariants; }
-
-const Variant* find(std::string_view name) { return find_variant<Variant>(kVariants, name); }
-
-const Variant& pick_auto(const Problem& p) { return pick_auto(p, moekit::device_caps()); }
-const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) {
-  return pick_from_rows<Variant, Problem>(kAutoRows, kVariants, p, caps);
+const Registry& registry() {
+  static const Registry r{kVariants, kAutoRows};
+  return r;
 }
-
-std::span<const AutoRow<Problem>> auto_rows() { return kAutoRows; }
-
-std::string auto_rule() { return auto_rule_text<Problem>(kAutoRows); }
 
 bool fuses_align(const Variant& v) { return v.launch == launch_block_rank_align; }
 

@@ -36,9 +36,9 @@ act::Activation parse_activation(const std::string& s) {
   throw InputError(fmt::format("--activation: unknown activation '{}' (silu, gelu, gelu-tanh)", printable(s)));
 }
 
-class ActJob final : public Job {
+class ActJob final : public ProblemJob<act::Problem> {
  public:
-  ActJob(npy::Array in, act::Problem p) : in_(std::move(in)), p_(p) {
+  ActJob(npy::Array in, act::Problem p) : ProblemJob(p), in_(std::move(in)) {
     std::vector<std::int64_t> shape = in_.shape;
     shape.back() = p_.d;
     out_.dtype = in_.dtype;
@@ -52,9 +52,9 @@ class ActJob final : public Job {
   }
   void adopt_reference() override { out_ = ref_; }
 
-  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
-    p_.pdl = pdl_for(caps);  // before the pick: auto takes the -pdl variants only with PDL
-    auto rv = var_.resolve("act-and-mul", requested, p_, caps, act::find, act::pick_auto);
+  // p_.pdl is already set (ProblemJob::resolve): auto takes the -pdl variants only with PDL.
+  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
+    auto rv = var_.resolve("act-and-mul", requested, p_, caps, act::registry());
     // spread-pdl and flat-pdl launch with PDL whatever --pdl says (where the device has it).
     pdl_ = caps.pdl && act::launches_with_pdl(*var_.v, p_);
     return rv;
@@ -88,23 +88,22 @@ class ActJob final : public Job {
 
  private:
   npy::Array in_, out_, ref_;
-  act::Problem p_;
   bool pdl_ = false;  // what the resolved variant's launches do
   ResolvedVariant<act::Variant> var_;
   std::vector<DeviceBuffer> d_in_;
   DeviceBuffer d_out_;
 };
 
-class ActFamily final : public Family {
+class ActFamily final : public RegistryFamily<act::Registry> {
  public:
-  std::string_view command() const override { return "act-and-mul"; }
-  std::vector<std::string> aliases() const override { return {"act_and_mul"}; }
-  std::string_view summary() const override { return "out = act(x[..., :d]) * x[..., d:] (SiLU/GELU-and-mul)"; }
-  std::string outputs_help() const override { return "Output: out.npy [..., d], same dtype."; }
-
-  std::vector<std::string> examples() const override {
-    return {"act-and-mul --input data/act_64x2x1024_bf16.npy --activation silu --bench --format json"};
-  }
+  ActFamily()
+      : RegistryFamily(
+            {.command = "act-and-mul",
+             .summary = "out = act(x[..., :d]) * x[..., d:] (SiLU/GELU-and-mul)",
+             .outputs_help = "Output: out.npy [..., d], same dtype.",
+             .examples = {"act-and-mul --input data/act_64x2x1024_bf16.npy --activation silu --bench --format json"},
+             .aliases = {"act_and_mul"}},
+            act::registry()) {}
 
   void add_options(CLI::App& s) override {
     auto* in = s.add_option("--input", a_.input, "f16, bf16 or f32 [..., 2d] (.npy)");
@@ -133,11 +132,6 @@ class ActFamily final : public Family {
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
-
-  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(act::variants(), caps);
-  }
-  std::string auto_rule() const override { return std::string(act::auto_rule()); }
 
  private:
   Args a_;

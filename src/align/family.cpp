@@ -60,22 +60,20 @@ Outputs to_outputs(const npy::Array& sorted, const npy::Array& eids, const npy::
   return o;
 }
 
-class AlignJob final : public Job {
+class AlignJob final : public ProblemJob<align::Problem> {
  public:
   AlignJob(npy::Array ids, std::vector<std::int64_t> ids_w, std::vector<std::int32_t> map, Problem p)
-      : ids_(std::move(ids)), ids_w_(std::move(ids_w)), map_(std::move(map)), p_(p) {}
+      : ProblemJob(p), ids_(std::move(ids)), ids_w_(std::move(ids_w)), map_(std::move(map)) {}
 
   void reference() override { ref_ = align::reference(p_, ids_w_, map_); }
   void adopt_reference() override { got_ = ref_; }
 
   // The variant is picked and checked on the problem it runs (align::variant_problem:
   // E + 1 groups with the bucket, the global experts and no map with vllm semantics).
-  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
+  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
     caps_ = &caps;
-    p_.pdl = pdl_for(caps);
-    return var_.resolve("align", requested, align::variant_problem(p_), caps, align::find, align::pick_auto);
+    return var_.resolve("align", requested, align::variant_problem(p_), caps, align::registry());
   }
-  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return ids_.data.size(); }
   void upload(int copies) override {
     var_.allocate_bytes(align::ep_workspace_bytes(*var_.v, p_, *caps_), align::ep_zeroed_workspace(*var_.v, p_, *caps_));
@@ -133,7 +131,6 @@ class AlignJob final : public Job {
   npy::Array ids_;
   std::vector<std::int64_t> ids_w_;
   std::vector<std::int32_t> map_;
-  Problem p_;
   Outputs ref_, got_;
   ResolvedVariant<align::Variant> var_;
   const DeviceCaps* caps_ = nullptr;
@@ -141,20 +138,16 @@ class AlignJob final : public Job {
   DeviceBuffer d_map_, d_sorted_, d_eids_, d_ntpp_;
 };
 
-class AlignFamily final : public Family {
+class AlignFamily final : public RegistryFamily<align::Registry> {
  public:
-  std::string_view command() const override { return "align"; }
-  std::string_view summary() const override {
-    return "moe_align_block_size: sort token slots by expert, pad to blocks";
-  }
-  std::string outputs_help() const override {
-    return "Outputs: sorted_token_ids.npy, expert_ids.npy, num_tokens_post_pad.npy.";
-  }
-
-  std::vector<std::string> examples() const override {
-    return {"align --topk-ids data/trace_4096x8_e256.npy --num-experts 256 --block-size 128 --bench",
-            "gen align --tokens 4096 --topk 8 --num-experts 256 --dist zipf:1.2 -o trace.npy", "variants align"};
-  }
+  AlignFamily()
+      : RegistryFamily(
+            {.command = "align",
+             .summary = "moe_align_block_size: sort token slots by expert, pad to blocks",
+             .outputs_help = "Outputs: sorted_token_ids.npy, expert_ids.npy, num_tokens_post_pad.npy.",
+             .examples = {"align --topk-ids data/trace_4096x8_e256.npy --num-experts 256 --block-size 128 --bench",
+                 "gen align --tokens 4096 --topk 8 --num-experts 256 --dist zipf:1.2 -o trace.npy", "variants align"}},
+            align::registry()) {}
 
   void add_options(CLI::App& s) override {
     auto* in = s.add_option("--topk-ids", a_.topk_ids, "router expert ids, int32 or int64, any shape (.npy)");
@@ -224,11 +217,6 @@ class AlignFamily final : public Family {
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
-
-  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(align::variants(), caps);
-  }
-  std::string auto_rule() const override { return std::string(align::auto_rule()); }
 
  private:
   Args a_;

@@ -41,10 +41,10 @@ struct SlotGenArgs {  // `moekit gen inverse`, `moekit gen topk-weights`
   std::int32_t topk = 0;
 };
 
-class CombineJob final : public Job {
+class CombineJob final : public ProblemJob<combine::Problem> {
  public:
   CombineJob(npy::Array x, std::vector<std::int32_t> inv, std::vector<float> w, combine::Problem p)
-      : x_(std::move(x)), inv_(std::move(inv)), w_(std::move(w)), p_(p) {
+      : ProblemJob(p), x_(std::move(x)), inv_(std::move(inv)), w_(std::move(w)) {
     out_.dtype = x_.dtype;
     out_.shape = {p_.tokens, p_.hidden};
     out_.data.resize(std::size_t(p_.tokens * p_.hidden) * npy::dtype_size(x_.dtype));
@@ -54,11 +54,9 @@ class CombineJob final : public Job {
     combine::reference(p_, x_.data.data(), inv_.data(), w_.data(), ref_.data.data());
   }
   void adopt_reference() override { out_ = ref_; }
-  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
-    p_.pdl = pdl_for(caps);
-    return var_.resolve("combine", requested, p_, caps, combine::find, combine::pick_auto);
+  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
+    return var_.resolve("combine", requested, p_, caps, combine::registry());
   }
-  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return x_.data.size(); }
   void upload(int copies) override {
     var_.allocate(p_);
@@ -103,22 +101,20 @@ class CombineJob final : public Job {
   npy::Array x_, out_, ref_;
   std::vector<std::int32_t> inv_;
   std::vector<float> w_;
-  combine::Problem p_;
   ResolvedVariant<combine::Variant> var_;
   std::vector<DeviceBuffer> d_x_;
   DeviceBuffer d_inv_, d_w_, d_out_;
 };
 
-class CombineFamily final : public Family {
+class CombineFamily final : public RegistryFamily<combine::Registry> {
  public:
-  std::string_view command() const override { return "combine"; }
-  std::string_view summary() const override {
-    return "MoE combine: out[t] = S * sum_j w[t, j] * expert_out[inverse[t, j]] (f32 accumulation)";
-  }
-  std::string outputs_help() const override { return "Output: out.npy [T, H], the dtype of expert-out."; }
-  std::vector<std::string> examples() const override {
-    return {"combine --tokens 4096 --topk 8 --hidden-size 7168 --routed-scaling-factor 2.5 --bench"};
-  }
+  CombineFamily()
+      : RegistryFamily(
+            {.command = "combine",
+             .summary = "MoE combine: out[t] = S * sum_j w[t, j] * expert_out[inverse[t, j]] (f32 accumulation)",
+             .outputs_help = "Output: out.npy [T, H], the dtype of expert-out.",
+             .examples = {"combine --tokens 4096 --topk 8 --hidden-size 7168 --routed-scaling-factor 2.5 --bench"}},
+            combine::registry()) {}
 
   void add_options(CLI::App& s) override {
     auto* x = s.add_option("--expert-out", a_.expert_out, "expert output rows [P, H], f32, bf16 or f16 (.npy)");
@@ -172,10 +168,6 @@ class CombineFamily final : public Family {
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
-  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(combine::variants(), caps);
-  }
-  std::string auto_rule() const override { return combine::auto_rule(); }
 
  private:
   Args a_;

@@ -34,18 +34,16 @@ struct GenArgs {
   double overlap = 0.0, pad = 0.0;
 };
 
-class DedupJob final : public Job {
+class DedupJob final : public ProblemJob<dedup::Problem> {
  public:
-  DedupJob(npy::Array in, dedup::Problem p) : in_(std::move(in)), p_(p) {}
+  DedupJob(npy::Array in, dedup::Problem p) : ProblemJob(p), in_(std::move(in)) {}
 
   void reference() override { ref_ = dedup::reference(p_, in_.as<std::int32_t>()); }
   void adopt_reference() override { got_ = ref_; }
 
-  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
-    p_.pdl = pdl_for(caps);
-    return var_.resolve("dedup", requested, p_, caps, dedup::find, dedup::pick_auto);
+  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
+    return var_.resolve("dedup", requested, p_, caps, dedup::registry());
   }
-  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return in_.data.size(); }
   void upload(int copies) override {
     var_.allocate(p_);
@@ -90,26 +88,21 @@ class DedupJob final : public Job {
   std::size_t out_elems() const { return static_cast<std::size_t>(p_.batch) * p_.row_len(); }
 
   npy::Array in_;
-  dedup::Problem p_;
   std::vector<std::int32_t> ref_, got_;
   ResolvedVariant<dedup::Variant> var_;
   std::vector<DeviceBuffer> d_in_;
   DeviceBuffer d_out_;
 };
 
-class DedupFamily final : public Family {
+class DedupFamily final : public RegistryFamily<dedup::Registry> {
  public:
-  std::string_view command() const override { return "dedup"; }
-  std::string_view summary() const override {
-    return "per-batch top-k index de-duplication (speculative decoding)";
-  }
-  std::string outputs_help() const override {
-    return "Output: dedup.npy, int32 [bs, M*k]: each batch's distinct values ascending, then -1.";
-  }
-
-  std::vector<std::string> examples() const override {
-    return {"dedup --indices data/dedup_bs115_m2_k2048.npy --mtp-step 2 --variant auto --out out/"};
-  }
+  DedupFamily()
+      : RegistryFamily(
+            {.command = "dedup",
+             .summary = "per-batch top-k index de-duplication (speculative decoding)",
+             .outputs_help = "Output: dedup.npy, int32 [bs, M*k]: each batch's distinct values ascending, then -1.",
+             .examples = {"dedup --indices data/dedup_bs115_m2_k2048.npy --mtp-step 2 --variant auto --out out/"}},
+            dedup::registry()) {}
 
   void add_options(CLI::App& s) override {
     auto* in = s.add_option("--indices", a_.indices, "int32 [bs*M, k] or [bs, M, k] (.npy); negative values are ignored");
@@ -138,11 +131,6 @@ class DedupFamily final : public Family {
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
-
-  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(dedup::variants(), caps);
-  }
-  std::string auto_rule() const override { return std::string(dedup::auto_rule()); }
 
  private:
   Args a_;

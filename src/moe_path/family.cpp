@@ -63,7 +63,7 @@ bool given(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
 
 std::size_t esize(combine::DType d) { return d == combine::DType::f32 ? 4 : 2; }
 
-class PathJob final : public Job {
+class PathJob final : public ProblemJob<moe_path::Problem> {
  public:
   struct Host {
     npy::Array hidden, logits;          // logits: routed only
@@ -72,7 +72,7 @@ class PathJob final : public Job {
     std::vector<float> weights;         // not routed
   };
 
-  PathJob(Host h, moe_path::Problem p, Report& r) : h_(std::move(h)), p_(p), report_(&r) {
+  PathJob(Host h, moe_path::Problem p, Report& r) : ProblemJob(p), h_(std::move(h)), report_(&r) {
     in_.logits = p_.routed ? h_.wide_logits.data() : nullptr;
     in_.bias = h_.bias.empty() ? nullptr : h_.bias.data();
     in_.hidden = h_.hidden.data.data();
@@ -83,23 +83,22 @@ class PathJob final : public Job {
   void reference() override { ref_ = moe_path::reference(p_, in_); }
   void adopt_reference() override { got_ = ref_; }
 
-  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
-    p_.pdl = pdl_for(caps);  // every stage (moe_path::Problem::pdl)
-    auto rv = var_.resolve("moe-path", requested, p_, caps, moe_path::find, moe_path::pick_auto);
+  // p_.pdl (already set by ProblemJob::resolve) applies to every stage (moe_path::Problem::pdl).
+  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
+    auto rv = var_.resolve("moe-path", requested, p_, caps, moe_path::registry());
     if (caps.present()) {
       std::string picks;
       for (moe_path::Stage s : moe_path::stages(p_)) {
         picks += fmt::format("{}{} {}", picks.empty() ? "" : ", ", moe_path::stage_name(s),
                              moe_path::stage_variant(p_, s, caps));
         if (s == moe_path::Stage::permute)
-          picks += fmt::format(" (align {})", align::pick_auto(p_.permute.align, caps).info.name);
+          picks += fmt::format(" (align {})", align::registry().pick_auto(p_.permute.align, caps).info.name);
       }
       report_->notes.push_back("stages: " + picks);
     }
     return rv;
   }
 
-  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return h_.hidden.data.size() + h_.logits.data.size(); }
 
   void upload(int copies) override {
@@ -259,7 +258,6 @@ class PathJob final : public Job {
 
   Host h_;
   moe_path::Inputs in_;
-  moe_path::Problem p_;
   Report* report_;
   moe_path::Outputs ref_, got_;
   std::int64_t near_ties_ = -1;
@@ -268,20 +266,17 @@ class PathJob final : public Job {
   DeviceBuffer d_bias_, d_ids_, d_w_, d_perm_, d_inv_, d_sorted_, d_eids_, d_ntpp_, d_off_, d_out_;
 };
 
-class PathFamily final : public Family {
+class PathFamily final : public RegistryFamily<moe_path::Registry> {
  public:
-  std::string_view command() const override { return "moe-path"; }
-  std::string_view summary() const override {
-    return "the MoE path around the expert GEMMs: route (given logits) -> permute -> identity experts -> combine, "
-           "as one CUDA graph; times the whole path and each stage";
-  }
-  std::string outputs_help() const override {
-    return "Outputs: out.npy [T, H] (the hidden dtype); with routing also topk_ids.npy int32 [T, K] and "
-           "topk_weights.npy float32 [T, K] (the weights before S: combine applies S).";
-  }
-  std::vector<std::string> examples() const override {
-    return {"moe-path --model deepseek-v3 --tokens 1,16,256,4096 --layout compact --pdl off --bench"};
-  }
+  PathFamily()
+      : RegistryFamily(
+            {.command = "moe-path",
+             .summary = "the MoE path around the expert GEMMs: route (given logits) -> permute -> identity experts -> combine, "
+                 "as one CUDA graph; times the whole path and each stage",
+             .outputs_help = "Outputs: out.npy [T, H] (the hidden dtype); with routing also topk_ids.npy int32 [T, K] and "
+                 "topk_weights.npy float32 [T, K] (the weights before S: combine applies S).",
+             .examples = {"moe-path --model deepseek-v3 --tokens 1,16,256,4096 --layout compact --pdl off --bench"}},
+            moe_path::registry()) {}
 
   void add_options(CLI::App& s) override {
     auto* lg = s.add_option("--logits", a_.logits, "router logits [T, E], f32, bf16 or f16 (.npy): the path routes");
@@ -339,10 +334,6 @@ class PathFamily final : public Family {
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
-  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(moe_path::variants(), caps);
-  }
-  std::string auto_rule() const override { return moe_path::auto_rule(); }
 
  private:
   Args a_;

@@ -31,19 +31,17 @@ struct Args {
 };
 
 
-class PermuteJob final : public Job {
+class PermuteJob final : public ProblemJob<permute::Problem> {
  public:
   PermuteJob(npy::Array hidden, npy::Array ids, std::vector<std::int64_t> wide, std::vector<std::int32_t> map,
              permute::Problem p)
-      : hidden_(std::move(hidden)), ids_(std::move(ids)), wide_(std::move(wide)), map_(std::move(map)), p_(p) {}
+      : ProblemJob(p), hidden_(std::move(hidden)), ids_(std::move(ids)), wide_(std::move(wide)), map_(std::move(map)) {}
 
   void reference() override { ref_ = permute::reference(p_, hidden_.data.data(), wide_, map_); }
   void adopt_reference() override { got_ = ref_; }
-  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
-    p_.pdl = pdl_for(caps);
-    return var_.resolve("permute", requested, p_, caps, permute::find, permute::pick_auto);
+  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
+    return var_.resolve("permute", requested, p_, caps, permute::registry());
   }
-  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return hidden_.data.size() + ids_.data.size(); }
   void upload(int copies) override {
     var_.allocate(p_);
@@ -139,26 +137,22 @@ class PermuteJob final : public Job {
   npy::Array hidden_, ids_;
   std::vector<std::int64_t> wide_;
   std::vector<std::int32_t> map_;
-  permute::Problem p_;
   Outputs ref_, got_;
   ResolvedVariant<permute::Variant> var_;
   std::vector<DeviceBuffer> d_hidden_, d_ids_;
   DeviceBuffer d_perm_, d_inv_, d_sorted_, d_eids_, d_ntpp_, d_off_, d_map_;
 };
 
-class PermuteFamily final : public Family {
+class PermuteFamily final : public RegistryFamily<permute::Registry> {
  public:
-  std::string_view command() const override { return "permute"; }
-  std::string_view summary() const override {
-    return "MoE dispatch: hidden rows scattered into expert order (padded or compact layout)";
-  }
-  std::string outputs_help() const override {
-    return "Outputs: permuted.npy [rows, H] and inverse.npy int32 [T, K]; padded: align's sorted_token_ids.npy, "
-           "expert_ids.npy, num_tokens_post_pad.npy; compact: expert_offsets.npy int64 [E + 1].";
-  }
-  std::vector<std::string> examples() const override {
-    return {"permute --tokens 4096 --topk 8 -E 256 --hidden-size 7168 --layout compact --bench"};
-  }
+  PermuteFamily()
+      : RegistryFamily(
+            {.command = "permute",
+             .summary = "MoE dispatch: hidden rows scattered into expert order (padded or compact layout)",
+             .outputs_help = "Outputs: permuted.npy [rows, H] and inverse.npy int32 [T, K]; padded: align's sorted_token_ids.npy, "
+                 "expert_ids.npy, num_tokens_post_pad.npy; compact: expert_offsets.npy int64 [E + 1].",
+             .examples = {"permute --tokens 4096 --topk 8 -E 256 --hidden-size 7168 --layout compact --bench"}},
+            permute::registry()) {}
 
   void add_options(CLI::App& s) override {
     auto* in = s.add_option("--hidden", a_.hidden, "hidden states [T, H], f32, bf16 or f16 (.npy)");
@@ -196,10 +190,6 @@ class PermuteFamily final : public Family {
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
-  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(permute::variants(), caps);
-  }
-  std::string auto_rule() const override { return permute::auto_rule(); }
 
  private:
   Args a_;

@@ -44,11 +44,11 @@ struct GenArgs {
   bool bias = false;
 };
 
-class RouteJob final : public Job {
+class RouteJob final : public ProblemJob<route::Problem> {
  public:
   RouteJob(npy::Array logits, std::vector<float> wide, std::vector<float> bias, route::Problem p,
            std::int32_t block_size, std::string align_variant, Report& r)
-      : logits_(std::move(logits)), wide_(std::move(wide)), bias_(std::move(bias)), p_(p),
+      : ProblemJob(p), logits_(std::move(logits)), wide_(std::move(wide)), bias_(std::move(bias)),
         align_variant_(std::move(align_variant)), report_(&r) {
     if (block_size > 0) {
       then_align_ = true;
@@ -65,23 +65,21 @@ class RouteJob final : public Job {
     if (then_align_) aligned_ = align_reference(got_.ids);
   }
 
-  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) override {
-    p_.pdl = pdl_for(caps);
+  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
     ap_.pdl = p_.pdl;  // --then-align: align's launches too
-    auto rv = var_.resolve("route", requested, p_, caps, route::find, route::pick_auto);
+    auto rv = var_.resolve("route", requested, p_, caps, route::registry());
     if (then_align_ && route::fuses_align(*var_.v)) {
       align_exact_ = false;  // slots inside an expert in atomic order
       if (align_variant_ != "auto")
         report_->notes.push_back(fmt::format("{} runs align itself: --align-variant {} not used", rv.first,
                                              printable(align_variant_)));
     } else if (then_align_) {
-      const auto [an, exact] = avar_.resolve("align", align_variant_, ap_, caps, align::find, align::pick_auto);
+      const auto [an, exact] = avar_.resolve("align", align_variant_, ap_, caps, align::registry());
       align_exact_ = exact;
       rv.first += "+" + an;
     }
     return rv;
   }
-  std::string_view pdl() const override { return pdl_name(p_.pdl); }
   std::size_t input_bytes() const override { return logits_.data.size(); }
   void upload(int copies) override {
     var_.allocate(p_);
@@ -207,7 +205,6 @@ class RouteJob final : public Job {
 
   npy::Array logits_;
   std::vector<float> wide_, bias_;
-  route::Problem p_;
   bool then_align_ = false, align_exact_ = false;
   std::string align_variant_;
   align::Problem ap_;
@@ -221,20 +218,17 @@ class RouteJob final : public Job {
   DeviceBuffer d_bias_, d_ids_, d_w_, d_sorted_, d_eids_, d_ntpp_;
 };
 
-class RouteFamily final : public Family {
+class RouteFamily final : public RegistryFamily<route::Registry> {
  public:
-  std::string_view command() const override { return "route"; }
-  std::string_view summary() const override {
-    return "router top-k: logits -> topk_ids, topk_weights (softmax/sigmoid, correction bias, groups)";
-  }
-  std::string outputs_help() const override {
-    return "Outputs: topk_ids.npy int32 [T, K] (best first, ties to the lower index), topk_weights.npy float32 "
-           "[T, K]; with --then-align also sorted_token_ids.npy, expert_ids.npy, num_tokens_post_pad.npy.";
-  }
-  std::vector<std::string> examples() const override {
-    return {"route --tokens 4096 -E 256 --topk 8 --scoring sigmoid --num-groups 8 --topk-groups 4 "
-            "--renormalize --routed-scaling-factor 2.5 --bench"};
-  }
+  RouteFamily()
+      : RegistryFamily(
+            {.command = "route",
+             .summary = "router top-k: logits -> topk_ids, topk_weights (softmax/sigmoid, correction bias, groups)",
+             .outputs_help = "Outputs: topk_ids.npy int32 [T, K] (best first, ties to the lower index), topk_weights.npy float32 "
+                 "[T, K]; with --then-align also sorted_token_ids.npy, expert_ids.npy, num_tokens_post_pad.npy.",
+             .examples = {"route --tokens 4096 -E 256 --topk 8 --scoring sigmoid --num-groups 8 --topk-groups 4 "
+                 "--renormalize --routed-scaling-factor 2.5 --bench"}},
+            route::registry()) {}
 
   void add_options(CLI::App& s) override {
     auto* in = s.add_option("--logits", a_.logits, "router logits [T, E], f32, bf16 or f16 (.npy)");
@@ -285,11 +279,6 @@ class RouteFamily final : public Family {
   }
 
   std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
-
-  std::vector<VariantRow> variants(const DeviceCaps& caps) const override {
-    return variant_rows(route::variants(), caps);
-  }
-  std::string auto_rule() const override { return route::auto_rule(); }
 
  private:
   Args a_;
@@ -352,7 +341,7 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
   route::validate(p);
   // A CPU run resolves no variant of --variant auto, so the align variant is
   // checked here, on every machine: a typo must not pass as exit 0.
-  if (a.then_align && a.align_variant != "auto" && !align::find(a.align_variant))
+  if (a.then_align && a.align_variant != "auto" && !align::registry().find(a.align_variant))
     throw InputError(fmt::format("unknown align variant '{}' for --align-variant (see `moekit variants align`)",
                                  printable(a.align_variant)));
 

@@ -33,37 +33,37 @@ TEST_CASE("act-and-mul auto: first applicable row; the sm_90 threshold is 135168
         // The job sets pdl where the device has it (--pdl on, the default).
         const act::Problem p{t, d, act::DType::bf16, act::Activation::silu, caps->pdl};
         std::string_view want;
-        for (const auto& r : act::auto_rows())
-          if ((r.holds == nullptr || r.holds(p, *caps)) && act::find(r.variant)->not_applicable(p, *caps) == nullptr) {
+        for (const auto& r : act::registry().auto_rows())
+          if ((r.holds == nullptr || r.holds(p, *caps)) && act::registry().find(r.variant)->not_applicable(p, *caps) == nullptr) {
             want = r.variant;
             break;
           }
-        CHECK(act::pick_auto(p, *caps).info.name == want);
+        CHECK(act::registry().pick_auto(p, *caps).info.name == want);
         if (caps == &sm90) {  // the rule before the table: 2 x 128 x 4 x 132 outputs with PDL on sm_90
           const bool small = t * d <= 135168;
-          CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread-pdl" : "flat-pdl"));
+          CHECK(act::registry().pick_auto(p, *caps).info.name == (small ? "spread-pdl" : "flat-pdl"));
         } else {
           const bool small = t * d <= 110592;  // 108 SMs: 2 x 128 x 4 x 108
-          CHECK(act::pick_auto(p, *caps).info.name == (small ? "spread" : "flat"));
+          CHECK(act::registry().pick_auto(p, *caps).info.name == (small ? "spread" : "flat"));
         }
       }
   // --pdl off on an sm_90: the plain layouts, up to one 4-block wave (135168 outputs: 33 rows
   // of 4096, 7 of 18432).
   for (std::int64_t t : {1, 32, 33, 34, 64, 96, 128, 4096, 65536}) {
     const act::Problem p{t, 4096, act::DType::bf16, act::Activation::silu, false};
-    CHECK(act::pick_auto(p, sm90).info.name == (t <= 33 ? "spread" : "flat"));
-    CHECK_FALSE(act::launches_with_pdl(act::pick_auto(p, sm90), p));
-    CHECK(act::launches_with_pdl(*act::find("spread-pdl"), p));
+    CHECK(act::registry().pick_auto(p, sm90).info.name == (t <= 33 ? "spread" : "flat"));
+    CHECK_FALSE(act::launches_with_pdl(act::registry().pick_auto(p, sm90), p));
+    CHECK(act::launches_with_pdl(*act::registry().find("spread-pdl"), p));
   }
-  CHECK(act::pick_auto(act::Problem{7, 18432, act::DType::bf16, act::Activation::silu, false}, sm90).info.name ==
+  CHECK(act::registry().pick_auto(act::Problem{7, 18432, act::DType::bf16, act::Activation::silu, false}, sm90).info.name ==
         "spread");
-  CHECK(act::pick_auto(act::Problem{12, 14336, act::DType::bf16, act::Activation::silu, false}, sm90).info.name ==
+  CHECK(act::registry().pick_auto(act::Problem{12, 14336, act::DType::bf16, act::Activation::silu, false}, sm90).info.name ==
         "flat");
-  CHECK(act::pick_auto(act::Problem{32, 4096, act::DType::bf16, act::Activation::silu, true}, sm90).info.name ==
+  CHECK(act::registry().pick_auto(act::Problem{32, 4096, act::DType::bf16, act::Activation::silu, true}, sm90).info.name ==
         "spread-pdl");
-  CHECK(act::pick_auto(act::Problem{8, 18432, act::DType::bf16, act::Activation::silu, true}, sm90).info.name ==
+  CHECK(act::registry().pick_auto(act::Problem{8, 18432, act::DType::bf16, act::Activation::silu, true}, sm90).info.name ==
         "flat-pdl");
-  testing::check_rule_text(act::auto_rule(), act::auto_rows());
+  testing::check_rule_text(act::registry().auto_rule(), act::registry().auto_rows());
 }
 
 TEST_CASE("act-and-mul loads: plain up to L2 / keep_in_l2_divisor and past stream_max_l2_multiple x L2, streaming between") {

@@ -328,28 +328,28 @@ void run_case(const act::Variant& v, const HostInput& h, Activation a, const voi
 TEST_SUITE("gpu") {
 
 TEST_CASE("registry: names, lookup, auto") {
-  const auto vs = act::variants();
+  const auto vs = act::registry().variants();
   REQUIRE(vs.size() >= 4);
   for (const auto& v : vs) {
-    CHECK(act::find(v.info.name) == &v);
+    CHECK(act::registry().find(v.info.name) == &v);
     CHECK(!v.info.description.empty());
   }
-  CHECK(act::find("no-such-variant") == nullptr);
-  CHECK(act::find("scalar") != nullptr);
-  CHECK(act::find("vectorized") != nullptr);
-  CHECK(!act::auto_rule().empty());
+  CHECK(act::registry().find("no-such-variant") == nullptr);
+  CHECK(act::registry().find("scalar") != nullptr);
+  CHECK(act::registry().find("vectorized") != nullptr);
+  CHECK(!act::registry().auto_rule().empty());
   for (std::int64_t t : kTokens)
     for (std::int64_t d : kDs)
       for (DType dt : kDtypes) {
         Problem p{t, d, dt, Activation::silu};
-        const act::Variant& v = act::pick_auto(p);
-        CHECK(act::find(v.info.name) == &v);
+        const act::Variant& v = act::registry().pick_auto(p);
+        CHECK(act::registry().find(v.info.name) == &v);
         CHECK(v.not_applicable(p, device_caps()) == nullptr);
       }
 }
 
 TEST_CASE("every variant x activation x dtype vs the CPU reference") {
-  const auto vs = act::variants();
+  const auto vs = act::registry().variants();
   const bool subset = subset_mode();
   Totals tot;
   int big_k = 0;
@@ -411,7 +411,7 @@ TEST_CASE("every variant x activation x dtype vs the CPU reference") {
 TEST_CASE("unaligned base pointers and rows") {
   // Input and output bases one element past a 16-byte boundary: the vector
   // paths must notice and fall back, for aligned and unaligned d alike.
-  const auto vs = act::variants();
+  const auto vs = act::registry().variants();
   Totals tot;
   for (DType dt : {DType::bf16, DType::f32, DType::f16}) {
     for (std::int64_t d : {std::int64_t{64}, std::int64_t{8}, std::int64_t{7}, std::int64_t{4096}}) {

@@ -61,11 +61,11 @@ TEST_CASE("launch_ep's answers are the variant's on the problem it runs") {
   // E = 64 fits small-batch; E + the bucket does not.
   const align::Problem plain = align::make_problem(500, 64, 16, false, 0, false);
   const align::Problem b = align::make_problem(500, 64, 16, false, 0, false, Invalid::bucket);
-  const align::Variant* sb = align::find("small-batch");
+  const align::Variant* sb = align::registry().find("small-batch");
   REQUIRE(sb != nullptr);
   CHECK(align::ep_not_applicable(*sb, plain, caps) == nullptr);
   CHECK(align::ep_not_applicable(*sb, b, caps) != nullptr);
-  for (const align::Variant& v : align::variants()) {
+  for (const align::Variant& v : align::registry().variants()) {
     CAPTURE(std::string(v.info.name));
     const align::Problem vp = align::variant_problem(b);
     const std::size_t own = v.workspace_bytes(vp, caps);
@@ -79,12 +79,12 @@ TEST_CASE("launch_ep's answers are the variant's on the problem it runs") {
   }
   // An empty input needs no groups.
   const align::Problem z = align::make_problem(0, 8, 16, false, 0, false, Invalid::bucket);
-  for (const align::Variant& v : align::variants())
+  for (const align::Variant& v : align::registry().variants())
     CHECK(align::ep_workspace_bytes(v, z, caps) == v.workspace_bytes(align::variant_problem(z), caps));
   // auto picks for the problem it runs: a pick on E + 1 experts.
   const align::Problem big = align::make_problem(1 << 20, 1023, 128, false, 0, false, Invalid::bucket);
-  CHECK(align::pick_auto(align::variant_problem(big), caps).info.name ==
-        align::pick_auto(align::make_problem(1 << 20, 1024, 128, false, 0, false), caps).info.name);
+  CHECK(align::registry().pick_auto(align::variant_problem(big), caps).info.name ==
+        align::registry().pick_auto(align::make_problem(1 << 20, 1024, 128, false, 0, false), caps).info.name);
 }
 
 TEST_CASE("the names of the modes: one spelling, both ways") {

@@ -33,7 +33,7 @@ const DeviceCaps kSm90 = fake(9, 132, 227 * 1024, true);
 const DeviceCaps kSm80 = fake(8, 108, 163 * 1024, false);
 
 bool applies(std::string_view name, const align::Problem& p, const DeviceCaps& caps) {
-  const align::Variant* v = align::find(name);
+  const align::Variant* v = align::registry().find(name);
   REQUIRE(v != nullptr);
   return v->not_applicable(p, caps) == nullptr;
 }
@@ -126,8 +126,8 @@ TEST_CASE("align auto: the picks of hand-listed cells from docs/align.md") {
     CAPTURE(c.E);
     CAPTURE(c.B);
     CAPTURE(c.i64);
-    CHECK(align::pick_auto(p, kSm90).info.name == std::string_view(c.sm90));
-    CHECK(align::pick_auto(p, kSm80).info.name == std::string_view(c.sm80));
+    CHECK(align::registry().pick_auto(p, kSm90).info.name == std::string_view(c.sm90));
+    CHECK(align::registry().pick_auto(p, kSm80).info.name == std::string_view(c.sm80));
   }
 }
 
@@ -136,13 +136,13 @@ TEST_CASE("align auto: on sm_90 the table picks what the hand-written rule picks
     CAPTURE(p.numel);
     CAPTURE(p.num_experts);
     CAPTURE(p.ids_int64);
-    CHECK(align::pick_auto(p, kSm90).info.name == legacy_sm90(p, kSm90));
+    CHECK(align::registry().pick_auto(p, kSm90).info.name == legacy_sm90(p, kSm90));
   }
 }
 
 TEST_CASE("align auto: the rule's text names every row, and every row a variant") {
-  for (const auto& r : align::auto_rows()) CHECK(align::find(r.variant) != nullptr);
-  testing::check_rule_text(align::auto_rule(), align::auto_rows());
+  for (const auto& r : align::registry().auto_rows()) CHECK(align::registry().find(r.variant) != nullptr);
+  testing::check_rule_text(align::registry().auto_rule(), align::registry().auto_rows());
 }
 
 TEST_CASE("align cluster: sm_90 only, E and numel bounds by id width") {
@@ -158,12 +158,12 @@ TEST_CASE("align cluster: sm_90 only, E and numel bounds by id width") {
 }
 
 TEST_CASE("align limits name this device's numbers, and the formula without one") {
-  const align::Variant* onepass = align::find("onepass");
+  const align::Variant* onepass = align::registry().find("onepass");
   REQUIRE(onepass != nullptr);
   CHECK(onepass->limits(kSm90).find("2162688 int32") != std::string::npos);  // 4 x 1024 x 4 x 132
   CHECK(onepass->limits(kSm80).find("1769472 int32") != std::string::npos);  // ... x 108
   CHECK(onepass->limits(DeviceCaps{}).find("SMs") != std::string::npos);
-  for (const auto& v : align::variants()) CHECK(!v.limits(DeviceCaps{}).empty());
+  for (const auto& v : align::registry().variants()) CHECK(!v.limits(DeviceCaps{}).empty());
 }
 
 // `stable` by hand (registry.cu's stable_choice; sm_90 thresholds of 2026-11-26).
@@ -201,9 +201,9 @@ TEST_CASE("align stable: the variant it runs on sm_90") {
 // its rows pick: a row added without them would go unlisted.
 TEST_CASE("align auto: its kernels spec names exactly the variants of its rows") {
   std::vector<std::string> rows, named;
-  for (const auto& row : align::auto_rows())
+  for (const auto& row : align::registry().auto_rows())
     if (std::find(rows.begin(), rows.end(), row.variant) == rows.end()) rows.emplace_back(row.variant);
-  const align::Variant* a = align::find("auto");
+  const align::Variant* a = align::registry().find("auto");
   REQUIRE(a != nullptr);
   std::string_view spec = a->info.kernels;
   while (!spec.empty()) {

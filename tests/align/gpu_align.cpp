@@ -179,7 +179,7 @@ void run_case(const Case& c, Stats& st) {
   test::Guarded total(4);
 
   const DeviceCaps& caps = device_caps();
-  for (const align::Variant& v : variants()) {
+  for (const align::Variant& v : registry().variants()) {
     const char* na = ep_not_applicable(v, p, caps);
     const std::string_view name = v.info.name;
     const std::string what = std::string(name) + " " + c.str();
@@ -226,7 +226,7 @@ void run_case(const Case& c, Stats& st) {
     b.num_tokens_post_pad = total.as<std::int32_t>();
     b.workspace = ws.get();
     // The registry's promise: stable order means bit for bit (and `auto` when it picks such a variant).
-    const bool exact = v.stable_order || (name == "auto" && pick_auto(vp).stable_order);
+    const bool exact = v.stable_order || (name == "auto" && registry().pick_auto(vp).stable_order);
     for (int rep = 0; rep < 2; ++rep) {
       sorted.poison();
       eids.poison();

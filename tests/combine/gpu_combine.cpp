@@ -69,7 +69,7 @@ TEST_CASE("combine: every variant against the reference") {
           // Each variant once without PDL, and once (where the device has it)
           // with Problem::pdl, launched twice back to back so that the second
           // launch overlaps the first one's tail.
-          for (const combine::Variant& v : combine::variants())
+          for (const combine::Variant& v : combine::registry().variants())
             for (bool pdl : {false, true}) {
             if (v.not_applicable(p, device_caps()) != nullptr) continue;
             combine::Problem pp = p;

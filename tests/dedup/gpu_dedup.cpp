@@ -211,9 +211,9 @@ void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, 
 // Every variant on one case, and `auto` must always apply.
 void run_all(const Case& c) {
   const V ref = dd::reference(c.p, c.in);
-  for (const dd::Variant& v : dd::variants())
+  for (const dd::Variant& v : dd::registry().variants())
     for (bool pdl : {false, true}) run_one(v, c, ref, 0, 0, pdl);
-  const dd::Variant& a = dd::pick_auto(c.p);
+  const dd::Variant& a = dd::registry().pick_auto(c.p);
   CHECK_MESSAGE(a.not_applicable(c.p, moekit::device_caps()) == nullptr, "auto picked an inapplicable variant");
 }
 
@@ -221,22 +221,22 @@ void run_all(const Case& c) {
 
 TEST_SUITE("gpu") {
   TEST_CASE("dedup registry: names, lookup and applicability") {
-    REQUIRE(dd::variants().size() >= 6);
-    for (const dd::Variant& v : dd::variants()) {
-      CHECK(dd::find(v.info.name) == &v);
+    REQUIRE(dd::registry().variants().size() >= 6);
+    for (const dd::Variant& v : dd::registry().variants()) {
+      CHECK(dd::registry().find(v.info.name) == &v);
       CHECK(!v.info.description.empty());
     }
-    CHECK(dd::find("no-such-variant") == nullptr);
-    REQUIRE(dd::find("general") != nullptr);
+    CHECK(dd::registry().find("no-such-variant") == nullptr);
+    REQUIRE(dd::registry().find("general") != nullptr);
     dd::Problem big;
     big.batch = 3;
     big.mtp_step = 4;
     big.k = 1 << 20;
     const moekit::DeviceCaps& caps = moekit::device_caps();
-    CHECK(dd::find("general")->not_applicable(big, caps) == nullptr);
-    CHECK(dd::find("bitmask")->not_applicable(big, caps) != nullptr);
-    CHECK(std::string(dd::pick_auto(big).info.name) == "general");
-    CHECK(!dd::auto_rule().empty());
+    CHECK(dd::registry().find("general")->not_applicable(big, caps) == nullptr);
+    CHECK(dd::registry().find("bitmask")->not_applicable(big, caps) != nullptr);
+    CHECK(std::string(dd::registry().pick_auto(big).info.name) == "general");
+    CHECK(!dd::registry().auto_rule().empty());
   }
 
   TEST_CASE("dedup: shape grid") {
@@ -284,7 +284,7 @@ TEST_SUITE("gpu") {
     for (auto [io, oo] : offs) {
       const Case c = make_case(subset_mode() ? 2 : 115, 2, 2048, Pattern::kOverlap05, seed++);
       const V ref = dd::reference(c.p, c.in);
-      for (const dd::Variant& v : dd::variants()) run_one(v, c, ref, io, oo);
+      for (const dd::Variant& v : dd::registry().variants()) run_one(v, c, ref, io, oo);
     }
   }
 
@@ -309,8 +309,8 @@ TEST_SUITE("gpu") {
     for (auto& [pat, s] : cases) {
       const Case c = make_case(s[0], s[1], s[2], pat, seed++);
       const V ref = dd::reference(c.p, c.in);
-      run_one(*dd::find("general"), c, ref);
-      run_one(dd::pick_auto(c.p), c, ref);
+      run_one(*dd::registry().find("general"), c, ref);
+      run_one(dd::registry().pick_auto(c.p), c, ref);
     }
   }
 

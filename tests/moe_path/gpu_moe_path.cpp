@@ -256,7 +256,7 @@ TEST_CASE("moe-path: every variant against the path's checker, launched, replaye
           const float S = (seed & 4) ? 2.5f : 1.0f;
           moe_path::Problem p = moe_path::make_problem(T, r.K, r.E, H, dt, layout, B, S, r.routed ? &router : nullptr);
           p.pdl = caps.pdl && (seed & 1);  // every stage with PDL, every other case
-          for (const moe_path::Variant& v : moe_path::variants()) {
+          for (const moe_path::Variant& v : moe_path::registry().variants()) {
             const std::string what =
                 "variant " + std::string(v.info.name) + ", " + r.name + " T=" + std::to_string(T) + " H=" +
                 std::to_string(H) + " dtype " + std::to_string(int(dt)) + ", " +

@@ -116,7 +116,7 @@ TEST_CASE("permute: every variant against the reference and the layout rules") {
           const int B = (seed & 2) || s.E >= 4096 ? 16 : 128;  // E = 4096 at B = 128: GBs of padding rows per case
           const auto p = permute::make_problem(T, s.K, s.E, B, H * std::int64_t(es), layout);
           const std::size_t misalign = (seed & 4) ? 2 : 0;
-          for (const permute::Variant& v : permute::variants()) {
+          for (const permute::Variant& v : permute::registry().variants()) {
             const std::string what = "variant " + std::string(v.info.name) + ", E=" + std::to_string(s.E) +
                                      " K=" + std::to_string(s.K) + " T=" + std::to_string(T) + " H=" +
                                      std::to_string(H) + " x " + std::to_string(es) + " bytes, " +
@@ -183,7 +183,7 @@ TEST_CASE("permute: expert-parallel modes") {
             const int B = (seed & 2) || s.E >= 4096 ? 16 : 128;  // E = 4096 at B = 128: GBs of padding rows per case
             const auto p = permute::make_problem(T, s.K, s.E, B, H * std::int64_t(es), layout,
                                                  static_cast<std::int32_t>(map.size()), m.invalid, m.sem);
-            for (const permute::Variant& v : permute::variants()) {
+            for (const permute::Variant& v : permute::registry().variants()) {
               const std::string what = "variant " + std::string(v.info.name) + ", E=" + std::to_string(s.E) +
                                        " K=" + std::to_string(s.K) + " T=" + std::to_string(T) + " H=" +
                                        std::to_string(H) + " x " + std::to_string(es) + " bytes, " +

@@ -30,12 +30,12 @@ TEST_CASE("route auto: block-rank while latency-bound, warp-regs up to E = 512 a
           const bool small = T <= 2 * 132;
           const bool rank = small && E >= 64 && E <= 512 && K >= 2 && K <= 32;
           const bool regs = E <= 512 && K <= 32;
-          CHECK(route::pick_auto(p, sm90).info.name ==
+          CHECK(route::registry().pick_auto(p, sm90).info.name ==
                 (rank ? "block-rank" : regs ? "warp-regs" : small ? "block" : "warp-smem"));
         }
       }
-  for (const auto& r : route::auto_rows()) CHECK(route::find(r.variant) != nullptr);
-  testing::check_rule_text(route::auto_rule(), route::auto_rows());
+  for (const auto& r : route::registry().auto_rows()) CHECK(route::registry().find(r.variant) != nullptr);
+  testing::check_rule_text(route::registry().auto_rule(), route::registry().auto_rows());
 }
 
 TEST_CASE("auto rule text: the reader splits items at '; ' outside parentheses") {

@@ -157,7 +157,7 @@ TEST_CASE("route: every variant against the CPU reference") {
           const Problem p = problem_of(c, T, dt, sc, seed & 1);
           const Logits lg = make_logits(T, c.E, dt, seed);
           const std::size_t misalign = (seed & 2) ? 4 : 0;
-          for (const route::Variant& v : route::variants()) {
+          for (const route::Variant& v : route::registry().variants()) {
             const std::string what =
                 "variant " + std::string(v.info.name) + ", E=" + std::to_string(c.E) + " K=" + std::to_string(c.K) +
                 " G=" + std::to_string(c.G) + " KG=" + std::to_string(c.KG) + (c.bias ? " bias" : "") +
@@ -179,7 +179,7 @@ TEST_CASE("route: every variant against the CPU reference") {
 // launched twice on the same workspace (the done-counter must come back zero).
 TEST_CASE("route: block-rank-align against the route and align references") {
   const bool subset = test::sanitizer_subset();
-  const route::Variant* v = route::find("block-rank-align");
+  const route::Variant* v = route::registry().find("block-rank-align");
   REQUIRE(v != nullptr);
   const DeviceCaps& caps = device_caps();
   std::uint64_t seed = 5000;
@@ -268,7 +268,7 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
     for (int e = 0; e < c.E; ++e) bias[e] = 0.001f * float((e * 37) % 11);
     for (std::int64_t T : {1, 77}) {
       for (route::DType dt : kDtypes) {
-        for (const route::Variant& v : route::variants()) {
+        for (const route::Variant& v : route::registry().variants()) {
           Problem p = problem_of(c, T, dt, route::Scoring::sigmoid, false);
           const align::Problem ap = align::make_problem(T * c.K, c.E, 16, false, 0, false);
           if (route::fuses_align(v)) {
