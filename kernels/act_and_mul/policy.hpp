@@ -55,11 +55,10 @@ struct Policy {
 inline constexpr Policy kPolicySm90 = {
     .spread_blocks_per_sm = 4, .spread_pdl_blocks_per_sm = 4, .keep_in_l2_divisor = 8,
     .stream_max_l2_multiple = 1};
-// sm_80: not measured yet (no A100 run of `bench_act`): the sm_90 value, per SM.
-inline constexpr Policy kPolicySm80 = kPolicySm90;
-
-inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
-    {80, kPolicySm80},
+// One row, measured on sm_90 (H100/H200). sm_80 and older devices, and no
+// device, take it too (policy_row_for: the oldest row) until a run there
+// gives them a row of their own.
+inline constexpr std::array<PolicyRow<Policy>, 1> kPolicyRows = {{
     {90, kPolicySm90},
 }};
 

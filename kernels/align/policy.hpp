@@ -227,12 +227,10 @@ static_assert(kPolicySm90.cluster_min_threads >= 32 && kPolicySm90.cluster_min_t
 // launch_solo's blocks: powers of two from 256.
 static_assert(kPolicySm90.solo_min_threads >= 256 && (kPolicySm90.solo_min_threads & (kPolicySm90.solo_min_threads - 1)) == 0);
 
-// sm_80: not measured yet (no A100 run of `bench_align` / `probe_align
-// sweep|onepass|twopass`): the sm_90 values, which are per SM and per block.
-inline constexpr Policy kPolicySm80 = kPolicySm90;
-
-inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
-    {80, kPolicySm80},
+// One row, measured on sm_90 (H100/H200). sm_80 and older devices, and no
+// device, take it too (policy_row_for: the oldest row) until a run there
+// gives them a row of their own.
+inline constexpr std::array<PolicyRow<Policy>, 1> kPolicyRows = {{
     {90, kPolicySm90},
 }};
 

@@ -18,11 +18,10 @@ struct Policy {
 // sm_90: from the H100 run of 2026-11-23 (docs/bench/combine.md): grid caps
 // as first set; slices was the fastest variant in all 13 cells of the sweep.
 inline constexpr Policy kPolicySm90 = {.slices_blocks_per_sm = 16, .tma_blocks_per_sm = 6};
-// sm_80: not measured: the sm_90 values, per SM.
-inline constexpr Policy kPolicySm80 = kPolicySm90;
-
-inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
-    {80, kPolicySm80},
+// One row, measured on sm_90 (H100/H200). sm_80 and older devices, and no
+// device, take it too (policy_row_for: the oldest row) until a run there
+// gives them a row of their own.
+inline constexpr std::array<PolicyRow<Policy>, 1> kPolicyRows = {{
     {90, kPolicySm90},
 }};
 

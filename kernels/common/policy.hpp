@@ -17,7 +17,8 @@ struct PolicyRow {
 
 // The row of the newest architecture not newer than the device's (rows in
 // ascending arch order); older or unknown devices (and no device) get the
-// oldest row. Capabilities (SMs, shared memory) are applied by the caller:
+// oldest row. A row exists only for an architecture it was measured on; a
+// table says in a comment which row the others fall back to. Capabilities (SMs, shared memory) are applied by the caller:
 // policy values are per SM or per block, never per device.
 template <class Policy>
 const Policy& policy_row_for(std::span<const PolicyRow<Policy>> rows, const DeviceCaps& caps) {

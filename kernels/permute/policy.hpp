@@ -43,11 +43,10 @@ inline constexpr Policy kPolicySm90 = {.fused_max_slots = 2048,
                                        .fused_256_threads_max_slots = 32,
                                        .copy_blocks_per_sm = 8,
                                        .tma_blocks_per_sm = 8};
-// sm_80: not measured: the sm_90 values, per SM.
-inline constexpr Policy kPolicySm80 = kPolicySm90;
-
-inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
-    {80, kPolicySm80},
+// One row, measured on sm_90 (H100/H200). sm_80 and older devices, and no
+// device, take it too (policy_row_for: the oldest row) until a run there
+// gives them a row of their own.
+inline constexpr std::array<PolicyRow<Policy>, 1> kPolicyRows = {{
     {90, kPolicySm90},
 }};
 

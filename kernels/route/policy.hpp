@@ -24,11 +24,10 @@ struct Policy {
 // from T = 1024 in every config with 64 <= E <= 512 and K >= 2; at E = 1024
 // `block` beat warp-smem up to T = 256 and lost from T = 1024.
 inline constexpr Policy kPolicySm90 = {.rank_tokens_per_sm = 2, .fused_max_tokens = 0};
-// sm_80: not measured (no A100 run of bench_route): the sm_90 value, per SM.
-inline constexpr Policy kPolicySm80 = kPolicySm90;
-
-inline constexpr std::array<PolicyRow<Policy>, 2> kPolicyRows = {{
-    {80, kPolicySm80},
+// One row, measured on sm_90 (H100/H200). sm_80 and older devices, and no
+// device, take it too (policy_row_for: the oldest row) until a run there
+// gives them a row of their own.
+inline constexpr std::array<PolicyRow<Policy>, 1> kPolicyRows = {{
     {90, kPolicySm90},
 }};
 
