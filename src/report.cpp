@@ -20,6 +20,17 @@ double Report::pct_of_peak() const {
   return peak_gbps > 0 ? 100.0 * gbps() / peak_gbps : 0;
 }
 
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o(1, '"');
+  for (char c : s) {
+    if (c == '"') o += '"';
+    o += c;
+  }
+  o += '"';
+  return o;
+}
+
 namespace {
 
 std::string q(const std::string& s) { return json_quote(s); }
@@ -64,17 +75,6 @@ bool is_number_text(const std::string& s) {
 
 // A string field that may be unknown (a run that failed before it was set): null then.
 std::string q_or_null(const std::string& s) { return s.empty() ? std::string("null") : json_quote(s); }
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o(1, '"');
-  for (char c : s) {
-    if (c == '"') o += '"';
-    o += c;
-  }
-  o += '"';
-  return o;
-}
 
 // The sum of the stages' times: medians, minima and maxima added up.
 TimingStats stage_sum(const Report& r) {

@@ -57,5 +57,8 @@ struct Report {
 
 std::string render_report(const Report& r, Format f);
 void print_report(const Report& r, Format f);
+// One CSV field as every CSV moekit writes quotes it: as is, or in double
+// quotes (inner quotes doubled) when it holds a comma, a quote or a newline.
+std::string csv_field(const std::string& s);
 
 }  // namespace moekit

@@ -6,6 +6,7 @@
 
 #include "errors.hpp"
 #include "json.hpp"
+#include "report.hpp"
 
 namespace moekit {
 namespace {
@@ -24,16 +25,6 @@ int device_arch(const DeviceCaps& caps) {
 }
 
 std::string opt_int(bool has, long long v) { return has ? std::to_string(v) : std::string("null"); }
-
-std::string csv_field(const std::string& s) {  // as the reports quote (report.cpp)
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o(1, '"');
-  for (char c : s) {
-    if (c == '"') o += '"';
-    o += c;
-  }
-  return o + '"';
-}
 
 ResourceRow row_of(std::string_view op, std::string_view variant, const KernelRecord& rec) {
   ResourceRow r;
