@@ -142,6 +142,39 @@ void announce_and_wait(const std::vector<std::string>&) {
   (void)::write(g_pipe_fd, &c, 1);
   for (;;) ::pause();
 }
+
+using Files = std::vector<std::pair<std::string, const npy::Array*>>;
+
+// Forks a child (with `sig` at its default action, as in a fresh process)
+// that writes `files` into `dir` as one set and stops once every temp is
+// written; then sends it `sig`. Returns the folder's entry count while the
+// child was stopped and the child's wait status.
+std::pair<std::size_t, int> signal_while_committing(const TempDir& dir, int sig, const Files& files) {
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(p[0]);
+    g_pipe_fd = p[1];
+    ::signal(sig, SIG_DFL);
+    outputs::testing::after_temps_written = announce_and_wait;
+    try {
+      outputs::write_folder(dir.path.string(), files);
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  char c = 0;
+  REQUIRE(::read(p[0], &c, 1) == 1);  // every temp is written now
+  ::close(p[0]);
+  const std::size_t entries = dir.snapshot().size();
+  REQUIRE(::kill(child, sig) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  return {entries, status};
+}
 }  // namespace
 
 TEST_CASE("output set: SIGINT / SIGTERM / SIGHUP while writing remove the temp files") {
@@ -151,30 +184,9 @@ TEST_CASE("output set: SIGINT / SIGTERM / SIGHUP while writing remove the temp f
     const auto old = i32({1, 2});
     outputs::write_folder(dir.path.string(), {{"a.npy", &old}, {"b.npy", &old}});
     const auto before = dir.snapshot();
-    int p[2];
-    REQUIRE(::pipe(p) == 0);
-    const pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0) {
-      ::close(p[0]);
-      g_pipe_fd = p[1];
-      ::signal(sig, SIG_DFL);  // as in a fresh process
-      outputs::testing::after_temps_written = announce_and_wait;
-      const auto big = i32(std::vector<std::int32_t>(100000, 7));
-      try {
-        outputs::write_folder(dir.path.string(), {{"a.npy", &big}, {"b.npy", &big}});
-      } catch (...) {
-      }
-      ::_exit(0);
-    }
-    ::close(p[1]);
-    char c = 0;
-    REQUIRE(::read(p[0], &c, 1) == 1);  // both temps are written now
-    ::close(p[0]);
-    CHECK(dir.snapshot().size() == 4);
-    REQUIRE(::kill(child, sig) == 0);
-    int status = 0;
-    REQUIRE(::waitpid(child, &status, 0) == child);
+    const auto big = i32(std::vector<std::int32_t>(100000, 7));
+    const auto [entries, status] = signal_while_committing(dir, sig, {{"a.npy", &big}, {"b.npy", &big}});
+    CHECK(entries == 4);  // both temps beside both files
     CHECK(WIFSIGNALED(status));
     if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == sig);
     CHECK(dir.snapshot() == before);
@@ -243,30 +255,9 @@ TEST_CASE("output set: SIGINT with hundreds of temps written removes every one")
   const ManyFiles old(200, 0);
   outputs::write_folder(dir.path.string(), old.files);
   const auto before = dir.snapshot();
-  int p[2];
-  REQUIRE(::pipe(p) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(p[0]);
-    g_pipe_fd = p[1];
-    ::signal(SIGINT, SIG_DFL);
-    outputs::testing::after_temps_written = announce_and_wait;
-    const ManyFiles next(200, 7);
-    try {
-      outputs::write_folder(dir.path.string(), next.files);
-    } catch (...) {
-    }
-    ::_exit(0);
-  }
-  ::close(p[1]);
-  char c = 0;
-  REQUIRE(::read(p[0], &c, 1) == 1);
-  ::close(p[0]);
-  CHECK(dir.snapshot().size() == 400);  // 200 temps beside the 200 files
-  REQUIRE(::kill(child, SIGINT) == 0);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
+  const ManyFiles next(200, 7);
+  const auto [entries, status] = signal_while_committing(dir, SIGINT, next.files);
+  CHECK(entries == 400);  // 200 temps beside the 200 files
   CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT));
   CHECK(dir.snapshot() == before);
 }
