@@ -106,6 +106,39 @@ Logits make_logits(std::int64_t T, int E, route::DType dt, std::uint64_t seed) {
   return l;
 }
 
+// The device side of one run with the align outputs (block-rank-align's set):
+// logits and bias uploaded, every output guarded, a workspace, all wired
+// into route::Buffers.
+struct DeviceRun {
+  test::Uploaded logits, bias;
+  test::Guarded ids, w, sorted, eids, ntpp;
+  test::Workspace ws;
+  route::Buffers b;
+  DeviceRun(const Logits& lg, const std::vector<float>& bias_values, bool with_bias, std::size_t slots,
+            const align::Problem& ap, std::size_t workspace_bytes, bool zeroed)
+      : logits(lg.raw.data(), lg.raw.size()),
+        bias(bias_values.data(), bias_values.size() * 4),
+        ids(slots * 4),
+        w(slots * 4),
+        sorted(ap.max_num_tokens_padded * 4),
+        eids(ap.max_num_blocks * 4),
+        ntpp(4),
+        ws(workspace_bytes, zeroed) {
+    b.logits = logits.data();
+    b.bias = with_bias ? bias.as<float>() : nullptr;
+    b.topk_ids = ids.as<std::int32_t>();
+    b.topk_weights = w.as<float>();
+    b.sorted_token_ids = sorted.as<std::int32_t>();
+    b.expert_ids = eids.as<std::int32_t>();
+    b.num_tokens_post_pad = ntpp.as<std::int32_t>();
+    b.workspace = ws.get();
+  }
+  void poison() {
+    for (test::Guarded* g : {&ids, &w, &sorted, &eids, &ntpp}) g->poison();
+  }
+};
+
+
 std::string run_case(const route::Variant& v, const Problem& p, const Logits& lg, const std::vector<float>& bias,
                      std::size_t misalign, std::int64_t* near_ties) {
   const DeviceCaps& caps = device_caps();
@@ -204,28 +237,16 @@ TEST_CASE("route: block-rank-align against the route and align references") {
         if (v->not_applicable(p, caps) != nullptr) continue;
         const Logits lg = make_logits(T, c.E, p.dtype, seed);
         const std::size_t slots = std::size_t(T) * c.K;
-        test::Uploaded d_logits(lg.raw.data(), lg.raw.size());
-        test::Uploaded d_bias(bias.data(), bias.size() * 4);
-        test::Guarded ids(slots * 4), w(slots * 4), sorted(ap.max_num_tokens_padded * 4), eids(ap.max_num_blocks * 4),
-            ntpp(4);
-        test::Workspace ws(v->workspace_bytes(p, caps), true);
-        route::Buffers b;
-        b.logits = d_logits.data();
-        b.bias = p.bias ? d_bias.as<float>() : nullptr;
-        b.topk_ids = ids.as<std::int32_t>();
-        b.topk_weights = w.as<float>();
-        b.sorted_token_ids = sorted.as<std::int32_t>();
-        b.expert_ids = eids.as<std::int32_t>();
-        b.num_tokens_post_pad = ntpp.as<std::int32_t>();
-        b.workspace = ws.get();
+        DeviceRun d(lg, bias, p.bias, slots, ap, v->workspace_bytes(p, caps), true);
         for (int rep = 0; rep < 2; ++rep) {
-          for (test::Guarded* g : {&ids, &w, &sorted, &eids, &ntpp}) g->poison();
-          std::string why = test::launch_and_sync([&] { return v->launch(p, b, nullptr); });
-          if (why.empty() && !ws.all_zero()) why = "the workspace was not handed back zeroed";
+          d.poison();
+          std::string why = test::launch_and_sync([&] { return v->launch(p, d.b, nullptr); });
+          if (why.empty() && !d.ws.all_zero()) why = "the workspace was not handed back zeroed";
           route::Outputs got;
           align::Outputs agot;
           if (why.empty()) {
-            const auto ri = ids.read(), rw = w.read(), rs = sorted.read(), re = eids.read(), rn = ntpp.read();
+            const auto ri = d.ids.read(), rw = d.w.read(), rs = d.sorted.read(), re = d.eids.read(),
+                       rn = d.ntpp.read();
             if (!ri.guard_ok || !rw.guard_ok || !rs.guard_ok || !re.guard_ok || !rn.guard_ok)
               why = "wrote outside its outputs (guard zone changed)";
             got.ids = ri.body_as<std::int32_t>();
@@ -290,27 +311,14 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
             }
           }
           const std::size_t slots = std::size_t(T) * c.K;
-          test::Uploaded d_logits(lg.raw.data(), lg.raw.size());
-          test::Uploaded d_bias(bias.data(), bias.size() * 4);
-          test::Guarded ids(slots * 4), w(slots * 4), sorted(ap.max_num_tokens_padded * 4),
-              eids(ap.max_num_blocks * 4), ntpp(4);
-          for (test::Guarded* g : {&ids, &w, &sorted, &eids, &ntpp}) g->poison();
-          test::Workspace ws(v.workspace_bytes(p, caps), needs_zeroed_workspace(v, p, caps));
-          route::Buffers b;
-          b.logits = d_logits.data();
-          b.bias = p.bias ? d_bias.as<float>() : nullptr;
-          b.topk_ids = ids.as<std::int32_t>();
-          b.topk_weights = w.as<float>();
-          b.sorted_token_ids = sorted.as<std::int32_t>();
-          b.expert_ids = eids.as<std::int32_t>();
-          b.num_tokens_post_pad = ntpp.as<std::int32_t>();
-          b.workspace = ws.get();
+          DeviceRun d(lg, bias, p.bias, slots, ap, v.workspace_bytes(p, caps), needs_zeroed_workspace(v, p, caps));
+          d.poison();
           const std::string what = "variant " + std::string(v.info.name) + ", E=" + std::to_string(c.E) +
                                    " K=" + std::to_string(c.K) + (c.bias ? " bias" : "") + ", T=" +
                                    std::to_string(T) + ", " + name(dt) + ", logits -1000";
-          std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr); });
+          std::string why = test::launch_and_sync([&] { return v.launch(p, d.b, nullptr); });
           if (why.empty()) {
-            const auto ri = ids.read(), rw = w.read();
+            const auto ri = d.ids.read(), rw = d.w.read();
             if (!ri.guard_ok || !rw.guard_ok) why = "wrote outside its outputs (guard zone changed)";
             route::Outputs got;
             got.ids = ri.body_as<std::int32_t>();
