@@ -1,6 +1,6 @@
 // combine's device buffers, declared once (src/device_set.hpp): the CLI job,
 // bench/combine/bench_combine.cpp and tests/combine/gpu_combine.cpp build
-// them here, and moe_path declares combine's output through OutputBuffer.
+// them here; a family built on combine declares its output through OutputBuffer.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // permute's device buffers, declared once (src/device_set.hpp): the CLI job,
 // bench/permute/bench_permute.cpp and tests/permute/gpu_permute.cpp build
-// them here, and moe_path declares permute's stage through OutputBuffers.
+// them here; a family built on permute declares its stage through OutputBuffers.
 #pragma once
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 namespace moekit::permute {
 
 // What permute writes: the rows, the inverse map and align's outputs (the
-// compact layout's offsets). moe_path's permute stage declares the same.
+// compact layout's offsets), here or as the permute stage of a later family.
 struct OutputBuffers {
   DeviceSet::Handle permuted, inverse, sorted, expert_ids, ntpp, offsets;
 
@@ -32,7 +32,7 @@ struct OutputBuffers {
     offsets = s.output("expert_offsets", (std::size_t(p.align.num_experts) + 1) * 8);
   }
 
-  // Sets the output pointers of a Buffers struct (permute's or moe_path's).
+  // Sets the output pointers of a Buffers struct (permute's or a later family's).
   template <class B>
   void wire(const DeviceSet& s, B& b) const {
     b.permuted = s.ptr(permuted);
