@@ -57,7 +57,6 @@ class ActJob final : public ProblemJob<act::Problem> {
 
   // p_.pdl is already set (ProblemJob::resolve): auto takes the -pdl variants only with PDL.
   std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    caps_ = &caps;
     auto rv = var_.resolve("act-and-mul", requested, p_, caps, act::registry());
     // spread-pdl and flat-pdl launch with PDL whatever --pdl says (where the device has it).
     pdl_ = caps.pdl && act::launches_with_pdl(*var_.v, p_);
@@ -66,7 +65,7 @@ class ActJob final : public ProblemJob<act::Problem> {
   std::string_view pdl() const override { return pdl_name(pdl_); }
   std::size_t input_bytes() const override { return in_.data.size(); }
   void upload(int copies) override {
-    d_.emplace(p_, in_.data, WorkspaceNeed::of(*var_.v, p_, *caps_), SetOptions::run(copies));
+    d_.emplace(p_, in_.data, var_.workspace_need(p_), SetOptions::run(copies));
   }
   LaunchStatus launch(Stream s, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s); }
   void download() override { (void)d_->download(out_.data.data()); }  // no guards in a run's set: always ""
@@ -85,7 +84,6 @@ class ActJob final : public ProblemJob<act::Problem> {
   npy::Array in_, out_, ref_;
   bool pdl_ = false;  // what the resolved variant's launches do
   ResolvedVariant<act::Variant> var_;
-  const DeviceCaps* caps_ = nullptr;
   std::optional<act::DeviceBuffers> d_;
 };
 

@@ -44,13 +44,12 @@ class DedupJob final : public ProblemJob<dedup::Problem> {
   void adopt_reference() override { got_ = ref_; }
 
   std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    caps_ = &caps;
     return var_.resolve("dedup", requested, p_, caps, dedup::registry());
   }
   std::size_t input_bytes() const override { return in_.data.size(); }
   void upload(int copies) override {
     const auto in = in_.as<std::int32_t>();
-    d_.emplace(p_, std::span<const std::int32_t>(in.data(), in.size()), WorkspaceNeed::of(*var_.v, p_, *caps_),
+    d_.emplace(p_, std::span<const std::int32_t>(in.data(), in.size()), var_.workspace_need(p_),
                SetOptions::run(copies));
   }
   LaunchStatus launch(Stream s, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s); }
@@ -80,7 +79,6 @@ class DedupJob final : public ProblemJob<dedup::Problem> {
   npy::Array in_;
   std::vector<std::int32_t> ref_, got_;
   ResolvedVariant<dedup::Variant> var_;
-  const DeviceCaps* caps_ = nullptr;
   std::optional<dedup::DeviceBuffers> d_;
 };
 

@@ -69,7 +69,6 @@ class RouteJob final : public ProblemJob<route::Problem> {
 
   std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
     ap_.pdl = p_.pdl;  // --then-align: align's launches too
-    caps_ = &caps;
     auto rv = var_.resolve("route", requested, p_, caps, route::registry());
     if (then_align_ && route::fuses_align(*var_.v)) {
       align_exact_ = false;  // slots inside an expert in atomic order
@@ -86,8 +85,8 @@ class RouteJob final : public ProblemJob<route::Problem> {
   std::size_t input_bytes() const override { return logits_.data.size(); }
   void upload(int copies) override {
     std::optional<WorkspaceNeed> align_ws;  // --then-align after a variant that does not fuse it
-    if (avar_.v) align_ws = WorkspaceNeed::of(*avar_.v, ap_, *caps_);
-    d_.emplace(p_, route::HostInputs{logits_.data, bias_}, WorkspaceNeed::of(*var_.v, p_, *caps_),
+    if (avar_.v) align_ws = avar_.workspace_need(ap_);
+    d_.emplace(p_, route::HostInputs{logits_.data, bias_}, var_.workspace_need(p_),
                SetOptions::run(copies), align_ws);
   }
   LaunchStatus launch(Stream s, int copy) override {
@@ -173,7 +172,6 @@ class RouteJob final : public ProblemJob<route::Problem> {
   std::int64_t near_ties_ = -1;
   ResolvedVariant<route::Variant> var_;
   ResolvedVariant<align::Variant> avar_;
-  const DeviceCaps* caps_ = nullptr;
   std::optional<route::DeviceBuffers> d_;
 };
 
