@@ -57,12 +57,8 @@ const std::int64_t kTokens[] = {1, 16, 256, 4096};
 // reference are made once.
 void measure(bench::Writer& out, const Model& m, std::int64_t T, std::uint64_t seed) {
   const DeviceCaps& caps = device_caps();
-  route::Problem router;
-  router.groups = m.G;
-  router.topk_groups = m.KG;
-  router.scoring = m.scoring;
-  router.bias = m.bias;
-  router.renormalize = m.renormalize;
+  const route::Problem router{
+      .groups = m.G, .topk_groups = m.KG, .scoring = m.scoring, .bias = m.bias, .renormalize = m.renormalize};
   const moe_path::Problem p0 = moe_path::make_problem(T, m.K, m.E, m.H, combine::DType::bf16,
                                                       permute::Layout::compact, 64, m.scaling, &router);
   const npy::Array logits = gen::route_logits(T, m.E, npy::DType::f4, "uniform", seed);
