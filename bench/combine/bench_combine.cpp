@@ -18,11 +18,11 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cell.hpp"
 #include "combine/buffers.hpp"
 #include "combine/combine.hpp"
 #include "combine/gen.hpp"
@@ -79,41 +79,23 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
       rec.params = {{"tokens", T}, {"K", c.K},       {"H", c.H},
                     {"rows", p.rows}, {"scaling", 1.0}, {"dtype", "bf16"}, {"pdl", pdl ? "on" : "off"}};
       rec.extra = {{"auto_pick", auto_pick}};
-      if (const char* why = v.not_applicable(p, caps)) {
-        rec.m.status = "n/a";
-        rec.m.reason = why;
-        out.write(rec);
-        continue;
-      }
-      try {
+      bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         combine::DeviceBuffers d(p, {x.data, inv, w}, WorkspaceNeed::of(v, p, caps), SetOptions::run(copies));
         std::vector<combine::Buffers> bufs;
         for (int k = 0; k < copies; ++k) bufs.push_back(d.buffers(k));
         auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, bufs[copy], s), "combine launch"); };
-        launch(process_stream(), 0);
-        cuda_check_last("launch");
-        cuda_sync("kernel");
+        bench::launch_once(launch);
         std::vector<unsigned char> got(ref.size());
         std::string why = d.download(got.data());
         if (why.empty()) {
-          const CheckResult r = v.stable_order
+          const CheckResult chk = v.stable_order
                                     ? combine::check(p, ref.data(), got.data())
                                     : combine::check_tolerant(p, x.data.data(), inv.data(), w.data(), got.data());
-          if (!r.ok) why = r.first_difference;
+          if (!chk.ok) why = chk.first_difference;
         }
-        rec.m = bench::measure(launch, copies, TimingOptions{}, combine::bytes_moved(p, inv));
-        if (rec.m.status == "ok" && !why.empty()) {
-          rec.m.status = "fail";
-          rec.m.reason = why;
-        }
-      } catch (const std::exception& e) {
-        rec.m.status = "error";
-        rec.m.reason = e.what();
-      }
-      if (rec.m.status == "error" || rec.m.status == "fail")
-        std::fprintf(stderr, "%s %s T=%lld: %s %s\n", rec.variant.c_str(), rec.table.c_str(),
-                     static_cast<long long>(T), rec.m.status.c_str(), rec.m.reason.c_str());
-      out.write(rec);
+        r.m = bench::measure(launch, copies, TimingOptions{}, combine::bytes_moved(p, inv));
+        return why;
+      });
     }
   }
 }
@@ -121,22 +103,9 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    const std::string json = bench::take_json_arg(argc, argv);
-    if (cuda_device_count() == 0) {
-      std::fprintf(stderr, "bench_combine: no CUDA device\n");
-      return 3;
-    }
-    bench::Writer out("bench_combine", "combine", json);
-    out.set_copy_gbps(measured_copy_bandwidth_gbps());
+  return bench::run_bench(argc, argv, "combine", [](bench::Writer& out) {
     std::uint64_t seed = 1;
     for (const Config& c : kConfigs)
       for (std::int64_t t : kTokens) measure(out, c, t, ++seed);
-    std::fprintf(stderr, "bench_combine: done\n");
-    out.finish();
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_combine: %s\n", e.what());
-    return 3;
-  }
+  });
 }

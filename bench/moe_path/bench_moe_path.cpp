@@ -18,11 +18,11 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cell.hpp"
 #include "cuda_util.hpp"
 #include "moe_path/buffers.hpp"
 #include "moe_path/moe_path.hpp"
@@ -57,12 +57,8 @@ const std::int64_t kTokens[] = {1, 16, 256, 4096};
 // reference are made once.
 void measure(bench::Writer& out, const Model& m, std::int64_t T, std::uint64_t seed) {
   const DeviceCaps& caps = device_caps();
-  route::Problem router;
-  router.groups = m.G;
-  router.topk_groups = m.KG;
-  router.scoring = m.scoring;
-  router.bias = m.bias;
-  router.renormalize = m.renormalize;
+  const route::Problem router{
+      .groups = m.G, .topk_groups = m.KG, .scoring = m.scoring, .bias = m.bias, .renormalize = m.renormalize};
   const moe_path::Problem p0 = moe_path::make_problem(T, m.K, m.E, m.H, combine::DType::bf16,
                                                       permute::Layout::compact, 64, m.scaling, &router);
   const npy::Array logits = gen::route_logits(T, m.E, npy::DType::f4, "uniform", seed);
@@ -90,49 +86,31 @@ void measure(bench::Writer& out, const Model& m, std::int64_t T, std::uint64_t s
       rec.params = {{"model", m.name},  {"tokens", T},         {"E", m.E},
                     {"K", m.K},         {"H", m.H},            {"layout", "compact"},
                     {"scaling", double(m.scaling)}, {"dtype", "bf16"}, {"pdl", pdl ? "on" : "off"}};
-      if (const char* why = v.not_applicable(p, caps)) {
-        rec.m.status = "n/a";
-        rec.m.reason = why;
-        out.write(rec);
-        continue;
-      }
-      try {
+      bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         moe_path::DeviceBuffers d(p, {logits.data, bias, hidden.data, {}, {}}, WorkspaceNeed::of(v, p, caps),
                                   SetOptions::run(copies));
         std::vector<moe_path::Buffers> bufs;
         for (int k = 0; k < copies; ++k) bufs.push_back(d.buffers(k));
         auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, bufs[copy], s), "moe-path launch"); };
-        launch(process_stream(), 0);
-        cuda_check_last("launch");
-        cuda_sync("kernel");
+        bench::launch_once(launch);
         moe_path::Outputs got;
         std::string why = d.download(got);
         if (why.empty()) {
-          const moe_path::CheckReport r = moe_path::check(p, in, ref, got);
-          rec.extra.push_back({"near_tie_rows", r.near_tie_rows});
-          if (!r.result.ok) why = r.result.first_difference;
+          const moe_path::CheckReport chk = moe_path::check(p, in, ref, got);
+          r.extra.push_back({"near_tie_rows", chk.near_tie_rows});
+          if (!chk.result.ok) why = chk.result.first_difference;
         }
-        rec.m = bench::measure(launch, copies, TimingOptions{}, moe_path::bytes_moved(p, logits.data.size(), bias.size()));
+        r.m = bench::measure(launch, copies, TimingOptions{}, moe_path::bytes_moved(p, logits.data.size(), bias.size()));
         // Each stage alone, as its own graph (what `moekit moe-path --bench` reports).
         for (moe_path::Stage st : moe_path::stages(p)) {
           const std::string sn(moe_path::stage_name(st));
           auto stage = [&](Stream s, int copy) { cuda_check(moe_path::launch_stage(p, bufs[copy], st, s), "stage launch"); };
           const bench::Measurement sm = bench::measure(stage, copies, TimingOptions{});
-          if (sm.stats) rec.extra.push_back({"stage_us." + sn, sm.stats->median_us});
-          rec.extra.push_back({"stage_variant." + sn, std::string(moe_path::stage_variant(p, st, caps))});
+          if (sm.stats) r.extra.push_back({"stage_us." + sn, sm.stats->median_us});
+          r.extra.push_back({"stage_variant." + sn, std::string(moe_path::stage_variant(p, st, caps))});
         }
-        if (rec.m.status == "ok" && !why.empty()) {
-          rec.m.status = "fail";
-          rec.m.reason = why;
-        }
-      } catch (const std::exception& e) {
-        rec.m.status = "error";
-        rec.m.reason = e.what();
-      }
-      if (rec.m.status == "error" || rec.m.status == "fail")
-        std::fprintf(stderr, "%s %s T=%lld: %s %s\n", rec.variant.c_str(), rec.table.c_str(),
-                     static_cast<long long>(T), rec.m.status.c_str(), rec.m.reason.c_str());
-      out.write(rec);
+        return why;
+      });
     }
   }
 }
@@ -140,22 +118,9 @@ void measure(bench::Writer& out, const Model& m, std::int64_t T, std::uint64_t s
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    const std::string json = bench::take_json_arg(argc, argv);
-    if (cuda_device_count() == 0) {
-      std::fprintf(stderr, "bench_moe_path: no CUDA device\n");
-      return 3;
-    }
-    bench::Writer out("bench_moe_path", "moe_path", json);
-    out.set_copy_gbps(measured_copy_bandwidth_gbps());
+  return bench::run_bench(argc, argv, "moe_path", [](bench::Writer& out) {
     std::uint64_t seed = 1;
     for (const Model& m : kModels)
       for (std::int64_t t : kTokens) measure(out, m, t, ++seed);
-    std::fprintf(stderr, "bench_moe_path: done\n");
-    out.finish();
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_moe_path: %s\n", e.what());
-    return 3;
-  }
+  });
 }

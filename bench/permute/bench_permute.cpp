@@ -16,12 +16,12 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "align/gen.hpp"
+#include "cell.hpp"
 #include "cuda_util.hpp"
 #include "permute/buffers.hpp"
 #include "permute/permute.hpp"
@@ -78,40 +78,22 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
                     {"layout", name(c.layout)}, {"B", c.layout == Layout::padded ? c.B : 1},
                     {"dtype", "bf16"},    {"pdl", pdl ? "on" : "off"}};
       rec.extra = {{"auto_pick", auto_pick}};
-      if (const char* why = v.not_applicable(p, caps)) {
-        rec.m.status = "n/a";
-        rec.m.reason = why;
-        out.write(rec);
-        continue;
-      }
-      try {
+      bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         permute::DeviceBuffers d(p, {hidden.data, ids32, {}}, WorkspaceNeed::of(v, p, caps), SetOptions::run(copies));
         std::vector<permute::Buffers> bufs;
         for (int k = 0; k < copies; ++k) bufs.push_back(d.buffers(k));
         auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, bufs[copy], s), "permute launch"); };
-        launch(process_stream(), 0);
-        cuda_check_last("launch");
-        cuda_sync("kernel");
+        bench::launch_once(launch);
         permute::Outputs got;
         std::string why = d.download(got);
         if (why.empty()) {
-          const CheckResult r = permute::check(p, hidden.data.data(), wide, ref, got);
-          if (!r.ok) why = r.first_difference;
+          const CheckResult chk = permute::check(p, hidden.data.data(), wide, ref, got);
+          if (!chk.ok) why = chk.first_difference;
         }
-        rec.extra.push_back({"rows", got.aligned.num_tokens_post_pad});
-        rec.m = bench::measure(launch, copies, TimingOptions{}, permute::bytes_moved(p));
-        if (rec.m.status == "ok" && !why.empty()) {
-          rec.m.status = "fail";
-          rec.m.reason = why;
-        }
-      } catch (const std::exception& e) {
-        rec.m.status = "error";
-        rec.m.reason = e.what();
-      }
-      if (rec.m.status == "error" || rec.m.status == "fail")
-        std::fprintf(stderr, "%s %s T=%lld: %s %s\n", rec.variant.c_str(), rec.table.c_str(),
-                     static_cast<long long>(T), rec.m.status.c_str(), rec.m.reason.c_str());
-      out.write(rec);
+        r.extra.push_back({"rows", got.aligned.num_tokens_post_pad});
+        r.m = bench::measure(launch, copies, TimingOptions{}, permute::bytes_moved(p));
+        return why;
+      });
     }
   }
 }
@@ -119,22 +101,9 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    const std::string json = bench::take_json_arg(argc, argv);
-    if (cuda_device_count() == 0) {
-      std::fprintf(stderr, "bench_permute: no CUDA device\n");
-      return 3;
-    }
-    bench::Writer out("bench_permute", "permute", json);
-    out.set_copy_gbps(measured_copy_bandwidth_gbps());
+  return bench::run_bench(argc, argv, "permute", [](bench::Writer& out) {
     std::uint64_t seed = 1;
     for (const Config& c : kConfigs)
       for (std::int64_t t : kTokens) measure(out, c, t, ++seed);
-    std::fprintf(stderr, "bench_permute: done\n");
-    out.finish();
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_permute: %s\n", e.what());
-    return 3;
-  }
+  });
 }

@@ -52,6 +52,17 @@ struct Host {
   std::vector<std::byte> hidden;
 };
 
+// The case's host inputs as the reference and the checker read them.
+moe_path::Inputs inputs(const Host& h) {
+  moe_path::Inputs in;
+  in.logits = h.logits.data();
+  in.bias = h.bias.empty() ? nullptr : h.bias.data();
+  in.hidden = h.hidden.data();
+  in.ids = h.ids;
+  in.weights = h.weights;
+  return in;
+}
+
 // The case's device buffers: outputs between guard zones, a garbage workspace.
 moe_path::DeviceBuffers upload(const moe_path::Problem& p, const Host& h, const moe_path::Variant& v) {
   const moe_path::HostInputs in{std::as_bytes(std::span(h.logits)), h.bias, h.hidden, h.ids, h.weights};
@@ -101,26 +112,14 @@ std::string check_after(const moe_path::Problem& p, const Host& h, moe_path::Dev
   if (std::string e = test::launch_and_sync(run, times); !e.empty()) return e;
   moe_path::Outputs got;
   if (std::string e = d.download(got); !e.empty()) return e;
-  moe_path::Inputs in;
-  in.logits = h.logits.data();
-  in.bias = h.bias.empty() ? nullptr : h.bias.data();
-  in.hidden = h.hidden.data();
-  in.ids = h.ids;
-  in.weights = h.weights;
-  const moe_path::CheckReport rep = moe_path::check(p, in, ref, got);
+  const moe_path::CheckReport rep = moe_path::check(p, inputs(h), ref, got);
   return rep.result.ok ? std::string() : rep.result.first_difference;
 }
 
 std::string run_case(const moe_path::Variant& v, const moe_path::Problem& p, const Host& h) {
   const DeviceCaps& caps = device_caps();
   if (v.not_applicable(p, caps) != nullptr) return {};
-  moe_path::Inputs in;
-  in.logits = h.logits.data();
-  in.bias = h.bias.empty() ? nullptr : h.bias.data();
-  in.hidden = h.hidden.data();
-  in.ids = h.ids;
-  in.weights = h.weights;
-  const moe_path::Outputs ref = moe_path::reference(p, in);
+  const moe_path::Outputs ref = moe_path::reference(p, inputs(h));
   moe_path::DeviceBuffers d = upload(p, h, v);
   const moe_path::Buffers b = d.buffers(0);
   // 1. the variant's launch (with PDL twice back to back: the second overlaps the first's tail)
