@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "align/align.hpp"
-#include "align/reference.hpp"
 #include "cuda_util.hpp"
 #include "record.hpp"
 #include "route/gen.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
+#include "route/then_align.hpp"
 #include "timing.hpp"
 
 using namespace moekit;
@@ -81,16 +81,13 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
   const align::Variant* av = nullptr;
   DeviceBuffer asorted, aeids, antpp, aws;
   if (then_align) {
-    ap = align::make_problem(T * c.K, c.E, 64, false, 0, false);
+    ap = route::plan_then_align(p, 64);
     av = &align::registry().pick_auto(ap);
     asorted = DeviceBuffer(ap.max_num_tokens_padded * 4);
     aeids = DeviceBuffer(ap.max_num_blocks * 4);
     antpp = DeviceBuffer(4);
     aws = DeviceBuffer(std::max<std::size_t>(av->workspace_bytes(ap, device_caps()), 1));
     if (needs_zeroed_workspace(*av, ap, device_caps())) aws.fill_bytes(0);
-    p.align_block = 64;
-    p.align_rows = ap.max_num_tokens_padded;
-    p.align_blocks = ap.max_num_blocks;
   }
   double bytes = double(raw.size()) + (c.bias ? 4.0 * c.E : 0) + 8.0 * T * c.K;
   if (then_align) bytes += 4.0 * double(ap.max_num_tokens_padded + ap.max_num_blocks + 1);
@@ -127,16 +124,10 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
           b.expert_ids = aeids.as<std::int32_t>();
           b.num_tokens_post_pad = antpp.as<std::int32_t>();
         }
-        cuda_check(v.launch(p, b, s), "route launch");
-        if (then_align && !fused) {
-          align::Buffers ab;
-          ab.topk_ids = dids.get();
-          ab.sorted_token_ids = asorted.as<std::int32_t>();
-          ab.expert_ids = aeids.as<std::int32_t>();
-          ab.num_tokens_post_pad = antpp.as<std::int32_t>();
-          ab.workspace = aws.get();
-          cuda_check(av->launch(ap, ab, s), "align launch");
-        }
+        if (then_align)
+          cuda_check(route::launch_then_align(v, p, av, ap, b, aws.get(), s), "route + align launch");
+        else
+          cuda_check(v.launch(p, b, s), "route launch");
       };
       dids.fill_bytes(0xAB);
       launch(process_stream(), 0);

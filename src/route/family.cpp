@@ -14,9 +14,11 @@
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
+#include "planned.hpp"
 #include "route/gen.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
+#include "route/then_align.hpp"
 
 namespace moekit {
 namespace {
@@ -52,10 +54,7 @@ class RouteJob final : public ProblemJob<route::Problem> {
         align_variant_(std::move(align_variant)), report_(&r) {
     if (block_size > 0) {
       then_align_ = true;
-      ap_ = align::make_problem(p_.tokens * p_.topk, p_.experts, block_size, false, 0, false);
-      p_.align_block = block_size;
-      p_.align_rows = ap_.max_num_tokens_padded;
-      p_.align_blocks = ap_.max_num_blocks;
+      ap_ = planned([&] { return route::plan_then_align(p_, block_size); });
     }
   }
 
@@ -66,7 +65,6 @@ class RouteJob final : public ProblemJob<route::Problem> {
   }
 
   std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    ap_.pdl = p_.pdl;  // --then-align: align's launches too
     auto rv = var_.resolve("route", requested, p_, caps, route::registry());
     if (then_align_ && route::fuses_align(*var_.v)) {
       align_exact_ = false;  // slots inside an expert in atomic order
@@ -110,15 +108,8 @@ class RouteJob final : public ProblemJob<route::Problem> {
       b.expert_ids = d_eids_.as<std::int32_t>();
       b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
     }
-    const LaunchStatus e = var_.v->launch(p_, b, s);
-    if (e != 0 || !then_align_ || route::fuses_align(*var_.v)) return e;
-    align::Buffers ab;
-    ab.topk_ids = d_ids_.get();
-    ab.sorted_token_ids = d_sorted_.as<std::int32_t>();
-    ab.expert_ids = d_eids_.as<std::int32_t>();
-    ab.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
-    ab.workspace = avar_.workspace.get();
-    return avar_.v->launch(ap_, ab, s);
+    if (!then_align_) return var_.v->launch(p_, b, s);
+    return route::launch_then_align(*var_.v, p_, avar_.v, ap_, b, avar_.workspace.get(), s);
   }
   void download() override {
     const std::size_t slots = std::size_t(p_.tokens) * p_.topk;
@@ -338,7 +329,7 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
             : in.dtype == npy::DType::bf16 ? route::DType::bf16 : route::DType::f16;
   if (!std::isfinite(a.scaling) || !std::isfinite(p.scaling))
     throw InputError(fmt::format("--routed-scaling-factor: {} is not a finite f32 number", a.scaling));
-  route::validate(p);
+  planned([&] { route::validate(p); });
   // A CPU run resolves no variant of --variant auto, so the align variant is
   // checked here, on every machine: a typo must not pass as exit 0.
   if (a.then_align && a.align_variant != "auto" && !align::registry().find(a.align_variant))

@@ -25,6 +25,7 @@
 #include "align/reference.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
+#include "route/then_align.hpp"
 
 using namespace moekit;
 using route::Problem;
@@ -227,10 +228,7 @@ TEST_CASE("route: block-rank-align against the route and align references") {
         ++seed;
         Problem p = problem_of(c, T, seed % 3 == 0 ? route::DType::bf16 : route::DType::f32,
                                seed % 2 ? route::Scoring::sigmoid : route::Scoring::softmax, seed & 4);
-        const align::Problem ap = align::make_problem(T * c.K, c.E, B, false, 0, false);
-        p.align_block = B;
-        p.align_rows = ap.max_num_tokens_padded;
-        p.align_blocks = ap.max_num_blocks;
+        const align::Problem ap = route::plan_then_align(p, B);
         const std::string what = "block-rank-align E=" + std::to_string(c.E) + " K=" + std::to_string(c.K) +
                                  " G=" + std::to_string(c.G) + " T=" + std::to_string(T) + " B=" +
                                  std::to_string(B) + " seed " + std::to_string(seed);
@@ -291,12 +289,9 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
       for (route::DType dt : kDtypes) {
         for (const route::Variant& v : route::registry().variants()) {
           Problem p = problem_of(c, T, dt, route::Scoring::sigmoid, false);
-          const align::Problem ap = align::make_problem(T * c.K, c.E, 16, false, 0, false);
-          if (route::fuses_align(v)) {
-            p.align_block = 16;
-            p.align_rows = ap.max_num_tokens_padded;
-            p.align_blocks = ap.max_num_blocks;
-          }
+          Problem with_align = p;  // the fused variant runs align too
+          const align::Problem ap = route::plan_then_align(with_align, 16);
+          if (route::fuses_align(v)) p = with_align;
           if (v.not_applicable(p, caps) != nullptr) continue;
           Logits lg;
           const std::size_t n = std::size_t(T) * c.E, es = dt == route::DType::f32 ? 4 : 2;
