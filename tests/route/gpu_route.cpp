@@ -272,6 +272,67 @@ TEST_CASE("route: block-rank-align against the route and align references") {
   MESSAGE(runs << " fused runs");
 }
 
+// --then-align as the CLI and the bench run it (route/then_align.hpp): every
+// route variant, then align's auto pick on the ids it wrote (nothing after a
+// variant that fuses align); route's outputs and the align outputs of its ids
+// checked, bit for bit where the align variant is stable.
+TEST_CASE("route --then-align: launch_then_align, every variant then align's auto pick") {
+  const DeviceCaps& caps = device_caps();
+  std::uint64_t seed = 9000;
+  int runs = 0;
+  for (const Config& c : {Config{8, 2}, Config{64, 8, 8, 4, true, true, 2.5f}, Config{256, 8, 8, 4, true, true, 2.5f},
+                          Config{1024, 16}}) {
+    std::vector<float> bias(c.E, 0.05f);
+    for (std::int64_t T : {1, 77}) {
+      for (int B : {1, 16}) {
+        for (const route::Variant& v : route::registry().variants()) {
+          Problem p = problem_of(c, T, route::DType::f32, route::Scoring::sigmoid, false);
+          const align::Problem ap = route::plan_then_align(p, B);
+          if (v.not_applicable(p, caps) != nullptr) continue;
+          const align::Variant* av = route::fuses_align(v) ? nullptr : &align::registry().pick_auto(ap, caps);
+          test::Workspace aws(av ? av->workspace_bytes(ap, caps) : 0, av && needs_zeroed_workspace(*av, ap, caps));
+          const Logits lg = make_logits(T, c.E, p.dtype, ++seed);
+          const std::size_t slots = std::size_t(T) * c.K;
+          DeviceRun d(lg, bias, p.bias, slots, ap, v.workspace_bytes(p, caps), needs_zeroed_workspace(v, p, caps));
+          d.poison();
+          const std::string what = "variant " + std::string(v.info.name) + " then " +
+                                   (av ? std::string(av->info.name) : std::string("(fused)")) + ", E=" +
+                                   std::to_string(c.E) + " K=" + std::to_string(c.K) + " T=" + std::to_string(T) +
+                                   " B=" + std::to_string(B);
+          std::string why = test::launch_and_sync(
+              [&] { return route::launch_then_align(v, p, av, ap, d.b, aws.get(), nullptr); });
+          route::Outputs got;
+          align::Outputs agot;
+          if (why.empty()) {
+            const auto ri = d.ids.read(), rw = d.w.read(), rs = d.sorted.read(), re = d.eids.read(),
+                       rn = d.ntpp.read();
+            if (!ri.guard_ok || !rw.guard_ok || !rs.guard_ok || !re.guard_ok || !rn.guard_ok)
+              why = "wrote outside its outputs (guard zone changed)";
+            got.ids = ri.body_as<std::int32_t>();
+            got.weights = rw.body_as<float>();
+            agot.sorted_token_ids = rs.body_as<std::int32_t>();
+            agot.expert_ids = re.body_as<std::int32_t>();
+            agot.num_tokens_post_pad = rn.body_as<std::int32_t>()[0];
+          }
+          if (why.empty()) {
+            const route::Outputs ref = route::reference(p, lg.wide.data(), p.bias ? bias.data() : nullptr);
+            const auto rep = route::check(p, lg.wide.data(), p.bias ? bias.data() : nullptr, ref, got);
+            if (!rep.result.ok) why = rep.result.first_difference;
+          }
+          if (why.empty()) {
+            const std::vector<std::int64_t> wide(got.ids.begin(), got.ids.end());
+            const CheckResult ca = align::check(ap, align::reference(ap, wide, {}), agot, av && av->stable_order);
+            if (!ca.ok) why = "align outputs: " + ca.first_difference;
+          }
+          test::expect_ok(what, why);
+          ++runs;
+        }
+      }
+    }
+  }
+  MESSAGE(runs << " route + align runs");
+}
+
 // Sigmoid + renormalize on logits of -1000: every chosen score is 0 in f32
 // (and in the float64 reference), so the sum is 0. Every variant, the fused
 // block-rank-align included, must leave the weights 0 (the sum is not > 0:
