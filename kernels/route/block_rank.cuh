@@ -23,7 +23,6 @@
 // non-stable contract).
 #pragma once
 
-#include "align/args.cuh"
 #include "align/block_align.cuh"
 #include "primitives/argmax.cuh"
 #include "primitives/pdl.cuh"
@@ -55,23 +54,20 @@ inline std::size_t rank_smem_bytes(const Problem& p) {
   return 4 * (route > aligned ? route : aligned);
 }
 
-// The align step's arguments (align/args.cuh): the T*K ids this grid wrote,
-// all in [0, E), no map; the align outputs and their lengths from route's Args.
-__device__ __forceinline__ align::Args align_args(const Args& a) {
-  align::Args x;
-  x.ids = a.ids;
-  x.map = nullptr;
-  x.sorted = a.sorted;
-  x.eids = a.expert_ids;
-  x.total = a.ntpp;
-  x.numel = a.tokens * a.topk;
-  x.num_experts = a.experts;
-  x.block_size = a.align_block;
-  x.map_size = 0;
-  x.max_padded = a.align_rows;
-  x.max_blocks = a.align_blocks;
-  return x;
-}
+// route's Args as align::block_align's arguments (its View): the T*K ids this
+// grid wrote, all in [0, E), and the align outputs, read where align uses them.
+struct AlignView {
+  const Args& a;
+  __device__ int numel() const { return a.tokens * a.topk; }
+  __device__ int num_experts() const { return a.experts; }
+  __device__ int block_size() const { return a.align_block; }
+  __device__ int max_padded() const { return a.align_rows; }
+  __device__ int max_blocks() const { return a.align_blocks; }
+  __device__ const std::int32_t* ids() const { return a.ids; }
+  __device__ std::int32_t* sorted() const { return a.sorted; }
+  __device__ std::int32_t* eids() const { return a.expert_ids; }
+  __device__ std::int32_t* total() const { return a.ntpp; }
+};
 
 template <class T, Scoring S, bool kAlign>
 __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
@@ -86,7 +82,7 @@ __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
   const float x = in ? to_f32(row[e]) : kNegInf;
   const float b = in && a.bias ? __ldg(a.bias + e) : 0.f;
   prim::pdl_launch_dependents();
-  if constexpr (kAlign) align::fill_padding_share(align_args(a));  // while the loads are in flight
+  if constexpr (kAlign) align::fill_padding_share(AlignView{a});  // while the loads are in flight
 
   float* gscore = smem;
   float* gpart = gscore + G;                         // [2 W]: per-warp top two
@@ -217,7 +213,7 @@ __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
     } else {
       __syncthreads();  // one block: its own writes are visible after the barrier
     }
-    align::block_align(align_args(a), reinterpret_cast<int*>(smem));
+    align::block_align(AlignView{a}, reinterpret_cast<int*>(smem));
   }
 }
 
