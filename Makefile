@@ -5,6 +5,11 @@ MOEKIT := $(BUILD)/src/moekit
 # The kernel families (families.txt): folder names of kernels/, src/, tests/, bench/.
 FAMILIES := $(shell grep -v '^\s*\#' families.txt)
 export PATH := $(PATH):/usr/local/cuda/bin
+# A family's program: build/<dir>/<f>/<prog>_<f> where <dir>/<f>/ has its own
+# meson.build, else build/<dir>/<prog>_<f> (the conventional rules of
+# <dir>/meson.build). Decided from the source tree, never from what a build
+# folder happens to hold. $(call family_bin,tests,gpu,f)
+family_bin = $(if $(wildcard $(1)/$(3)/meson.build),$(BUILD)/$(1)/$(3)/$(2)_$(3),$(BUILD)/$(1)/$(2)_$(3))
 
 .PHONY: all deps build demo test gpu-test gpu-verify bench render charts baseline regress clean
 
@@ -46,7 +51,7 @@ gpu-test: build
 # each family's GPU test, compute-sanitizer memcheck + racecheck, ncu capture.
 gpu-verify: build
 	@mkdir -p $(BUILD)/gpu-bin
-	cp $(MOEKIT) $(BUILD)/tests/resources/gpu_resources $(foreach f,$(FAMILIES),$(BUILD)/tests/$(f)/gpu_$(f)) $(BUILD)/gpu-bin/
+	cp $(MOEKIT) $(BUILD)/tests/resources/gpu_resources $(foreach f,$(FAMILIES),$(call family_bin,tests,gpu,$(f))) $(BUILD)/gpu-bin/
 	bash .ci/gpu-verify $(BUILD)/gpu-bin $(BUILD)/gpu-logs
 
 # Runs every benchmark (GPU machine; several minutes), each writing its
@@ -54,7 +59,7 @@ gpu-verify: build
 # without a bench program yet (bench/<family>/) is said and skipped.
 bench: build
 	@for f in $(FAMILIES); do \
-	  b=$(BUILD)/bench/$$f/bench_$$f; \
+	  b=$(BUILD)/bench/bench_$$f; [ -f bench/$$f/meson.build ] && b=$(BUILD)/bench/$$f/bench_$$f; \
 	  if [ ! -x $$b ]; then echo "bench: no bench program for $$f"; continue; fi; \
 	  $$b --json bench/results/$$f.jsonl || exit 1; \
 	done
