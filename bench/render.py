@@ -10,7 +10,8 @@ is. Hand-written analysis lives in docs/bench/<family>-notes.md, which this
 never touches; the rendered file links to it.
 
 Each family's tables come from bench/<folder>/render.py (NAME, the doc name,
-and render(records) -> Markdown), for the folders of families.txt. Reference
+and render(records) -> Markdown), for the folders of families.txt; a family
+without one gets generic_renderer's tables. Reference
 points from the issues (SGLang, FlashInfer, torch) and the issue targets are
 constants there: they are not measurements.
 """
@@ -191,14 +192,34 @@ def variant_table(title, recs, key="tokens"):
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def family_renderers():
-    """{doc name: (folder, render function)} for the folders of families.txt that have a bench/<folder>/render.py."""
+def generic_renderer(folder):
+    """(doc name, render function) of a family without bench/<folder>/render.py: the provenance, then one
+    table per record table, a row per value of the records' first parameter, a column per variant."""
+    name = folder.replace("_", "-")
+
+    def render(records):
+        out = header(name, records, f"bench/{folder}/bench_{folder}.cpp")
+        out.append("- Cells: " + timing_sentence(records).replace("Median", "median") +
+                   ". Bold: fastest. `auto →`: what `auto` picks. FAIL: output differs from the CPU reference.")
+        for title, recs in tables(records):
+            out += variant_table(title, recs, key=next(iter(recs[0].params), None))
+        return "\n".join(out) + "\n"
+
+    return name, render
+
+
+def family_renderers(folders=None):
+    """{doc name: (folder, render function)} for the folders of families.txt (or `folders`): a family's own
+    bench/<folder>/render.py where it has one, else generic_renderer(folder)."""
     out = {}
-    with open(os.path.join(ROOT, "families.txt")) as fh:
-        folders = [l.strip() for l in fh if l.strip() and not l.startswith("#")]
+    if folders is None:
+        with open(os.path.join(ROOT, "families.txt")) as fh:
+            folders = [l.strip() for l in fh if l.strip() and not l.startswith("#")]
     for folder in folders:
         path = os.path.join(ROOT, "bench", folder, "render.py")
         if not os.path.exists(path):
+            name, render = generic_renderer(folder)
+            out[name] = (folder, render)
             continue
         spec = importlib.util.spec_from_file_location(f"render_{folder}", path)
         mod = importlib.util.module_from_spec(spec)

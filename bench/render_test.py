@@ -64,6 +64,25 @@ class RenderTest(unittest.TestCase):
             self.assertEqual(self.render(family, None, keep_doc="hand-made\n"), "hand-made\n")
             self.assertEqual(self.render(family, [], keep_doc="hand-made\n"), "hand-made\n")
 
+    def test_generic_renderer_without_render_py(self):
+        # A folder with no bench/<folder>/render.py (none in the tree by this name) still renders:
+        # its doc name with dashes, one table per record table keyed by the first parameter.
+        renderers = render.family_renderers(["toy_family"])
+        self.assertEqual(list(renderers), ["toy-family"])
+        folder, fn = renderers["toy-family"]
+        self.assertEqual(folder, "toy_family")
+        p = {"rows": 16, "cols": 4096, "pdl": "off"}
+        rs = [render.Record(r) for r in [
+            rec("toy-family", "bf16, PDL off", "a", p, 3.0, extra={"auto_pick": "b"}),
+            rec("toy-family", "bf16, PDL off", "b", p, 2.0, extra={"auto_pick": "b"}),
+            rec("toy-family", "bf16, PDL off", "a", dict(p, rows=4096), 9.0, status="fail", extra={"auto_pick": "a"}),
+            rec("toy-family", "bf16, PDL off", "b", dict(p, rows=4096), status="n/a", extra={"auto_pick": "a"}),
+        ]]
+        md = fn(rs)
+        self.assertIn("bench/toy_family/bench_toy_family.cpp", md)
+        self.assertEqual(tables_of(md)["bf16, PDL off"], [["rows", "a", "b", "auto →"],
+                                                         ["16", "3.00 µs", "**2.00 µs**", "b"],
+                                                         ["4096", "9.00 µs FAIL", "n/a", "a"]])
 
     def test_chart_linked_when_drawn(self):
         recs = [rec("x", "t", "v", {"tokens": 1}, us=1.0)]
