@@ -262,7 +262,7 @@ inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStr
   const Args a = make_args(p, bufs);
   unsigned* ws = static_cast<unsigned*>(bufs.workspace);
   const auto go = [&](auto kernel) {
-    return prim::launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, true, p.pdl, a, ws, pl.chunk);
+    return prim::launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, p.pdl, a, ws, pl.chunk);
   };
   switch (pl.loads) {
     case 1: return go(onepass_kernel<IdT, 1>);

@@ -52,19 +52,6 @@ __device__ __forceinline__ int tiny_pack(int e, int* cnt) {
   return e >= 0 ? e | (atomicAdd(cnt + e, 1) << kTinyExpertBits) : -1;
 }
 
-// Phase hooks. The product instantiates only this no-op type, which
-// compiles to nothing; bench/tune/align_probe.cu (`probe_align phases`)
-// instantiates its own copy with a type that stamps clock64 / the global
-// timer per phase (mark), waits for thread 0's first id (loaded) and closes
-// with a barrier (end) to see where a launch spends its time; `probe_align
-// trigger` moves the PDL trigger to a later mark (kEarlyTrigger false).
-struct TinyNoProbe {
-  static constexpr bool kEarlyTrigger = true;  // pdl_launch_dependents right after pdl_wait
-  __device__ static void mark(int) {}
-  __device__ static void loaded(int) {}
-  __device__ static void end() {}
-};
-
 // Placement hooks (a kernel that copies rows as it ranks supplies its own):
 //   Params          passed by value to the kernel;
 //   extra_smem      bytes of shared memory after tiny's own (16-byte aligned);
@@ -86,7 +73,7 @@ struct TinyPlaceNone {
 // instruction-cache line it runs through, so loops are kept rolled
 // (`#pragma unroll 1`) except where registers must hold loads in flight.
 // kWide: numel > kTinyNarrow * kThreads (16-byte loads, kTinyUnroll in flight).
-template <class IdT, int kThreads, bool kWide, class Probe = TinyNoProbe, class Place = TinyPlaceNone>
+template <class IdT, int kThreads, bool kWide, class Place = TinyPlaceNone>
 __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typename Place::Params pp) {
   extern __shared__ int4 sm4[];
   __shared__ int warp_sums[kWarp + 1];
@@ -96,10 +83,9 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
   int* cs = cnt + E;                        // E + 1
   char* extra = reinterpret_cast<char*>(sm4) + ((sizeof(int) * ((n + 3) / 4 * 4 + 2 * E + 1) + 15) & ~std::size_t{15});
   const int t = threadIdx.x;
-  Probe::mark(0);
   Place::begin(pp, extra);  // shared memory only
   prim::pdl_wait();         // the ids (and, for Place, hidden) may come from the previous kernel
-  if constexpr (Probe::kEarlyTrigger) prim::pdl_launch_dependents();
+  prim::pdl_launch_dependents();
 
   // 1. Rank every slot inside its expert. The first loads go out before the
   // counters are zeroed, so their latency overlaps the zeroing barrier.
@@ -111,11 +97,9 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
       const int i = t + k * kThreads;
       raw[k] = i < n ? __ldg(ids + i) : IdT(-1);
     }
-    Probe::loaded(static_cast<int>(raw[0]));
 #pragma unroll 1
     for (int e = t; e < E; e += kThreads) cnt[e] = 0;
     __syncthreads();
-    Probe::mark(2);
 #pragma unroll
     for (int k = 0; k < kTinyNarrow; ++k) {
       const int i = t + k * kThreads;
@@ -126,11 +110,9 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     const bool aligned = ids_aligned16(a);
     int ev[U][V];
     load_experts<IdT>(a, t * V, kThreads * V, aligned, ev);
-    Probe::loaded(ev[0][0]);
 #pragma unroll 1
     for (int e = t; e < E; e += kThreads) cnt[e] = 0;
     __syncthreads();
-    Probe::mark(2);
 #pragma unroll 1
     for (int base = 0; base < n; base += U * kThreads * V) {
       if (base > 0) {
@@ -152,7 +134,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     }
   }
   __syncthreads();
-  Probe::mark(3);
 
   // 2. Layout: cs[e] = exclusive scan of the padded counts. Warp w owns the
   // experts [lo, hi) (a 32-aligned contiguous range, so every shared access
@@ -186,7 +167,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     excl = xi - x;
     total = __shfl_sync(kFullMask, xi, kWarps - 1);
   }
-  Probe::mark(4);
   if (blockIdx.x == 0 && t == 0) *a.total = total;
 
   // 3. This block's rows [r0, r1) (r0 < max_padded by the grid size) and the
@@ -241,7 +221,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
       for (int j = max(db.div(es), j0) + lane; j < je; j += kWarp) a.eids[j] = ex;
     }
   }
-  Probe::mark(5);
 
   // Rows past num_tokens_post_pad, all padding: scalar stores up to 16-byte
   // alignment at both ends, four rows per vector store between. expert_ids
@@ -263,7 +242,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     for (int j = max(j0, db.div(total)) + t; j < j1; j += kThreads) a.eids[j] = -1;
   }
   __syncthreads();  // every final cs[e]
-  Probe::mark(6);
 
   // Slots of the experts whose rows start in the chunk (they may run into the
   // next chunk, whose block skips them: they are not padding rows).
@@ -277,7 +255,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     if (row < a.max_padded) a.sorted[row] = i;
   }
   Place::template finish<kThreads>(a, pp, extra, slot, cs, r0, r1, total);
-  Probe::end();
 }
 
 // Launch shape. chunk: rows per block, a multiple of 4 (16-byte aligned chunk
