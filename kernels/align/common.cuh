@@ -1,6 +1,7 @@
 // Device-side building blocks shared by the align variants: the kernel
 // argument pack, id -> local expert conversion, 16-byte id loads and the
 // expert_ids writer; scans, fills and lane masks come from kernels/primitives.
+// Comments here keep µs figures: 6 lines (why alternative designs lost; not thresholds).
 #pragma once
 
 #include <cuda_runtime.h>

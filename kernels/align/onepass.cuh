@@ -24,6 +24,7 @@
 // of launches, graph replays included, and no launch needs a memset node.
 // With a dirty workspace the output is wrong but no write leaves the output
 // arrays and no barrier waits forever (the counter only grows).
+// Comments here keep µs figures: 4 lines (why alternative designs lost; not thresholds).
 #pragma once
 
 #include <algorithm>

@@ -187,8 +187,8 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
   // deals consecutive experts to different warps (lane l of warp w takes
   // l * kWarps + (w ^ g(l)) of each group of kThreads, g making the 32 lanes
   // hit 32 banks); with pass 1's contiguous ranges one warp did the whole
-  // chunk alone (first device run: +0.1-0.35 us at 16-1024 tokens, 2x at
-  // E = 16384).
+  // chunk alone (slower at 16-1024 tokens, 2x at E = 16384: record
+  // docs/bench/align-notes.md "tiny phase breakdown").
   constexpr int kLanesPerWarpRow = kWarp / kWarps;  // lanes sharing l * kWarps / 32
   const int mine = lane * kWarps + (w ^ ((lane / kLanesPerWarpRow) & (kWarps - 1)));
   const int q = per / kWarp;  // pass 1: warp w owns [w * 32q, (w + 1) * 32q)
