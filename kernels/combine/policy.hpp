@@ -16,7 +16,7 @@ struct Policy {
 };
 
 // sm_90, H100: slices was the fastest variant in all 13 cells of the sweep;
-// record: docs/bench/combine.md "combine: H100 sweep of the four variants".
+// record: docs/bench/combine-notes.md "combine: H100 sweep of the four variants".
 // The grid caps themselves were set, not swept: fitted on 3599bd1 (record not
 // kept).
 inline constexpr Policy kPolicySm90 = {.slices_blocks_per_sm = 16, .tma_blocks_per_sm = 6};

@@ -31,7 +31,7 @@ struct Policy {
 // E = 256, K = 8 (compact), behind at Mixtral T = 256 (64 slots per expert)
 // and in the padded layout at B = 64; tma ahead of gather from 8192 slots,
 // level with scatter, slightly behind gather at 512-2048 slots; record:
-// docs/bench/permute.md "permute: H100 sweep of the four variants" (cells:
+// docs/bench/permute-notes.md "permute: H100 sweep of the four variants" (cells:
 // bench/results/permute-cli.jsonl). fused's block size (256 threads with 4
 // vectors in flight against 512 with 8, 256 up to 32 slots): fitted on
 // 3599bd1 (record not kept).
