@@ -18,9 +18,15 @@
 
 namespace moekit::align::detail {}
 
+// align's kernel internals and its public building blocks (tiny_kernel.cuh,
+// args.cuh) under one name.
 namespace moekit::align_probe {
 
-namespace ad = moekit::align::detail;
+namespace probe_names {
+using namespace moekit::align::detail;
+using namespace moekit::align;
+}  // namespace probe_names
+namespace ad = probe_names;
 
 // One launch on input copy `copy` of a Setup, enqueued on `stream`.
 using Launch = std::function<void(cudaStream_t, int)>;
