@@ -77,7 +77,8 @@ struct Record {
   Measurement m;
   Fields extra;         // family-specific facts (auto's pick, ...)
   // The record's "variant_requested" ("" : the variant itself), "dtype" (""
-  // : params' "dtype", else null) and "pdl" (whether the launch had it).
+  // : params' "dtype", else null) and "pdl" (whether the launch had it: the
+  // record's field, never a parameter, so cells match --pdl runs' records).
   std::string variant_requested{};  // {}: aggregate initializers that stop before it stay warning-free
   std::string dtype{};
   std::string pdl = "off";
