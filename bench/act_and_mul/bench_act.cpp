@@ -43,6 +43,8 @@ namespace {
 const std::vector<std::int64_t> kTokens = {1, 16, 128, 1024, 4096, 16384};
 
 const char* name(DType t) { return t == DType::f16 ? "f16" : t == DType::bf16 ? "bf16" : "f32"; }
+// The record's dtype, in the words of the CLI's report.
+const char* report_name(DType t) { return t == DType::f16 ? "float16" : t == DType::bf16 ? "bfloat16" : "float32"; }
 const char* name(Activation a) {
   return a == Activation::silu ? "silu" : a == Activation::gelu ? "gelu" : "gelu-tanh";
 }
@@ -132,6 +134,7 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
     bench::Record rec;
     rec.table = table;
     rec.variant = std::string(v.info.name);
+    rec.dtype = report_name(dt);
     rec.params = {{"dtype", name(dt)},
                   {"act", name(a)},
                   {"tokens", tokens},

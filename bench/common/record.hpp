@@ -76,9 +76,10 @@ struct Record {
   Fields params;        // shape parameters (a bool is written "yes"/"no", as the CLI writes one)
   Measurement m;
   Fields extra;         // family-specific facts (auto's pick, ...)
-  // The record's "variant_requested" ("" : the variant itself), "dtype" (""
-  // : params' "dtype", else null) and "pdl" (whether the launch had it: the
-  // record's field, never a parameter, so cells match --pdl runs' records).
+  // The record's "variant_requested" ("": the variant itself), "dtype" (the
+  // element type in the CLI report's words, "bfloat16", "int32"; "": null) and
+  // "pdl" (whether the launch had it: the record's field, never a parameter,
+  // so cells match the records of --pdl runs).
   std::string variant_requested{};  // {}: aggregate initializers that stop before it stay warning-free
   std::string dtype{};
   std::string pdl = "off";
@@ -201,11 +202,8 @@ class Writer {
     rep.op = family_;
     rep.variant = r.variant;
     rep.variant_requested = r.variant_requested.empty() ? r.variant : r.variant_requested;
-    for (const auto& [k, v] : r.params) {
-      rep.params.emplace_back(k, detail::param_text(v));
-      if (k == "dtype" && r.dtype.empty()) rep.dtype = rep.params.back().second.value_or("");
-    }
-    if (!r.dtype.empty()) rep.dtype = r.dtype;
+    for (const auto& [k, v] : r.params) rep.params.emplace_back(k, detail::param_text(v));
+    rep.dtype = r.dtype;
     rep.device = device_name_;
     rep.driver = driver_;
     rep.build = build_;

@@ -96,7 +96,7 @@ TEST_CASE("bench records: the --results record, with the bench's own fields; eve
   const std::string tail = R"("outputs":[],"notes":[],"summary":{},"driver":"13.0","build":"abc-dirty",)";
   const std::string want =
       R"({"op":"x","variant":"fast","variant_requested":"fast","params":{"tokens":16,"dtype":"bf16","zipf":"no"},)"
-      R"("dtype":"bf16","device":"GPU \"9\"","check":{"result":"pass","max_error":null,"error_unit":null,)"
+      R"("dtype":null,"device":"GPU \"9\"","check":{"result":"pass","max_error":null,"error_unit":null,)"
       R"("first_difference":null},"time_us":{"median":2.5,"min":2,"max":4.12346,"samples":25},"stage_us":null,)"
       R"("timing_mode":"graph replay x20","bytes":7500,"gbps":3,"timing":{"method":"graph","cache":"warm",)"
       R"("launches":20,"warmup":5,"copies":3},"peak_gbps":3000,"pct_of_peak":0.1,)" +
