@@ -83,6 +83,9 @@ struct Record {
   std::string variant_requested{};  // {}: aggregate initializers that stop before it stay warning-free
   std::string dtype{};
   std::string pdl = "off";
+  // Each stage of a launch made of stages timed alone, in order: the
+  // record's "stage_us" (as `moekit moe-path --bench` reports it).
+  std::vector<std::pair<std::string, TimingStats>> stages{};
 };
 
 // Times `launch` like time_launches and returns the Measurement; a CUDA error
@@ -234,6 +237,7 @@ class Writer {
       rep.bytes = r.m.bytes;
       if (r.m.bytes > 0) rep.peak_gbps = copy_gbps_;
     }
+    rep.stage_timings = r.stages;
     rep.bench = bench_;
     rep.table = r.table;
     rep.gpu_json = gpu_;

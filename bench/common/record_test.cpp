@@ -58,6 +58,7 @@ TEST_CASE("bench records: the --results record, with the bench's own fields; eve
   ok.m.copies = 3;
   ok.m.bytes = 7500.0;
   ok.extra = {{"picks", "tiny"}, {"exact", true}};
+  ok.stages = {{"route", TimingStats{1.0, 0.5, 2.0, 25, "graph"}}, {"permute", TimingStats{1.5, 1.0, 3.0, 24, "graph"}}};
   w.write(ok);
 
   bench::Record na;
@@ -74,6 +75,7 @@ TEST_CASE("bench records: the --results record, with the bench's own fields; eve
   fail.dtype = "bfloat16";
   fail.pdl = "on";
   fail.extra.clear();
+  fail.stages.clear();
   fail.m.status = "fail";
   fail.m.reason = "out[3]: 1 != 2";
   fail.m.options.graph = false;
@@ -97,7 +99,9 @@ TEST_CASE("bench records: the --results record, with the bench's own fields; eve
   const std::string want =
       R"({"op":"x","variant":"fast","variant_requested":"fast","params":{"tokens":16,"dtype":"bf16","zipf":"no"},)"
       R"("dtype":null,"device":"GPU \"9\"","check":{"result":"pass","max_error":null,"error_unit":null,)"
-      R"("first_difference":null},"time_us":{"median":2.5,"min":2,"max":4.12346,"samples":25},"stage_us":null,)"
+      R"("first_difference":null},"time_us":{"median":2.5,"min":2,"max":4.12346,"samples":25},)"
+      R"("stage_us":{"route":{"median":1,"min":0.5,"max":2,"samples":25},"permute":{"median":1.5,"min":1,"max":3,)"
+      R"("samples":24},"sum":{"median":2.5,"min":1.5,"max":5,"samples":24}},)"
       R"("timing_mode":"graph replay x20","bytes":7500,"gbps":3,"timing":{"method":"graph","cache":"warm",)"
       R"("launches":20,"warmup":5,"copies":3},"peak_gbps":3000,"pct_of_peak":0.1,)" +
       tail + R"("pdl":"off","resources":null,"error":null,)" + gpu + R"(,"extra":{"picks":"tiny","exact":true}})" +
