@@ -84,7 +84,7 @@ struct Record {
   std::string dtype{};
   std::string pdl = "off";
   // Each stage of a launch made of stages timed alone, in order: the
-  // record's "stage_us" (as `moekit moe-path --bench` reports it).
+  // record's "stage_us" (as a CLI run of such a launch with --bench reports it).
   std::vector<std::pair<std::string, TimingStats>> stages{};
 };
 

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include <unistd.h>
+
 #include "record.hpp"
 #include "records.hpp"
 #include "tools.hpp"
@@ -26,7 +28,10 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-std::string temp(const char* name) { return (std::filesystem::temp_directory_path() / name).string(); }
+// Named per process: other test runs may share the temp folder.
+std::string temp(const char* name) {
+  return (std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name)).string();
+}
 
 bench::Record timed(std::string variant, bench::Fields params, double median) {
   bench::Record r;
@@ -58,7 +63,7 @@ TEST_CASE("bench records: the --results record, with the bench's own fields; eve
   ok.m.copies = 3;
   ok.m.bytes = 7500.0;
   ok.extra = {{"picks", "tiny"}, {"exact", true}};
-  ok.stages = {{"route", TimingStats{1.0, 0.5, 2.0, 25, "graph"}}, {"permute", TimingStats{1.5, 1.0, 3.0, 24, "graph"}}};
+  ok.stages = {{"first", TimingStats{1.0, 0.5, 2.0, 25, "graph"}}, {"second", TimingStats{1.5, 1.0, 3.0, 24, "graph"}}};
   w.write(ok);
 
   bench::Record na;
@@ -100,7 +105,7 @@ TEST_CASE("bench records: the --results record, with the bench's own fields; eve
       R"({"op":"x","variant":"fast","variant_requested":"fast","params":{"tokens":16,"dtype":"bf16","zipf":"no"},)"
       R"("dtype":null,"device":"GPU \"9\"","check":{"result":"pass","max_error":null,"error_unit":null,)"
       R"("first_difference":null},"time_us":{"median":2.5,"min":2,"max":4.12346,"samples":25},)"
-      R"("stage_us":{"route":{"median":1,"min":0.5,"max":2,"samples":25},"permute":{"median":1.5,"min":1,"max":3,)"
+      R"("stage_us":{"first":{"median":1,"min":0.5,"max":2,"samples":25},"second":{"median":1.5,"min":1,"max":3,)"
       R"("samples":24},"sum":{"median":2.5,"min":1.5,"max":5,"samples":24}},)"
       R"("timing_mode":"graph replay x20","bytes":7500,"gbps":3,"timing":{"method":"graph","cache":"warm",)"
       R"("launches":20,"warmup":5,"copies":3},"peak_gbps":3000,"pct_of_peak":0.1,)" +
@@ -148,7 +153,7 @@ TEST_CASE("bench records and --results records of the same cells compare and plo
   std::remove(cli_path.c_str());
   // The cells as a bench program states them: dtype and PDL mode are the
   // record's own fields, as the CLI's report has them.
-  bench::Writer w("bench_align", "align", bench_path, {{"name", "GPU"}, {"driver", 13000}}, "b1");
+  bench::Writer w("bench_demo", "demo", bench_path, {{"name", "GPU"}, {"driver", 13000}}, "b1");
   const bench::Fields shape16{{"tokens", 16}, {"num_experts", 64}, {"topk", 8}, {"block_size", 128}};
   const bench::Fields shape256{{"tokens", 256}, {"num_experts", 64}, {"topk", 8}, {"block_size", 128}};
   for (const char* pdl : {"off", "on"}) {
@@ -160,11 +165,11 @@ TEST_CASE("bench records and --results records of the same cells compare and plo
     }
   }
   w.finish();
-  // The same cells as `moekit align ... --variant warpscan --pdl on,off --results FILE` appends them.
+  // The same cells as `moekit demo ... --variant warpscan --pdl on,off --results FILE` appends them.
   for (const char* pdl : {"off", "on"}) {
     for (const auto& [tokens, us] : {std::pair{"16", 10.0}, std::pair{"256", 20.0}}) {
       Report rep;
-      rep.op = "align";
+      rep.op = "demo";
       rep.variant = rep.variant_requested = "warpscan";
       rep.params = {{"tokens", tokens}, {"num_experts", "64"}, {"topk", "8"}, {"block_size", "128"}};
       rep.dtype = "int32";
