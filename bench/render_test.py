@@ -16,9 +16,10 @@ GPU = {"cc": "9.0", "sms": 132, "l2_mib": 50, "runtime": "12.8"}
 
 
 def rec(family, table, variant, params, us=None, status="ok", pdl="off", gbps=None, peak_gbps=None,
-        pct_of_peak=None, **more):
+        pct_of_peak=None, reason="", stages=None, **more):
     """A record as bench::Writer writes it (bench/common/record.hpp; the one record schema): `status`
-    ok / fail / n/a / error becomes the check or the error the writer gives it."""
+    ok / fail / n/a / error becomes the check or the error the writer gives it, with `reason`;
+    `stages` ({stage: median µs}) becomes stage_us, with their "sum" as the writer adds it."""
     r = {"op": family, "variant": variant, "variant_requested": variant, "params": params,
          "dtype": params.get("dtype"), "device": "Test GPU",
          "check": {"result": "skipped", "max_error": None, "error_unit": None, "first_difference": None},
@@ -29,11 +30,15 @@ def rec(family, table, variant, params, us=None, status="ok", pdl="off", gbps=No
     if status in ("ok", "fail"):
         r["check"]["result"] = "pass" if status == "ok" else "fail"
     if status == "fail":
-        r["check"]["first_difference"] = "out[0]: 1 != 2"
+        r["check"]["first_difference"] = reason or "differs from the CPU reference"
     if status == "n/a":
-        r["error"] = {"exit_code": 2, "message": f"{family} variant '{variant}' does not apply to this input: no"}
+        r["error"] = {"exit_code": 2, "message": f"{family} variant '{variant}' does not apply to this input: {reason}"}
     if status == "error":
-        r["error"] = {"exit_code": 3, "message": "launch: invalid argument"}
+        r["error"] = {"exit_code": 3, "message": reason or "error"}
+    if stages:
+        r["stage_us"] = {s: {"median": v, "min": v, "max": v, "samples": 25} for s, v in stages.items()}
+        total = sum(stages.values())
+        r["stage_us"]["sum"] = {"median": total, "min": total, "max": total, "samples": 25}
     if us is not None:
         r["time_us"] = {"median": us, "min": us * 0.9, "max": us * 1.2, "samples": 25}
         r["timing"] = {"method": "graph", "cache": "warm", "launches": 20, "warmup": 5, "copies": 4}

@@ -6,7 +6,7 @@
 //
 // Median microseconds per launch (CUDA-graph replay, moekit::time_launches),
 // GB/s counting the input read once and the output written once, and that as
-// a percentage of the device's measured copy bandwidth (derived fields). Inputs are random
+// a percentage of the device's measured copy bandwidth (the record's gbps, peak_gbps, pct_of_peak). Inputs are random
 // normal. Small inputs rotate through copies so that the rotation exceeds L2;
 // inputs above L2 stream from DRAM anyway and use one copy. Each variant's
 // output is checked against the CPU reference on sampled rows once per shape;
