@@ -32,26 +32,21 @@ struct Policy {
   int stream_max_l2_multiple = 0;
 };
 
-// sm_90: the spread / flat crossovers, measured 2026-11-26 on an H200 (132 SMs; the H100 has the
-// same SM count) with the 4-instruction silu and flat's plain grid-stride loop (act_math.cuh,
-// activation.cuh), one `moekit act-and-mul --variant V` process per variant (a second variant in
-// the same process measured 0.1-0.2 us slower at these sizes), bf16, d 4096 / 14336 / 18432
-// (docs/bench/act-and-mul-notes.md "auto re-fitted"):
-// - PDL off: spread fastest or tied up to 147456 outputs (32 x 4096: 1.40 vs 1.41 us; 8 x 18432:
-//   1.42 both), flat from 163840 (40 x 4096: 1.44 vs 1.45; 12 x 14336: 1.43 vs 1.44).
-// - PDL on: spread-pdl fastest up to 147456 (32 x 4096: 1.13 vs 1.17; 8 x 18432: 1.16 vs 1.17),
-//   flat-pdl from 163840 (40 x 4096: 1.19 vs 1.22).
-// Both: a wave of 4 spread blocks per SM, 135168 outputs on 132 SMs. (Earlier fits: 16 / 8 blocks
-// per SM rounded down to 2^19 / 2^18 with the accurate math, H100 2026-11-25; 10 / 4 after the
-// new math but before flat's loop fix, from two-variant processes.)
-// keep_in_l2_divisor: H100 (50 MB L2), 2026-11-25, `moekit act-and-mul --tokens 128,1024 --d 4096
-// --variant spread,flat --bench` with both load kinds (bf16, 16 rotated input copies):
-// a 2 MB input ran 6-18% faster with plain loads (flat 2.51 vs 2.94 µs PDL off,
-// 2.02 vs 2.45 PDL on), a 16 MB input 1-3% faster with streaming loads (8.52 vs
-// 8.76 µs): the switch sits between, at L2 / 8 = 6.25 MB.
-// stream_max_l2_multiple: H200 (60 MB L2), 2026-11-26, the flat kernel with either load kind
-// (docs/bench/act-and-mul-notes.md "Streaming loads past L2"): streaming 0.7-5.7% faster for
-// 32-56 MB inputs, plain 1-7% faster from 64 MB (4096 x 4096 bf16) up: the switch at 1 x L2.
+// sm_90: the spread / flat crossovers, on an H200 (132 SMs, as the H100) with
+// the 4-instruction silu and flat's plain grid-stride loop, one
+// `moekit act-and-mul --variant V` process per variant, bf16, d 4096 / 14336 /
+// 18432: spread (spread-pdl with PDL on) fastest or tied up to 147456
+// outputs, flat (flat-pdl) from 163840, PDL off and on: a wave of 4 spread
+// blocks per SM, 135168 outputs on 132 SMs. Record:
+// docs/bench/act-and-mul-notes.md "auto re-fitted again (one process per
+// variant)" (earlier fits: docs/bench/act-and-mul-notes.md "auto re-fitted").
+// keep_in_l2_divisor: H100 (50 MB L2), `moekit act-and-mul --tokens 128,1024
+// --d 4096 --variant spread,flat --bench` with both load kinds: plain loads
+// faster for a 2 MB input, streaming loads for a 16 MB one, the switch between
+// at L2 / 8; fitted on 0ce799b (record not kept).
+// stream_max_l2_multiple: H200 (60 MB L2), the flat kernel with either load
+// kind: streaming faster for 32-56 MB inputs, plain from 64 MB up, the switch
+// at 1 x L2; record: docs/bench/act-and-mul-notes.md "Streaming loads past L2".
 inline constexpr Policy kPolicySm90 = {
     .spread_blocks_per_sm = 4, .spread_pdl_blocks_per_sm = 4, .keep_in_l2_divisor = 8,
     .stream_max_l2_multiple = 1};

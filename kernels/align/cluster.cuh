@@ -31,6 +31,7 @@
 // No workspace; unstable (the order inside an expert is the shared atomics').
 // Every warp reads CS x E counts, and the cluster's launch costs more the
 // more blocks it has: a design for few experts and at most 16 K slots.
+// Comments here keep µs figures: 5 lines (why alternative designs lost; not thresholds).
 #pragma once
 
 #include <cooperative_groups.h>

@@ -211,7 +211,7 @@ inline cudaError_t launch_persistent(const Problem& p, const Buffers& bufs, cuda
   if (pl.status != cudaSuccess) return pl.status;
   int* H = static_cast<int*>(bufs.workspace);
   int* tot = H + static_cast<std::size_t>(pl.grid) * p.num_experts;
-  return prim::launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, true, p.pdl, a, H, tot,
+  return prim::launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, p.pdl, a, H, tot,
                                   pl.rows, pl.tile, pl.subtile);
 }
 

@@ -112,63 +112,59 @@ struct Policy {
   int twopass_max_grid = 0;
 };
 
-// sm_90: measured on the H100 (bench_align; probe_align sweep / onepass /
-// twopass / micro / relay; micro, relay and tiny against SGLang on the same
-// ids: docs/bench/align-notes.md "micro for up to 128 slots, relay").
-// micro_wide_*, relay: H200, 2026-11-26, align-notes.md "auto at 129-256
-// slots" (after tiny's re-fit, one process per shape, PDL off and on; B = 128:
-// tiny fastest for E = 64-1024, E = 1024 at 32 tokens x 8 2.86 us against
-// micro 2.96 and relay 3.27; micro from E = 2048: 3.07 against tiny 3.61;
-// B = 16, top-1: relay 2.21-2.29 against tiny 2.40-2.70; B = 32: a tie).
-// tiny_*: H200, 2026-11-26, align-notes.md "tiny re-fit" (probe_align sweep:
-// 512 threads beat 256 at 512 slots for every E; one thread per expert,
-// E = 512 at 64 tokens x 8: 3.43 -> 2.73 us, E = 1024: 4.16 -> 3.01; ~256
-// rows per block 0.1-0.3 us faster than 1024 at 16-64 tokens).
-// solo_*: H200, 2026-11-26, align-notes.md "solo" (one process per shape,
-// PDL off and on, SGLang on the same ids; with the in-warp scan): Llama-4
-// decode (128 top-1 slots, B = 16, 2,048 rows) 1.49 us against micro 2.19;
-// DeepSeek-V2-Lite 64 tokens (384 slots, 4,416 rows) 1.82 against tiny 2.25;
-// 256 x 2, E = 8 1.53 against 2.28; 8,256-8,640 rows still level (16 x 8,
-// E = 64: 1.82 against micro 1.87; 64 x 8: 2.32 against tiny 2.36), 16,384
-// rows not (2.54 against 1.86); 32 slots 1.44 against micro 1.31; 1,024
-// top-1 slots of E = 128 2.73 against tiny 2.63, but 2,048 slots of E = 8
-// 2.28 against 2.91 and 4,096 3.68 against 4.21 (E = 16: 4.24 against 4.22;
-// 8,192 slots of E = 8: 6.35 against onepass 4.64: 1,024 atomics per
-// counter). E > 512 and E < 8 at more than 512 slots are not measured.
-// *_late_trigger_max_slots: H100, 2026-11-26, align-notes.md "PDL trigger"
-// (both placements in one call, PDL on): every micro shape up to 128 slots
-// and solo up to 135 slots faster late (0.04-0.17 us), micro at 256 and solo
-// at 384 and 2048 slots slower (0.07-0.26); solo at 512 slots of E = 8 was
-// faster late (1.35 -> 1.25) but is left early with the 384-slot case.
-// stable_stripe_*: H200, 2026-11-26, align-notes.md "stable" (micro, stripe,
-// oneshot in one process per shape, PDL off / on): stripe 1.73-4.21 us at
-// 128-1024 slots of E = 8-512 where stable took micro (1.77-3.24) or oneshot
-// (4.79-6.74); micro still faster at 128 slots of E = 256 (1.88 against
-// 2.06: stripe's block scan) and at E = 4096 (3.03 against 4.76).
-// cluster_*, solo_max_slots_few_experts: H100, 2026-11-26 (fifteenth session),
-// align-notes.md "cluster, lean" (one process per shape, PDL off / on,
-// B = 128, uniform ids unless said; the kernel with the in-warp scan): cluster
-// beat the best other variant from 4096 to 16384 slots for E = 8-48 (E = 8
-// at 4096 slots 2.82 / 2.47 us against solo 3.31 / 2.97; E = 16 at 4096
-// 2.83 / 2.46 against tiny 3.80 / 3.47; E = 32 at 16384 4.24 / 3.84 against
-// onepass 5.07 / 4.65; E = 48 at 16384 4.88 / 4.50 against 5.14 / 4.79;
-// int64 ids E = 8 at 16384 3.99 / 3.55 against 4.64 / 4.34), E = 64 up to
-// 12288 (4.75 / 4.34 against onepass 4.94 / 4.62; 16384: 5.19 / 4.78
-// against 5.13 / 4.74) and E = 96-128 up to 8192 (E = 128 4.15 / 3.77
-// against tiny 4.46 / 4.12; 12288: 5.51 against onepass 4.99). Not at 2048
-// slots (E = 8: solo 2.18 against 2.79; E = 32: tiny 2.98 against 3.10;
-// E = 64: tiny 3.01 against 3.48) nor at 32768 (E = 8: 5.11 against onepass
-// 5.00; E = 16: 5.63 against 5.12): the switch from solo / tiny at the
-// midpoint of 2048 and 4096; DeepSeek-V2-Lite's first 1024 tokens (6144
-// slots, E = 64, B = 64): 3.63 / 3.25 against tiny 4.06 / 3.75.
-// stripe_*: H200, 2026-11-26, align-notes.md "stripe" (probe_align stripe and
-// the same-call table against SGLang, PDL off / on): 16 x 8, E = 64 (8,256
-// rows) 1.80 / 1.38 us against solo 1.85 / 1.54; 64 x 8, E = 64 2.16 / 1.78
-// against solo 2.35 / 2.05; 16 x 8, E = 128 1.84 / 1.44 against micro 1.93 /
-// 1.66; 64 x 8, E = 128 2.32 / 1.92 against tiny 2.40 / 2.09; but 128 x 8
-// (1,024 slots) 3.23 against tiny 2.58, E = 256-512 (block scan) level with or
-// behind micro / tiny, 4,416 rows (E = 64, B = 64, 384 slots) 2.07 against
-// solo 1.84, 32 slots 1.80 against micro 1.36.
+// sm_90, measured on the H100 and H200. Each group of fields, what decided it
+// and the record it was fitted on (the cells: the variants named, one process
+// per shape, PDL off and on unless said):
+// - micro_max_slots, relay_max_slots: micro (no barrier) up to 128 slots, relay
+//   past it where B is small; record: docs/bench/align-notes.md
+//   "micro up to 128 slots, relay", micro / relay / tiny against SGLang.
+// - micro_wide_*, small_block: at 129-256 slots tiny leads for E = 64-1024,
+//   micro from E = 2048, relay at B = 16 (B = 32 a tie); record:
+//   docs/bench/align-notes.md "auto at 129-256 slots".
+// - tiny_*_threads_max_slots, tiny_rows_per_block, tiny_experts_per_thread,
+//   tiny_rows_per_thread, tiny_blocks_per_sm: 512 threads beat 256 at 512
+//   slots, one thread per expert, ~256 rows per block; record:
+//   docs/bench/align-notes.md "tiny re-fit" (probe_align sweep), after
+//   docs/bench/align-notes.md "tiny launch shapes".
+// - tiny_max_slots*: where onepass overtakes tiny: past 4096 slots for E = 8,
+//   8192 for E = 256, 16384 for E = 4096; record: bench/results/align.jsonl
+//   table "E=8 topk=2 uniform", tokens 2048..4096, and tables
+//   "E=256 topk=8 uniform" (tokens 1024..2048) and "E=4096 topk=8 uniform"
+//   (tokens 2048..4096), variants tiny / onepass.
+// - solo_*, solo_min_threads: one SM wins while the padded rows stay few
+//   (up to ~8,700 rows level, 16,384 not) and from 33 slots (micro below);
+//   E > 512 and E < 8 past 512 slots not measured; record:
+//   docs/bench/align-notes.md "solo (2026-11-26", "solo: in-warp scan" and
+//   "solo up to 8192 slots".
+// - *_late_trigger_max_slots: micro up to 128 slots and solo up to 135 faster
+//   with the trigger after the layout, micro at 256 and solo at 384 and 2048
+//   slower (solo at 512 slots of E = 8 faster but left early); record:
+//   docs/bench/align-notes.md "PDL trigger (2026-11-26", both placements in
+//   one call, PDL on.
+// - stable_stripe_*, oneshot_max_slots, huge_experts: stripe where stable took
+//   micro or oneshot at 128-1024 slots of E = 8-512, micro kept at 128 slots
+//   of E = 256 (stripe's block scan) and at E = 4096; record:
+//   docs/bench/align-notes.md "stable (2026-11-26". oneshot_max_slots: fitted
+//   on 4359230 (record not kept; bench/results/align.jsonl table
+//   "E=256 topk=8 uniform" has oneshot still ahead of twopass at 2048 tokens
+//   x 8, past the cap). huge_experts: fitted on b29ea1d (record not kept).
+// - cluster_*, cluster_min_threads, solo_max_slots_few_experts: cluster beat
+//   every other variant from 4096 to 16384 slots for E = 8-48, to 12288 for
+//   E = 64 and to 8192 for E = 96-128, not at 2048 nor 32768 slots (switch at
+//   the midpoint of 2048 and 4096); record: docs/bench/align-notes.md
+//   "cluster, lean" (B = 128, uniform ids, int64 ids at E = 8).
+// - stripe_*: stripe ahead of solo / micro / tiny at 16-64 tokens x 8 of
+//   E = 64-128 (8,256+ rows), not at 1,024 slots, at E = 256-512 (block
+//   scan), at 4,416 rows or 32 slots; record: docs/bench/align-notes.md
+//   "stripe (2026-11-26" (probe_align stripe, same-call table against
+//   SGLang).
+// - micro_rows_per_block, micro_blocks_per_sm: fitted on 4359230 (record not
+//   kept). relay_min_threads, relay_rows_per_thread: record:
+//   docs/bench/align-notes.md "micro up to 128 slots, relay" (probe_align
+//   relay).
+// - onepass_*: record: docs/bench/align-notes.md "onepass launch shapes";
+//   twopass_max_grid*: record: docs/bench/align-notes.md "twopass launch
+//   shapes".
 inline constexpr Policy kPolicySm90 = {
     .stripe_min_slots = 128,
     .stripe_max_slots = 512,

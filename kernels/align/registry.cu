@@ -297,19 +297,20 @@ const char* twopass_na(const Problem& p, const DeviceCaps& caps) {
   return twopass_not_applicable(p, caps);
 }
 
-// Stable designs by size (docs/align.md, measured in docs/bench/align.md):
-// stripe from 128 to 1024 slots for E <= 512 (from 129 slots when E > 128:
-// its block scan) (H200, align-notes.md "stable": 1.73-4.21 us where micro
-// took 1.77-3.24 and oneshot 4.79-6.74), micro for the other decode-sized
-// inputs (<= 256 slots), oneshot while every block can
-// afford to re-read all slots (<= 8192: it beat twopass at 1024 tokens x 8 by
-// 0.3-3.9 µs), then twopass (since its launch-shape fit it beats persistent
-// at every measured shape with E <= 1024: E = 512, 16384 tokens 17.1 vs
-// 17.8 µs); the cooperative persistent kernel only where twopass does not
-// apply. From E = 4096 twopass's G x E table cap leaves it <= 8 blocks with
-// one counting warp each (E = 16384, 4096 tokens: 528 µs), so there oneshot
-// runs as long as it applies (43.7 µs) and persistent after it (E = 4096,
-// 16384 tokens: 59.6 vs 102.8 µs).
+// Stable designs by size (docs/align.md): stripe from 128 to 1024 slots for
+// E <= 512 (from 129 slots when E > 128: its block scan), faster there than
+// micro and oneshot (record: docs/bench/align-notes.md "stable (2026-11-26",
+// H200); micro for the other decode-sized inputs (<= 256 slots); oneshot
+// while every block can afford to re-read all slots (<= 8192: ahead of
+// twopass at 1024 tokens x 8); then twopass (since its launch-shape fit ahead
+// of persistent at every measured shape with E <= 1024); the cooperative
+// persistent kernel only where twopass does not apply. From E = 4096
+// twopass's G x E table cap leaves it <= 8 blocks with one counting warp
+// each, so there oneshot runs as long as it applies and persistent after it.
+// Record: bench/results/align.jsonl tables "E=256 topk=8 uniform" (tokens
+// 1024), "E=512 topk=8 uniform" (tokens 16384), "E=16384 topk=8 uniform"
+// (tokens 4096) and "E=4096 topk=8 uniform" (tokens 16384), variants
+// oneshot / twopass / persistent.
 bool oneshot_preferred(const Problem& p, const Policy& pol) { return p.numel <= pol.oneshot_max_slots; }
 bool huge_experts(const Problem& p, const Policy& pol) { return p.num_experts >= pol.huge_experts; }
 
@@ -429,28 +430,30 @@ const std::array<Variant, 18> kVariants{{
      false, any_limits, auto_na, auto_ws, auto_launch, auto_zeroed},
 }};
 
-// From the H100 measurements in docs/bench/align.md (bench_align, probe_align
-// onepass / twopass; B = 128, E 8..16384, 1..65536 tokens):
+// The designs by size (B = 128, E 8..16384, 1..65536 tokens; the numbers are
+// the device's row of align/policy.hpp, whose comment cites the record of
+// each):
 //  - `stripe` from 128 to 512 slots for E <= 128 where the padded rows are
-//    many (>= 8192: E x B large) (H200, align-notes.md "stripe"): every
-//    block lays out all slots, so the fill spreads over SMs without a
-//    hand-over; stable;
+//    many (>= 8192: E x B large): every block lays out all slots, so the
+//    fill spreads over SMs without a hand-over; stable;
 //  - `solo` from 33 to 512 slots (when E <= 16 up to 4096 and 512 per
 //    expert) while the padded rows are few (<= 8704: small E or small B) and
-//    E <= 512 (H200, align-notes.md "solo"): one block, no hand-over, but
-//    one SM writes every row and every slot;
+//    E <= 512: one block, no hand-over, but one SM writes every row and
+//    every slot;
 //  - `micro` up to 128 slots, and up to 256 with E >= 2048 and B >= 64 (its
-//    cost hardly grows with E; H200, docs/bench/align-notes.md): stable;
+//    cost hardly grows with E): stable;
 //  - `relay` up to 256 slots where B < 64;
-//  - `cluster` from 3073 to 16384 slots (8192 when E > 64), E <= 128 (H100,
-//    align-notes.md "cluster, lean"): one thread block cluster, no global
-//    atomics, no grid-wide wait;
+//  - `cluster` from 3073 to 16384 slots (8192 when E > 64), E <= 128: one
+//    thread block cluster, no global atomics, no grid-wide wait;
 //  - `tiny` up to 8192 slots (4096 when E <= 16: its few shared counters
 //    contend in every block; 16384 when E >= 1024, where onepass's per-block
 //    E-wide passes cost more): one launch, no barrier between blocks;
-//  - `onepass` beyond: one launch, each slot loaded once (4096 tokens x 8,
-//    E = 256: 6.0 µs, tiny 11.9, twopass 11.0; E = 16384: 32.5 vs twopass
-//    528, whose G x E table cap leaves it two blocks);
+//  - `onepass` beyond: one launch, each slot loaded once, ahead of tiny and
+//    twopass from 4096 tokens x 8 at E = 256 and far ahead of twopass at
+//    E = 16384, whose G x E table cap leaves it two blocks (record:
+//    bench/results/align.jsonl tables "E=256 topk=8 uniform" and
+//    "E=16384 topk=8 uniform", tokens 4096, variants onepass / tiny /
+//    twopass);
 //  - where onepass does not apply (more slots than a wave of blocks holds),
 //    the stable rule: oneshot while preferred, twopass, persistent where
 //    twopass does not apply (or first when E >= 4096);

@@ -142,7 +142,7 @@ inline cudaError_t launch_relay(const Problem& p, const Buffers& bufs, cudaStrea
   unsigned* ws = static_cast<unsigned*>(bufs.workspace);
   const std::size_t smem = expert_table_smem(p.num_experts);
   const auto go = [&](auto kernel) {
-    return prim::launch_cooperative(kernel, pl.grid, pl.threads, smem, s, true, p.pdl, a, ws, pl.chunk);
+    return prim::launch_cooperative(kernel, pl.grid, pl.threads, smem, s, p.pdl, a, ws, pl.chunk);
   };
   switch (pl.threads) {
     case 128: return go(relay_kernel<IdT, 128>);

@@ -26,6 +26,7 @@
 //      block's expert_ids entry (every block of an expert starts with a slot).
 // 2 barriers in all up to 128 experts, 4 or 5 beyond. Unstable: the
 // order inside an expert is the order of the shared atomics.
+// Comments here keep µs figures: 6 lines (why alternative designs lost; not thresholds).
 #pragma once
 
 #include <algorithm>

@@ -29,6 +29,7 @@
 //      slower): slot order (stable). A block writes the slots whose rows fall
 //      in its stripe and, for a slot at a block's first row, that block's
 //      expert_ids entry.
+// Comments here keep µs figures: 3 lines (why alternative designs lost; not thresholds).
 #pragma once
 
 #include <algorithm>

@@ -64,19 +64,6 @@ __device__ __forceinline__ int tiny_pack(int e, int* cnt) {
   return e >= 0 ? e | (atomicAdd(cnt + e, 1) << kTinyExpertBits) : -1;
 }
 
-// Phase hooks. The product instantiates only this no-op type, which
-// compiles to nothing; bench/tune/align_probe.cu (`probe_align phases`)
-// instantiates its own copy with a type that stamps clock64 / the global
-// timer per phase (mark), waits for thread 0's first id (loaded) and closes
-// with a barrier (end) to see where a launch spends its time; `probe_align
-// trigger` moves the PDL trigger to a later mark (kEarlyTrigger false).
-struct TinyNoProbe {
-  static constexpr bool kEarlyTrigger = true;  // pdl_launch_dependents right after pdl_wait
-  __device__ static void mark(int) {}
-  __device__ static void loaded(int) {}
-  __device__ static void end() {}
-};
-
 // Placement hooks, the kernel's Place parameter: a kernel that copies rows as
 // it ranks supplies its own type with these members (CUB-style: a concept,
 // checked by instantiation):
@@ -112,12 +99,10 @@ struct TinyPlaceNone {
 // @tparam kWide    numel > kTinyNarrow * kThreads (tiny_wide): 16-byte id loads,
 //                  kTinyUnroll in flight; else up to kTinyNarrow scalar loads
 //                  per thread.
-// @tparam Probe    phase hooks (TinyNoProbe in the product, which compiles to
-//                  nothing).
 // @tparam Place    the placement hook (TinyPlaceNone for align itself; a fused
 //                  row copy brings its own); its Params come by value as the
 //                  third kernel argument.
-template <class IdT, int kThreads, bool kWide, class Probe = TinyNoProbe, class Place = TinyPlaceNone>
+template <class IdT, int kThreads, bool kWide, class Place = TinyPlaceNone>
 __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typename Place::Params pp) {
   using namespace detail;  // align's device helpers (common.cuh): expert_of, DivB, scans
   extern __shared__ int4 sm4[];
@@ -128,10 +113,9 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
   int* cs = cnt + E;                        // E + 1
   char* extra = reinterpret_cast<char*>(sm4) + ((sizeof(int) * ((n + 3) / 4 * 4 + 2 * E + 1) + 15) & ~std::size_t{15});
   const int t = threadIdx.x;
-  Probe::mark(0);
   Place::begin(pp, extra);  // shared memory only
   prim::pdl_wait();         // the ids (and, for Place, hidden) may come from the previous kernel
-  if constexpr (Probe::kEarlyTrigger) prim::pdl_launch_dependents();
+  prim::pdl_launch_dependents();
 
   // 1. Rank every slot inside its expert. The first loads go out before the
   // counters are zeroed, so their latency overlaps the zeroing barrier.
@@ -143,11 +127,9 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
       const int i = t + k * kThreads;
       raw[k] = i < n ? __ldg(ids + i) : IdT(-1);
     }
-    Probe::loaded(static_cast<int>(raw[0]));
 #pragma unroll 1
     for (int e = t; e < E; e += kThreads) cnt[e] = 0;
     __syncthreads();
-    Probe::mark(2);
 #pragma unroll
     for (int k = 0; k < kTinyNarrow; ++k) {
       const int i = t + k * kThreads;
@@ -158,11 +140,9 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     const bool aligned = ids_aligned16(a);
     int ev[U][V];
     load_experts<IdT>(a, t * V, kThreads * V, aligned, ev);
-    Probe::loaded(ev[0][0]);
 #pragma unroll 1
     for (int e = t; e < E; e += kThreads) cnt[e] = 0;
     __syncthreads();
-    Probe::mark(2);
 #pragma unroll 1
     for (int base = 0; base < n; base += U * kThreads * V) {
       if (base > 0) {
@@ -184,7 +164,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     }
   }
   __syncthreads();
-  Probe::mark(3);
 
   // 2. Layout: cs[e] = exclusive scan of the padded counts. Warp w owns the
   // experts [lo, hi) (a 32-aligned contiguous range, so every shared access
@@ -218,7 +197,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     excl = xi - x;
     total = __shfl_sync(kFullMask, xi, kWarps - 1);
   }
-  Probe::mark(4);
   if (blockIdx.x == 0 && t == 0) *a.total = total;
 
   // 3. This block's rows [r0, r1) (r0 < max_padded by the grid size) and the
@@ -239,8 +217,8 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
   // deals consecutive experts to different warps (lane l of warp w takes
   // l * kWarps + (w ^ g(l)) of each group of kThreads, g making the 32 lanes
   // hit 32 banks); with pass 1's contiguous ranges one warp did the whole
-  // chunk alone (first device run: +0.1-0.35 us at 16-1024 tokens, 2x at
-  // E = 16384).
+  // chunk alone (slower at 16-1024 tokens, 2x at E = 16384: record
+  // docs/bench/align-notes.md "tiny phase breakdown").
   constexpr int kLanesPerWarpRow = kWarp / kWarps;  // lanes sharing l * kWarps / 32
   const int mine = lane * kWarps + (w ^ ((lane / kLanesPerWarpRow) & (kWarps - 1)));
   const int q = per / kWarp;  // pass 1: warp w owns [w * 32q, (w + 1) * 32q)
@@ -273,7 +251,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
       for (int j = max(db.div(es), j0) + lane; j < je; j += kWarp) a.eids[j] = ex;
     }
   }
-  Probe::mark(5);
 
   // Rows past num_tokens_post_pad, all padding: scalar stores up to 16-byte
   // alignment at both ends, four rows per vector store between. expert_ids
@@ -295,7 +272,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     for (int j = max(j0, db.div(total)) + t; j < j1; j += kThreads) a.eids[j] = -1;
   }
   __syncthreads();  // every final cs[e]
-  Probe::mark(6);
 
   // Slots of the experts whose rows start in the chunk (they may run into the
   // next chunk, whose block skips them: they are not padding rows).
@@ -309,7 +285,6 @@ __global__ void __launch_bounds__(kThreads) tiny_kernel(Args a, int chunk, typen
     if (row < a.max_padded) a.sorted[row] = i;
   }
   Place::template finish<kThreads>(a, pp, extra, slot, cs, r0, r1, total);
-  Probe::end();
 }
 
 // Launch shape. chunk: rows per block, a multiple of 4 (16-byte aligned chunk

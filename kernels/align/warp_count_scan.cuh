@@ -1,5 +1,6 @@
 // In-warp scan of the experts' block counts, for the layouts where every warp
 // scans all experts itself (`solo`, `stripe`, `cluster`) up to 128 experts.
+// Comments here keep µs figures: 1 line (why alternative designs lost; not thresholds).
 #pragma once
 
 #include <type_traits>

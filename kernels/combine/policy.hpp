@@ -15,8 +15,10 @@ struct Policy {
   int tma_blocks_per_sm = 0;     // grid cap of tma
 };
 
-// sm_90: from the H100 run of 2026-11-23 (docs/bench/combine-notes.md): grid caps
-// as first set; slices was the fastest variant in all 13 cells of the sweep.
+// sm_90, H100: slices was the fastest variant in all 13 cells of the sweep;
+// record: docs/bench/combine-notes.md "combine: H100 sweep of the four variants".
+// The grid caps themselves were set, not swept: fitted on 3599bd1 (record not
+// kept).
 inline constexpr Policy kPolicySm90 = {.slices_blocks_per_sm = 16, .tma_blocks_per_sm = 6};
 // One row, measured on sm_90 (H100/H200). sm_80 and older devices, and no
 // device, take it too (policy_row_for: the oldest row) until a run there

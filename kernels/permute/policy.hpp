@@ -26,16 +26,15 @@ struct Policy {
   int tma_blocks_per_sm = 0;
 };
 
-// sm_90, from the H100 run of 2026-11-23 (docs/bench/permute-notes.md, CLI sweep of
-// the four variants at the DeepSeek-V3, Qwen3-235B and Mixtral shapes):
-// fused 4.1 / 5.2 / 15.8 us at T = 1 / 16 / 256 (E = 256, K = 8, H = 7168,
-// compact) against gather's 7.9 / 11.5 / 22.5, but 25.2 against 12.4 at
-// Mixtral T = 256 (64 slots per expert) and 31 against 8.0 in the padded
-// layout at B = 64; tma 209 / 130 / 52 us against gather's 321 / 178 / 60 at
-// 32768 / 32768 / 8192 slots, within 1 % of scatter, and 1-4 % slower than
-// gather at 512-2048 slots. fused's block size: 256 threads with 4 vectors
-// in flight took 4.10 / 5.24 us at T = 1 / 16 (DeepSeek-V3 shape), 512 with 8
-// took 4.33 / 4.96 (second run, compare.py): 256 up to 32 slots.
+// sm_90, from the H100 CLI sweep of the four variants at the DeepSeek-V3,
+// Qwen3-235B and Mixtral shapes: fused ahead of gather at T = 1 / 16 / 256 for
+// E = 256, K = 8 (compact), behind at Mixtral T = 256 (64 slots per expert)
+// and in the padded layout at B = 64; tma ahead of gather from 8192 slots,
+// level with scatter, slightly behind gather at 512-2048 slots; record:
+// docs/bench/permute-notes.md "permute: H100 sweep of the four variants" (cells:
+// bench/results/permute-cli.jsonl). fused's block size (256 threads with 4
+// vectors in flight against 512 with 8, 256 up to 32 slots): fitted on
+// 3599bd1 (record not kept).
 inline constexpr Policy kPolicySm90 = {.fused_max_slots = 2048,
                                        .fused_max_slots_per_expert = 16,
                                        .tma_min_slots = 8192,

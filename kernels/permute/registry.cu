@@ -202,7 +202,7 @@ FusedPlan fused_plan(const Problem& p, const DeviceCaps& caps) {
 template <class V, int kThreads, bool kWide>
 cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, const FusedPlan& f) {
   using Place = detail::PermutePlace<V>;
-  auto kernel = align::tiny_kernel<std::int32_t, kThreads, kWide, align::TinyNoProbe, Place>;
+  auto kernel = align::tiny_kernel<std::int32_t, kThreads, kWide, Place>;
   align::Buffers ab;
   ab.topk_ids = b.topk_ids;
   ab.expert_map = p.align.map_size > 0 ? b.expert_map : nullptr;

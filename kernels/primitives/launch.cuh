@@ -96,18 +96,18 @@ inline cudaError_t launch_with_smem(void (*kernel)(Params...), dim3 grid, dim3 b
   return launch_ex(kernel, grid, block, smem, s, attrs, std::forward<Actual>(args)...);
 }
 
-//! A grid-barrier kernel's launch: cooperative when asked (every block
-//! resident, or the launch fails instead of a grid barrier hanging), after the
-//! shared-memory opt-in, with PDL when `pdl`. `cooperative = false` only for
-//! measurements. With PDL the grid may be launched while the previous one
-//! still holds SMs; its blocks pdl_wait() before the first grid barrier, and
-//! the previous grid never waits for them, so the barrier cannot deadlock.
+//! A grid-barrier kernel's launch: cooperative (every block resident, or the
+//! launch fails instead of a grid barrier hanging), after the shared-memory
+//! opt-in, with PDL when `pdl`. With PDL the grid may be launched while the
+//! previous one still holds SMs; its blocks pdl_wait() before the first grid
+//! barrier, and the previous grid never waits for them, so the barrier cannot
+//! deadlock. (A launch without the attribute, to measure what it costs, is
+//! bench/tune's: launch_with_smem with plain attributes.)
 template <class... Params, class... Actual>
 inline cudaError_t launch_cooperative(void (*kernel)(Params...), int grid, int threads,
-                                      std::size_t smem, cudaStream_t s, bool cooperative, bool pdl,
-                                      Actual&&... args) {
+                                      std::size_t smem, cudaStream_t s, bool pdl, Actual&&... args) {
   return launch_with_smem(kernel, dim3(grid), dim3(threads), smem, s,
-                          LaunchAttrs{pdl, cooperative}, std::forward<Actual>(args)...);
+                          LaunchAttrs{pdl, /*cooperative=*/true}, std::forward<Actual>(args)...);
 }
 
 }  // namespace moekit::prim

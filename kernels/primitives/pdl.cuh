@@ -46,6 +46,7 @@
 //! A memset (or memcpy) node cannot be a programmatic predecessor: a launch
 //! sequence with a cudaMemsetAsync launches the kernel right after it without
 //! the attribute (it waits for the memset as usual).
+//! Comments here keep µs figures: 2 lines (why alternative designs lost; not thresholds).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,5 +1,6 @@
 //! @file
 //! Groups of lanes holding the same small key, found by ballots.
+//! Comments here keep µs figures: 2 lines (why alternative designs lost; not thresholds).
 #pragma once
 
 #include <cuda_runtime.h>

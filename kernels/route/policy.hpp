@@ -19,10 +19,16 @@ struct Policy {
   int fused_max_tokens = 0;
 };
 
-// sm_90: from bench_route on the H100 (docs/bench/route.md; crossovers in
-// docs/bench/route-notes.md): block-rank beat warp-regs up to T = 256 and lost
-// from T = 1024 in every config with 64 <= E <= 512 and K >= 2; at E = 1024
-// `block` beat warp-smem up to T = 256 and lost from T = 1024.
+// sm_90, from bench_route on the H100: block-rank beat warp-regs up to T = 256
+// and lost from T = 1024 in every config with 64 <= E <= 512 and K >= 2; at
+// E = 1024 `block` beat warp-smem up to T = 256 and lost from T = 1024 (so 2
+// tokens per SM of 132); block-rank-align never beat block-rank followed by
+// align. Record: bench/results/route.jsonl table "DeepSeek-V3 (E 256, K 8, G 8,
+// KG 4, sigmoid + bias, renorm, S 2.5), PDL off" and table "Qwen3 (E 128, K 8,
+// softmax, renorm), PDL off", tokens 256..1024, variants block-rank /
+// warp-regs; table "E 1024, K 16, softmax, renorm, PDL off", variants block /
+// warp-smem; table "DeepSeek-V3 (E 256, K 8, G 8, KG 4, sigmoid + bias, renorm,
+// S 2.5), then align (B 64), PDL off", variants block-rank / block-rank-align.
 inline constexpr Policy kPolicySm90 = {.rank_tokens_per_sm = 2, .fused_max_tokens = 0};
 // One row, measured on sm_90 (H100/H200). sm_80 and older devices, and no
 // device, take it too (policy_row_for: the oldest row) until a run there
