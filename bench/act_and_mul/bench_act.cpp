@@ -123,11 +123,9 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
     opt.samples = 30;
     opt.launches_per_graph = 5;
   }
-  // Every variant launches as its name says (p.pdl false: spread and flat
+  // Every variant launches as its name says (pdl false: spread and flat
   // without PDL); auto picks as the CLI does by default (--pdl on).
-  Problem with_pdl = p;
-  with_pdl.pdl = device_caps().pdl;
-  const std::string auto_pick(act::registry().pick_auto(with_pdl).info.name);
+  const std::string auto_pick(act::registry().pick_auto(p, device_caps().pdl).info.name);
   for (const auto& v : vs) {
     bench::Record rec;
     rec.table = table;
@@ -144,7 +142,7 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
         b.input = din[copy].get();
         b.out = dout.get();
         b.workspace = ws.get();
-        cuda_check(v.launch(p, b, s), "launch");
+        cuda_check(v.launch(p, b, s, false), "launch");
       };
       dout.fill_bytes(0xff);
       launch(process_stream(), 0);

@@ -55,7 +55,7 @@ std::vector<std::int32_t> make_ids(const Config& c, int tokens, std::mt19937_64&
 // Whether v's output must equal the reference bit for bit (the registry says
 // it promises stable order, or it is `auto` and picks a variant that does).
 bool exact_order(const align::Variant& v, const align::Problem& p) {
-  return v.stable_order || (v.info.name == "auto" && align::registry().pick_auto(p).stable_order);
+  return v.stable_order || (v.info.name == "auto" && align::registry().pick_auto(p, false).stable_order);
 }
 
 bool wanted(std::string_view n) {
@@ -101,7 +101,7 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
     rec.variant = std::string(v.info.name);
     rec.params = params;
     if (v.info.name == "auto") {
-      rec.extra = {{"picks", std::string(align::registry().pick_auto(p).info.name)},
+      rec.extra = {{"picks", std::string(align::registry().pick_auto(p, false).info.name)},
                    {"auto_rule", align::registry().auto_rule()}};
     }
     if (const char* na = v.not_applicable(p, caps)) {
@@ -123,7 +123,7 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
     eids.fill_bytes(0xAB);
     bool ok = false;
     try {
-      cuda_check(v.launch(p, b, process_stream()), v.info.name.data());
+      cuda_check(v.launch(p, b, process_stream(), false), v.info.name.data());
       cuda_sync(v.info.name.data());
       align::Outputs got;
       got.sorted_token_ids.resize(static_cast<std::size_t>(p.max_num_tokens_padded));
@@ -148,7 +148,7 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
         [&](Stream s, int copy) {
           align::Buffers bb = b;
           bb.topk_ids = d_ids[static_cast<std::size_t>(copy)].get();
-          cuda_check(v.launch(p, bb, s), v.info.name.data());
+          cuda_check(v.launch(p, bb, s, false), v.info.name.data());
         },
         copies, opt);
     if (rec.m.status == "error") std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), rec.m.reason.c_str());

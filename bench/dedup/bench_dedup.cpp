@@ -81,9 +81,9 @@ struct Bench {
     out = DeviceBuffer(bytes);
   }
 
-  // Checks the output once (unless verify is false), then times the launches.
+  // Checks the output once (unless verify is false), then times the launches (without PDL).
   moekit::bench::Measurement time(moekit::LaunchStatus (*launch)(const dd::Problem&, const dd::Buffers&,
-                                                                 moekit::Stream),
+                                                                 moekit::Stream, bool pdl),
                                   std::size_t ws_bytes, bool verify = true) {
     DeviceBuffer ws(ws_bytes ? ws_bytes : 1);
     auto buffers = [&](int copy) {
@@ -96,7 +96,7 @@ struct Bench {
     bool ok = true;
     try {
       out.fill_bytes(0xAB);
-      moekit::cuda_check(launch(p, buffers(0), moekit::process_stream()), "dedup launch");
+      moekit::cuda_check(launch(p, buffers(0), moekit::process_stream(), false), "dedup launch");
       moekit::cuda_sync("dedup kernel");
       std::vector<std::int32_t> got(host.size());
       out.download(got.data(), got.size() * 4);
@@ -108,7 +108,7 @@ struct Bench {
       return m;
     }
     moekit::bench::Measurement m = moekit::bench::measure(
-        [&](moekit::Stream s, int copy) { moekit::cuda_check(launch(p, buffers(copy), s), "dedup launch"); },
+        [&](moekit::Stream s, int copy) { moekit::cuda_check(launch(p, buffers(copy), s, false), "dedup launch"); },
         n_copies, moekit::TimingOptions{});
     if (m.status == "ok" && !ok) m.status = "fail";
     return m;

@@ -58,8 +58,8 @@ const char* name(route::DType d) { return d == route::DType::f32 ? "f32" : d == 
 
 void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool then_align, std::uint64_t seed) {
   Problem p{.tokens = T, .experts = c.E, .topk = c.K, .groups = c.G, .topk_groups = c.KG, .scoring = c.scoring,
-            .bias = c.bias, .renormalize = c.renorm, .scaling = c.scaling, .dtype = c.dtype,
-            .pdl = pdl && device_caps().pdl};
+            .bias = c.bias, .renormalize = c.renorm, .scaling = c.scaling, .dtype = c.dtype};
+  const bool use_pdl = pdl && device_caps().pdl;  // every launch's pdl (route's and align's)
   // The CLI's generator: standard-normal logits, 0.1 x normal bias.
   const npy::Array logits = gen::route_logits(T, c.E, c.dtype == route::DType::f32 ? npy::DType::f4 : npy::DType::bf16,
                                               "uniform", seed);
@@ -82,7 +82,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
   DeviceBuffer asorted, aeids, antpp, aws;
   if (then_align) {
     ap = align::make_problem(T * c.K, c.E, 64, false, 0, false);
-    av = &align::registry().pick_auto(ap);
+    av = &align::registry().pick_auto(ap, use_pdl);
     asorted = DeviceBuffer(ap.max_num_tokens_padded * 4);
     aeids = DeviceBuffer(ap.max_num_blocks * 4);
     antpp = DeviceBuffer(4);
@@ -95,7 +95,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
   double bytes = double(raw.size()) + (c.bias ? 4.0 * c.E : 0) + 8.0 * T * c.K;
   if (then_align) bytes += 4.0 * double(ap.max_num_tokens_padded + ap.max_num_blocks + 1);
 
-  const std::string auto_pick(route::registry().pick_auto(p).info.name);
+  const std::string auto_pick(route::registry().pick_auto(p, use_pdl).info.name);
   for (const route::Variant& v : route::registry().variants()) {
     bench::Record rec;
     rec.table = fmt::format("{}{}, PDL {}", c.name, then_align ? ", then align (B 64)" : "", pdl ? "on" : "off");
@@ -127,7 +127,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
           b.expert_ids = aeids.as<std::int32_t>();
           b.num_tokens_post_pad = antpp.as<std::int32_t>();
         }
-        cuda_check(v.launch(p, b, s), "route launch");
+        cuda_check(v.launch(p, b, s, use_pdl), "route launch");
         if (then_align && !fused) {
           align::Buffers ab;
           ab.topk_ids = dids.get();
@@ -135,7 +135,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
           ab.expert_ids = aeids.as<std::int32_t>();
           ab.num_tokens_post_pad = antpp.as<std::int32_t>();
           ab.workspace = aws.get();
-          cuda_check(av->launch(ap, ab, s), "align launch");
+          cuda_check(av->launch(ap, ab, s, use_pdl), "align launch");
         }
       };
       dids.fill_bytes(0xAB);

@@ -218,6 +218,7 @@ std::vector<std::int32_t> make_ids(const Shape& c, int tokens, std::mt19937_64& 
 // Device copies of one input plus output buffers.
 struct Setup {
   align::Problem p;
+  bool pdl = false;  // every launch's pdl (Variant::launch's argument)
   align::Outputs ref;
   std::vector<DeviceBuffer> ids;
   DeviceBuffer sorted, eids, total, ws;
@@ -271,7 +272,7 @@ struct Setup {
 std::function<void(cudaStream_t, int)> variant_launch(const Setup& su, const char* name) {
   const align::Variant* v = align::registry().find(name);
   return [&su, v](cudaStream_t s, int c) {
-    v->launch(su.p, su.buffers(c), reinterpret_cast<Stream>(s));
+    v->launch(su.p, su.buffers(c), reinterpret_cast<Stream>(s), su.pdl);
   };
 }
 
@@ -284,7 +285,7 @@ double time_product(Setup& su, const char* name) {
 
 std::function<void(cudaStream_t, int)> tiny_launch(const Setup& su, ad::TinyPlan pl) {
   return [&su, pl](cudaStream_t s, int c) {
-    ad::launch_tiny<std::int32_t>(su.p, su.buffers(c), s, pl);
+    ad::launch_tiny<std::int32_t>(su.p, su.buffers(c), s, su.pdl, pl);
   };
 }
 
@@ -315,7 +316,7 @@ ad::OnePassPlan onepass_plan_at(const align::Problem& p, int threads, int loads,
 // what the attribute costs; the grid fits one wave either way).
 cudaError_t launch_onepass_as(const Setup& su, int copy, cudaStream_t s, const ad::OnePassPlan& pl,
                               bool cooperative) {
-  if (cooperative) return ad::launch_onepass<std::int32_t>(su.p, su.buffers(copy), s, pl);
+  if (cooperative) return ad::launch_onepass<std::int32_t>(su.p, su.buffers(copy), s, su.pdl, pl);
   const ad::Args a = ad::make_args(su.p, su.buffers(copy));
   unsigned* ws = static_cast<unsigned*>(su.buffers(copy).workspace);
   const auto go = [&](auto kernel) {
@@ -341,7 +342,7 @@ int twopass_mode() {
       Setup su(sh, tok, rng);
       const auto time_plan = [&](const ad::TwoPassPlan& pl) {
         const auto f = [&su, pl](cudaStream_t s, int c) {
-          ad::launch_twopass<std::int32_t>(su.p, su.buffers(c), s, pl);
+          ad::launch_twopass<std::int32_t>(su.p, su.buffers(c), s, su.pdl, pl);
         };
         return su.verify(f) ? bench_like(f, su.copies) : 1e9;
       };
@@ -463,11 +464,11 @@ int solo_mode() {
     Setup su(r.sh, r.tokens, rng);
     const auto prod = [&](const char* v) { return time_product(su, v); };
     const auto at = [&](int threads) {
-      ad::SoloPlan pl = ad::solo_plan(su.p, device_caps());
+      ad::SoloPlan pl = ad::solo_plan(su.p, device_caps(), su.pdl);
       if (pl.threads == 0 || (pl.per_thread > 1 && threads != 1024)) return 1e9;
       if (threads < pl.threads) return 1e9;  // fewer threads than slots (or experts for the block scan)
       pl.threads = threads;
-      const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_solo<std::int32_t>(su.p, su.buffers(c), s, pl); };
+      const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_solo<std::int32_t>(su.p, su.buffers(c), s, su.pdl, pl); };
       return su.verify(f) ? bench_like(f, su.copies) : 1e9;
     };
     std::printf("| %d, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E, r.sh.topk,
@@ -505,7 +506,7 @@ int stripe_mode() {
         if (threads < pl.threads) return 1e9;
         pl.threads = threads;
       }
-      const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_stripe<std::int32_t>(su.p, su.buffers(c), s, pl); };
+      const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_stripe<std::int32_t>(su.p, su.buffers(c), s, su.pdl, pl); };
       return su.verify(f) ? bench_like(f, su.copies) : 1e9;
     };
     const int def_rows = align::policy_for(device_caps()).stripe_rows_per_block;
@@ -1001,7 +1002,7 @@ int floor_mode() {
     const int n = static_cast<int>(su.p.numel), rows = static_cast<int>(su.p.max_num_tokens_padded);
     const int nb = static_cast<int>(su.p.max_num_blocks);
     for (bool pdl : {false, true}) {
-      su.p.pdl = pdl;
+      su.pdl = pdl;
       const prim::LaunchAttrs at{pdl, false};
       const double t_empty = bench_like(
           [&](cudaStream_t s, int) { prim::launch_ex(floor_empty_kernel, dim3(1), dim3(32), 0, s, at); }, 1);
@@ -1066,7 +1067,7 @@ cudaError_t launch_tiny_with(const Setup& su, int c, cudaStream_t s, const ad::T
   const ad::Args a = ad::make_args(su.p, su.buffers(c));
   const std::size_t smem = ad::tiny_smem(su.p.numel, su.p.num_experts);
   const auto go = [&](auto kernel) {
-    return prim::launch_with_smem(kernel, dim3(pl.grid), dim3(pl.threads), smem, s, prim::pdl_attrs(su.p), a,
+    return prim::launch_with_smem(kernel, dim3(pl.grid), dim3(pl.threads), smem, s, prim::pdl_attrs(su.pdl), a,
                                   pl.chunk, ad::TinyPlaceNone::Params{});
   };
   const bool wide = su.p.numel > std::int64_t{ad::kTinyNarrow} * pl.threads;
@@ -1090,7 +1091,7 @@ cudaError_t launch_solo_at(const Setup& su, int c, cudaStream_t s) {
     constexpr int kP = decltype(per_lane)::value;
     const auto kernel = p2 ? ad::solo_kernel<std::int32_t, kThreads, kL, kP, true>
                            : ad::solo_kernel<std::int32_t, kThreads, kL, kP, false>;
-    return prim::launch_with_smem(kernel, dim3(1), dim3(kThreads), smem, s, prim::pdl_attrs(su.p), a);
+    return prim::launch_with_smem(kernel, dim3(1), dim3(kThreads), smem, s, prim::pdl_attrs(su.pdl), a);
   });
 }
 
@@ -1103,7 +1104,7 @@ int trigger_mode() {
     if (!token_in_range(c.tokens) || c.tokens < 16 || c.sh.E < 64) continue;
     Setup su(c.sh, c.tokens, rng, c.block);
     if (ad::tiny_not_applicable(su.p, device_caps())) continue;
-    su.p.pdl = true;
+    su.pdl = true;
     const ad::TinyPlan pl = ad::tiny_plan(su.p, device_caps());
     const auto at = [&](auto probe) {
       using P = decltype(probe);
@@ -1123,12 +1124,12 @@ int trigger_mode() {
     if (!token_in_range(c.tokens)) continue;
     Setup su(c.sh, c.tokens, rng, c.block);
     for (bool pdl : {false, true}) {
-      su.p.pdl = pdl;
+      su.pdl = pdl;
       const auto at = [&](auto f, int most) {
         if (su.p.numel > most) return 1e9;
         return su.verify(f) ? bench_like(f, su.copies) : 1e9;
       };
-      const ad::SoloPlan sp = ad::solo_plan(su.p, device_caps());
+      const ad::SoloPlan sp = ad::solo_plan(su.p, device_caps(), su.pdl);
       std::printf("| %d, %d, %d | %d | %s | %.2f (%dx%d) | %.2f | %.2f | %.2f | %.2f |\n", c.sh.E, c.sh.topk, c.block,
                   c.tokens, pdl ? "on" : "off", time_product(su, "solo"), sp.threads, sp.per_thread,
                   at([&su](cudaStream_t s, int k) { launch_solo_at<256, 2>(su, k, s); }, 512),
@@ -1233,9 +1234,9 @@ cudaError_t launch_micro1(const Setup& su, int c, cudaStream_t s) {
   const int rows = static_cast<int>(std::max<std::int64_t>(su.p.max_num_tokens_padded, 1));
   const int grid = (rows + chunk - 1) / chunk;
   const ad::Args a = ad::make_args(su.p, su.buffers(c));
-  const bool late = su.p.pdl && su.p.numel <= align::policy_for(device_caps()).micro_late_trigger_max_slots;
-  return late ? prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, true>, dim3(grid), dim3(128), 0, s, prim::pdl_attrs(su.p), a, chunk)
-              : prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, false>, dim3(grid), dim3(128), 0, s, prim::pdl_attrs(su.p), a, chunk);
+  const bool late = su.pdl && su.p.numel <= align::policy_for(device_caps()).micro_late_trigger_max_slots;
+  return late ? prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, true>, dim3(grid), dim3(128), 0, s, prim::pdl_attrs(su.pdl), a, chunk)
+              : prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, false>, dim3(grid), dim3(128), 0, s, prim::pdl_attrs(su.pdl), a, chunk);
 }
 
 template <int kBits>
@@ -1254,7 +1255,7 @@ int micro1_mode() {
                         Cell{{128, 1, false}, 32, 16}}) {
     Setup su(c.sh, c.tokens, rng, c.block);
     for (bool pdl : {false, true}) {
-      su.p.pdl = pdl;
+      su.pdl = pdl;
       const auto timed = [&](auto launch, bool check) { return time_copy(su, launch, check); };
       int bits = 0;
       while ((1 << bits) < c.sh.E) ++bits;  // key_bits, host side
@@ -1366,7 +1367,7 @@ template <int kThreads, int kP, int kMode>
 cudaError_t launch_solo1(const Setup& su, int c, cudaStream_t s) {
   const ad::Args a = ad::make_args(su.p, su.buffers(c));
   return prim::launch_with_smem(solo1_kernel<kThreads, kP, kMode>, dim3(1), dim3(kThreads),
-                                ad::expert_table_smem(su.p.num_experts), s, prim::pdl_attrs(su.p), a);
+                                ad::expert_table_smem(su.p.num_experts), s, prim::pdl_attrs(su.pdl), a);
 }
 
 template <int kThreads, int kP>
@@ -1392,7 +1393,7 @@ int solo1_mode() {
                         Cell{{8, 2, false}, 256, 128}, Cell{{64, 6, false}, 16, 64}, Cell{{64, 6, false}, 64, 64}}) {
     Setup su(c.sh, c.tokens, rng, c.block);
     for (bool pdl : {false, true}) {
-      su.p.pdl = pdl;
+      su.pdl = pdl;
       const int n = static_cast<int>(su.p.numel);
       if (c.sh.E <= 32) {
         if (n <= 256) solo1_row<256, 1>(su, c, pdl);
@@ -1445,7 +1446,7 @@ int cluster_mode() {
     if (!token_in_range(r.tokens)) continue;
     Setup su(r.sh, r.tokens, rng);
     for (bool pdl : {false, true}) {
-      su.p.pdl = pdl;
+      su.pdl = pdl;
       const auto prod = [&](const char* v) { return time_product(su, v); };
       const ad::ClusterPlan pl = ad::cluster_plan<std::int32_t>(su.p, device_caps());
       std::printf("| %d, %d | %d | %s | %dx%d | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E, r.sh.topk, r.tokens,

@@ -52,14 +52,10 @@ class ActJob final : public ProblemJob<act::Problem> {
   }
   void adopt_reference() override { out_ = ref_; }
 
-  // p_.pdl is already set (ProblemJob::resolve): auto takes the -pdl variants only with PDL.
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    auto rv = var_.resolve("act-and-mul", requested, p_, caps, act::registry());
-    // spread-pdl and flat-pdl launch with PDL whatever --pdl says (where the device has it).
-    pdl_ = caps.pdl && act::launches_with_pdl(*var_.v, p_);
-    return rv;
+  // auto takes the -pdl variants only with pdl.
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    return var_.resolve("act-and-mul", requested, p_, caps, pdl, act::registry());
   }
-  std::string_view pdl() const override { return pdl_name(pdl_); }
   std::size_t input_bytes() const override { return in_.data.size(); }
   void upload(int copies) override {
     var_.allocate(p_);
@@ -67,12 +63,12 @@ class ActJob final : public ProblemJob<act::Problem> {
     d_out_ = DeviceBuffer(out_.data.size());
     d_out_.fill_bytes(0xAB);  // poison: unwritten shows up
   }
-  LaunchStatus launch(Stream s, int copy) override {
+  LaunchStatus launch(Stream s, bool pdl, int copy) override {
     act::Buffers b;
     b.input = d_in_[copy].get();
     b.out = d_out_.get();
     b.workspace = var_.workspace.get();
-    return var_.v->launch(p_, b, s);
+    return var_.v->launch(p_, b, s, pdl);
   }
   void download() override { d_out_.download(out_.data.data(), out_.data.size()); }
   double bytes_moved() const override { return double(in_.data.size() + out_.data.size()); }
@@ -88,7 +84,6 @@ class ActJob final : public ProblemJob<act::Problem> {
 
  private:
   npy::Array in_, out_, ref_;
-  bool pdl_ = false;  // what the resolved variant's launches do
   ResolvedVariant<act::Variant> var_;
   std::vector<DeviceBuffer> d_in_;
   DeviceBuffer d_out_;

@@ -70,9 +70,9 @@ class AlignJob final : public ProblemJob<align::Problem> {
 
   // The variant is picked and checked on the problem it runs (align::variant_problem:
   // E + 1 groups with the bucket, the global experts and no map with vllm semantics).
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
     caps_ = &caps;
-    return var_.resolve("align", requested, align::variant_problem(p_), caps, align::registry());
+    return var_.resolve("align", requested, align::variant_problem(p_), caps, pdl, align::registry());
   }
   std::size_t input_bytes() const override { return ids_.data.size(); }
   void upload(int copies) override {
@@ -85,7 +85,7 @@ class AlignJob final : public ProblemJob<align::Problem> {
     d_ntpp_ = DeviceBuffer(4);
     for (auto* b : {&d_sorted_, &d_eids_, &d_ntpp_}) b->fill_bytes(0xAB);  // poison: unwritten shows up
   }
-  LaunchStatus launch(Stream s, int copy) override {
+  LaunchStatus launch(Stream s, bool pdl, int copy) override {
     align::Buffers b;
     b.topk_ids = d_ids_[copy].get();
     b.expert_map = map_.empty() ? nullptr : d_map_.as<std::int32_t>();
@@ -93,7 +93,7 @@ class AlignJob final : public ProblemJob<align::Problem> {
     b.expert_ids = d_eids_.as<std::int32_t>();
     b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
     b.workspace = var_.workspace.get();
-    return align::launch_ep(*var_.v, p_, b, s);
+    return align::launch_ep(*var_.v, p_, b, s, pdl);
   }
   void download() override {
     got_.sorted_token_ids.resize(p_.max_num_tokens_padded);

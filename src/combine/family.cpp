@@ -54,8 +54,8 @@ class CombineJob final : public ProblemJob<combine::Problem> {
     combine::reference(p_, x_.data.data(), inv_.data(), w_.data(), ref_.data.data());
   }
   void adopt_reference() override { out_ = ref_; }
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    return var_.resolve("combine", requested, p_, caps, combine::registry());
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    return var_.resolve("combine", requested, p_, caps, pdl, combine::registry());
   }
   std::size_t input_bytes() const override { return x_.data.size(); }
   void upload(int copies) override {
@@ -68,14 +68,14 @@ class CombineJob final : public ProblemJob<combine::Problem> {
     d_out_ = DeviceBuffer(out_.data.size());
     d_out_.fill_bytes(0xAB);
   }
-  LaunchStatus launch(Stream s, int copy) override {
+  LaunchStatus launch(Stream s, bool pdl, int copy) override {
     combine::Buffers b;
     b.expert_out = d_x_[copy].get();
     b.inverse = d_inv_.as<std::int32_t>();
     b.weights = d_w_.as<float>();
     b.out = d_out_.get();
     b.workspace = var_.workspace.get();
-    return var_.v->launch(p_, b, s);
+    return var_.v->launch(p_, b, s, pdl);
   }
   void download() override { d_out_.download(out_.data.data(), out_.data.size()); }
   double bytes_moved() const override {

@@ -41,8 +41,8 @@ class DedupJob final : public ProblemJob<dedup::Problem> {
   void reference() override { ref_ = dedup::reference(p_, in_.as<std::int32_t>()); }
   void adopt_reference() override { got_ = ref_; }
 
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    return var_.resolve("dedup", requested, p_, caps, dedup::registry());
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    return var_.resolve("dedup", requested, p_, caps, pdl, dedup::registry());
   }
   std::size_t input_bytes() const override { return in_.data.size(); }
   void upload(int copies) override {
@@ -51,12 +51,12 @@ class DedupJob final : public ProblemJob<dedup::Problem> {
     d_out_ = DeviceBuffer(out_elems() * 4);
     d_out_.fill_bytes(0xAB);  // poison: unwritten shows up
   }
-  LaunchStatus launch(Stream s, int copy) override {
+  LaunchStatus launch(Stream s, bool pdl, int copy) override {
     dedup::Buffers b;
     b.indices = d_in_[copy].as<std::int32_t>();
     b.out = d_out_.as<std::int32_t>();
     b.workspace = var_.workspace.get();
-    return var_.v->launch(p_, b, s);
+    return var_.v->launch(p_, b, s, pdl);
   }
   void download() override {
     got_.resize(out_elems());

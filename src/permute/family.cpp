@@ -39,8 +39,8 @@ class PermuteJob final : public ProblemJob<permute::Problem> {
 
   void reference() override { ref_ = permute::reference(p_, hidden_.data.data(), wide_, map_); }
   void adopt_reference() override { got_ = ref_; }
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    return var_.resolve("permute", requested, p_, caps, permute::registry());
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    return var_.resolve("permute", requested, p_, caps, pdl, permute::registry());
   }
   std::size_t input_bytes() const override { return hidden_.data.size() + ids_.data.size(); }
   void upload(int copies) override {
@@ -58,7 +58,7 @@ class PermuteJob final : public ProblemJob<permute::Problem> {
     d_map_.upload(map_.data(), map_.size() * 4);
     for (auto* b : {&d_perm_, &d_inv_, &d_sorted_, &d_eids_, &d_ntpp_, &d_off_}) b->fill_bytes(0xAB);
   }
-  LaunchStatus launch(Stream s, int copy) override {
+  LaunchStatus launch(Stream s, bool pdl, int copy) override {
     permute::Buffers b;
     b.hidden = d_hidden_[copy].get();
     b.topk_ids = d_ids_[copy].as<std::int32_t>();
@@ -70,7 +70,7 @@ class PermuteJob final : public ProblemJob<permute::Problem> {
     b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
     b.expert_offsets = d_off_.as<std::int64_t>();
     b.workspace = var_.workspace.get();
-    return var_.v->launch(p_, b, s);
+    return var_.v->launch(p_, b, s, pdl);
   }
   void download() override {
     auto& a = got_.aligned;

@@ -65,18 +65,19 @@ class RouteJob final : public ProblemJob<route::Problem> {
     if (then_align_) aligned_ = align_reference(got_.ids);
   }
 
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    ap_.pdl = p_.pdl;  // --then-align: align's launches too
-    auto rv = var_.resolve("route", requested, p_, caps, route::registry());
+  // --then-align: align's launches get the same pdl (launch()).
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    Resolved rv = var_.resolve("route", requested, p_, caps, pdl, route::registry());
     if (then_align_ && route::fuses_align(*var_.v)) {
       align_exact_ = false;  // slots inside an expert in atomic order
       if (align_variant_ != "auto")
-        report_->notes.push_back(fmt::format("{} runs align itself: --align-variant {} not used", rv.first,
+        report_->notes.push_back(fmt::format("{} runs align itself: --align-variant {} not used", rv.name,
                                              printable(align_variant_)));
     } else if (then_align_) {
-      const auto [an, exact] = avar_.resolve("align", align_variant_, ap_, caps, align::registry());
-      align_exact_ = exact;
-      rv.first += "+" + an;
+      const Resolved ar = avar_.resolve("align", align_variant_, ap_, caps, pdl, align::registry());
+      align_exact_ = ar.exact_order;
+      rv.name += "+" + ar.name;
+      rv.pdl = rv.pdl || ar.pdl;
     }
     return rv;
   }
@@ -98,7 +99,7 @@ class RouteJob final : public ProblemJob<route::Problem> {
       for (auto* b : {&d_sorted_, &d_eids_, &d_ntpp_}) b->fill_bytes(0xAB);
     }
   }
-  LaunchStatus launch(Stream s, int copy) override {
+  LaunchStatus launch(Stream s, bool pdl, int copy) override {
     route::Buffers b;
     b.logits = d_logits_[copy].get();
     b.bias = bias_.empty() ? nullptr : d_bias_.as<float>();
@@ -110,7 +111,7 @@ class RouteJob final : public ProblemJob<route::Problem> {
       b.expert_ids = d_eids_.as<std::int32_t>();
       b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
     }
-    const LaunchStatus e = var_.v->launch(p_, b, s);
+    const LaunchStatus e = var_.v->launch(p_, b, s, pdl);
     if (e != 0 || !then_align_ || route::fuses_align(*var_.v)) return e;
     align::Buffers ab;
     ab.topk_ids = d_ids_.get();
@@ -118,7 +119,7 @@ class RouteJob final : public ProblemJob<route::Problem> {
     ab.expert_ids = d_eids_.as<std::int32_t>();
     ab.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
     ab.workspace = avar_.workspace.get();
-    return avar_.v->launch(ap_, ab, s);
+    return avar_.v->launch(ap_, ab, s, pdl);
   }
   void download() override {
     const std::size_t slots = std::size_t(p_.tokens) * p_.topk;

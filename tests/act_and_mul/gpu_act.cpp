@@ -280,15 +280,15 @@ struct Totals {
 };
 
 // Launches variant v on the input at din (h's data, uploaded) into dout and
-// verifies the result: one assertion. With `pdl` (where the device has it) the
-// problem asks for programmatic dependent launch and v runs twice back to
-// back, the second launch overlapping the first one's tail.
+// verifies the result: one assertion. With `pdl` (where the device has it) v
+// launches with programmatic dependent launch, twice back to back, the second
+// launch overlapping the first one's tail.
 void run_case(const act::Variant& v, const HostInput& h, Activation a, const void* din, std::int64_t in_offset,
               test::Guarded& dout, std::int64_t out_offset, const std::vector<std::int64_t>& rows,
               const unsigned char* ref_rows, Totals& tot, bool pdl = false) {
   Problem p = h.p;
   p.act = a;
-  p.pdl = pdl && device_caps().pdl;
+  pdl = pdl && device_caps().pdl;
   dout.poison();
   act::Buffers b;
   b.input = din;
@@ -297,7 +297,7 @@ void run_case(const act::Variant& v, const HostInput& h, Activation a, const voi
   const bool zeroed = needs_zeroed_workspace(v, p, caps);
   const test::Workspace ws(v.workspace_bytes(p, caps), zeroed);
   b.workspace = ws.get();
-  std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr); }, p.pdl ? 2 : 1);
+  std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1);
   if (why.empty()) {
     const auto got = dout.read();
     const Outcome o = verify(p, rows, ref_rows, got.body());
@@ -319,7 +319,7 @@ void run_case(const act::Variant& v, const HostInput& h, Activation a, const voi
   test::expect_ok(std::string(v.info.name) + " " + name(a) + " " + name(p.dtype) + " tokens=" +
                       std::to_string(p.tokens) + " d=" + std::to_string(p.d) + " in+" + std::to_string(in_offset) +
                       " out+" + std::to_string(out_offset) + " seed=" + std::to_string(h.seed) +
-                      (p.pdl ? " pdl (twice back to back)" : ""),
+                      (pdl ? " pdl (twice back to back)" : ""),
                   why);
 }
 
@@ -342,7 +342,7 @@ TEST_CASE("registry: names, lookup, auto") {
     for (std::int64_t d : kDs)
       for (DType dt : kDtypes) {
         Problem p{t, d, dt, Activation::silu};
-        const act::Variant& v = act::registry().pick_auto(p);
+        const act::Variant& v = act::registry().pick_auto(p, false);
         CHECK(act::registry().find(v.info.name) == &v);
         CHECK(v.not_applicable(p, device_caps()) == nullptr);
       }

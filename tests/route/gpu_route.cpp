@@ -67,10 +67,9 @@ constexpr std::int64_t kTokens[] = {0, 1, 3, 77, 2000};
 const route::DType kDtypes[] = {route::DType::f32, route::DType::bf16, route::DType::f16};
 
 // The problem of one config at T tokens.
-Problem problem_of(const Config& c, std::int64_t T, route::DType dt, route::Scoring sc, bool pdl) {
+Problem problem_of(const Config& c, std::int64_t T, route::DType dt, route::Scoring sc) {
   const Problem p{.tokens = T, .experts = c.E, .topk = c.K, .groups = c.G, .topk_groups = c.KG, .scoring = sc,
-                  .bias = c.bias, .renormalize = c.renorm, .scaling = c.scaling, .dtype = dt,
-                  .pdl = pdl && device_caps().pdl};
+                  .bias = c.bias, .renormalize = c.renorm, .scaling = c.scaling, .dtype = dt};
   route::validate(p);
   return p;
 }
@@ -139,8 +138,9 @@ struct DeviceRun {
 };
 
 
-std::string run_case(const route::Variant& v, const Problem& p, const Logits& lg, const std::vector<float>& bias,
-                     std::size_t misalign, std::int64_t* near_ties) {
+// With `pdl` v launches with programmatic dependent launch.
+std::string run_case(const route::Variant& v, const Problem& p, bool pdl, const Logits& lg,
+                     const std::vector<float>& bias, std::size_t misalign, std::int64_t* near_ties) {
   const DeviceCaps& caps = device_caps();
   if (v.not_applicable(p, caps) != nullptr) return {};
   const std::size_t slots = std::size_t(p.tokens) * p.topk;
@@ -157,7 +157,7 @@ std::string run_case(const route::Variant& v, const Problem& p, const Logits& lg
   b.topk_weights = w.as<float>();
   b.workspace = ws.get();
   // With PDL twice back to back: the second launch overlaps the first one's tail.
-  if (std::string e = test::launch_and_sync([&] { return v.launch(p, b, nullptr); }, p.pdl ? 2 : 1); !e.empty())
+  if (std::string e = test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1); !e.empty())
     return e;
   const auto ri = ids.read(), rw = w.read();
   if (!ri.guard_ok || !rw.guard_ok) return "wrote outside its outputs (guard zone changed)";
@@ -187,7 +187,8 @@ TEST_CASE("route: every variant against the CPU reference") {
       for (route::DType dt : kDtypes) {
         for (route::Scoring sc : {route::Scoring::softmax, route::Scoring::sigmoid}) {
           ++seed;
-          const Problem p = problem_of(c, T, dt, sc, seed & 1);
+          const Problem p = problem_of(c, T, dt, sc);
+          const bool pdl = (seed & 1) && device_caps().pdl;
           const Logits lg = make_logits(T, c.E, dt, seed);
           const std::size_t misalign = (seed & 2) ? 4 : 0;
           for (const route::Variant& v : route::registry().variants()) {
@@ -195,9 +196,9 @@ TEST_CASE("route: every variant against the CPU reference") {
                 "variant " + std::string(v.info.name) + ", E=" + std::to_string(c.E) + " K=" + std::to_string(c.K) +
                 " G=" + std::to_string(c.G) + " KG=" + std::to_string(c.KG) + (c.bias ? " bias" : "") +
                 (c.renorm ? " renorm" : "") + ", T=" + std::to_string(T) + ", " + name(dt) + ", " +
-                (sc == route::Scoring::softmax ? "softmax" : "sigmoid") + (p.pdl ? ", pdl" : "") +
+                (sc == route::Scoring::softmax ? "softmax" : "sigmoid") + (pdl ? ", pdl" : "") +
                 ", misalign " + std::to_string(misalign) + ", seed " + std::to_string(seed);
-            test::expect_ok(what, run_case(v, p, lg, bias, misalign, &near_ties));
+            test::expect_ok(what, run_case(v, p, pdl, lg, bias, misalign, &near_ties));
             ++runs;
           }
         }
@@ -226,7 +227,8 @@ TEST_CASE("route: block-rank-align against the route and align references") {
       for (int B : {1, 16, 64}) {
         ++seed;
         Problem p = problem_of(c, T, seed % 3 == 0 ? route::DType::bf16 : route::DType::f32,
-                               seed % 2 ? route::Scoring::sigmoid : route::Scoring::softmax, seed & 4);
+                               seed % 2 ? route::Scoring::sigmoid : route::Scoring::softmax);
+        const bool pdl = (seed & 4) && caps.pdl;
         const align::Problem ap = align::make_problem(T * c.K, c.E, B, false, 0, false);
         p.align_block = B;
         p.align_rows = ap.max_num_tokens_padded;
@@ -240,7 +242,7 @@ TEST_CASE("route: block-rank-align against the route and align references") {
         DeviceRun d(lg, bias, p.bias, slots, ap, v->workspace_bytes(p, caps), true);
         for (int rep = 0; rep < 2; ++rep) {
           d.poison();
-          std::string why = test::launch_and_sync([&] { return v->launch(p, d.b, nullptr); });
+          std::string why = test::launch_and_sync([&] { return v->launch(p, d.b, nullptr, pdl); });
           if (why.empty() && !d.ws.all_zero()) why = "the workspace was not handed back zeroed";
           route::Outputs got;
           align::Outputs agot;
@@ -290,7 +292,7 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
     for (std::int64_t T : {1, 77}) {
       for (route::DType dt : kDtypes) {
         for (const route::Variant& v : route::registry().variants()) {
-          Problem p = problem_of(c, T, dt, route::Scoring::sigmoid, false);
+          Problem p = problem_of(c, T, dt, route::Scoring::sigmoid);
           const align::Problem ap = align::make_problem(T * c.K, c.E, 16, false, 0, false);
           if (route::fuses_align(v)) {
             p.align_block = 16;
@@ -316,7 +318,7 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
           const std::string what = "variant " + std::string(v.info.name) + ", E=" + std::to_string(c.E) +
                                    " K=" + std::to_string(c.K) + (c.bias ? " bias" : "") + ", T=" +
                                    std::to_string(T) + ", " + name(dt) + ", logits -1000";
-          std::string why = test::launch_and_sync([&] { return v.launch(p, d.b, nullptr); });
+          std::string why = test::launch_and_sync([&] { return v.launch(p, d.b, nullptr, false); });
           if (why.empty()) {
             const auto ri = d.ids.read(), rw = d.w.read();
             if (!ri.guard_ok || !rw.guard_ok) why = "wrote outside its outputs (guard zone changed)";
