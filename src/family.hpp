@@ -56,7 +56,7 @@ inline std::string_view pdl_name(bool on) { return on ? "on" : "off"; }
 
 // What Job::resolve() found.
 struct Resolved {
-  std::string name;          // the variant that runs (route's "<v>+<align v>" included)
+  std::string name;          // the variant that runs (a composed "<v>+<w>" included)
   bool exact_order = false;  // it promises the reference's order bit for bit
   // Whether its launches carry the PDL attribute (launches_with_pdl,
   // common/variant.hpp: the skeleton's pdl, or a variant's always_pdl, where

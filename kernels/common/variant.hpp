@@ -45,8 +45,8 @@ struct VariantInfo {
 // true = its kernels launch with programmatic dependent launch
 // (primitives/pdl.cuh) and may overlap the previous kernel's tail. The caller
 // passes true only where the device has PDL (DeviceCaps::pdl; the CLI: --pdl
-// on, decided once in src/run.cpp). A launch that composes others (align's EP
-// passes, moe_path's stages, permute's align step) passes it down. A variant
+// on, decided once in src/run.cpp). A launch that composes others (passes
+// around a variant, another family's pick, stages) passes it down. A variant
 // that launches with PDL whatever `pdl` says says so in always_pdl.
 template <class Problem, class Buffers>
 struct Variant {
@@ -71,7 +71,7 @@ struct Variant {
   // not be shared with variants that leave data in theirs.
   bool (*zeroed_workspace)(const Problem& p, const DeviceCaps& caps) = nullptr;
   // True: launch() sets the PDL attribute whatever its `pdl` argument says
-  // (act-and-mul's spread-pdl, flat-pdl). The run report's "pdl" reads it
+  // (a variant named after the mode). The run report's "pdl" reads it
   // (launches_with_pdl below), nothing else.
   bool always_pdl = false;
 };

@@ -143,9 +143,9 @@ TEST_CASE("align auto: on sm_90 the table picks what the hand-written rule picks
   }
 }
 
-// align's `auto` variant, permute's align step and launch_ep's callers ask
-// for the pick without a pdl (a workspace size has none): that holds only
-// while no row depends on PDL.
+// align's `auto` variant and the families that run align's pick ask for it
+// without a pdl (a workspace size has none): that holds only while no row
+// depends on PDL.
 TEST_CASE("align auto: no row depends on PDL") {
   CHECK_FALSE(align::registry().auto_reads_pdl());
   for (const align::Problem& p : grid())

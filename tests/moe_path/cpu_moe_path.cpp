@@ -246,7 +246,7 @@ TEST_CASE("moe-path identity check: 1 ULP passes, 2 fail (bf16); 1e-5 relative (
 
 // The stages' picks size the path's workspace, which has no pdl (the
 // Variant contract), and the same picks launch: that holds only while no
-// stage family's auto row depends on PDL (act-and-mul's do; it is no stage).
+// stage family's auto row depends on PDL.
 TEST_CASE("moe-path stages: no auto row of route, permute (align) or combine depends on PDL") {
   CHECK_FALSE(route::registry().auto_reads_pdl());
   CHECK_FALSE(permute::registry().auto_reads_pdl());
