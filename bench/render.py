@@ -146,6 +146,48 @@ def timing_sentence(records):
     return text + f", after {'/'.join(str(w) for w in warm)} warm-up launches"
 
 
+
+def time_cell(r, min_gbps=100):
+    """One cell: "n/a", "error", or median µs (and GB/s from min_gbps), FAIL where the output was wrong."""
+    if r is None:
+        return ""
+    if r.status == "n/a":
+        return "n/a"
+    if r.status == "error" or r.us is None:
+        return "error"
+    s = f"{r.us:.2f} µs"
+    if r.derived.get("gbps") is not None and r.derived["gbps"] >= min_gbps:
+        s += f" · {r.derived['gbps']:.0f} GB/s"
+    if r.status == "fail":
+        s += " FAIL"
+    return s
+
+
+def variant_table(title, recs, key="tokens"):
+    """### title, then one row per params[key] value and one column per variant (fastest ok cell in bold),
+    and `auto →`: the variant extra["auto_pick"] names."""
+    variants = ordered(r.variant for r in recs)
+    rows = {}
+    for r in recs:
+        rows.setdefault(r.params.get(key), {})[r.variant] = r
+    body = []
+    for k, cells in rows.items():
+        ok = [c.us for c in cells.values() if c.status == "ok" and c.us is not None]
+        best = min(ok) if ok else None
+        row = [k]
+        for v in variants:
+            c = cells.get(v)
+            text = time_cell(c)
+            if c is not None and best is not None and c.status == "ok" and c.us == best:
+                text = f"**{text}**"
+            row.append(text)
+        picks = ordered(c.extra.get("auto_pick") for c in cells.values() if c.extra.get("auto_pick"))
+        row.append(picks[0] if picks else "")
+        body.append(row)
+    return ["", f"### {title}", "", md_table([key] + variants + ["auto →"],
+                                            ["---:"] + ["---"] * (len(variants) + 1), body)]
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -70,17 +70,17 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
-void DeviceBuffer::upload(const void* host, std::size_t bytes) {
+void DeviceBuffer::upload(const void* host, std::size_t bytes, std::size_t offset) {
   if (!bytes) return;
   const cudaStream_t s = process_stream();
-  cuda_check(cudaMemcpyAsync(ptr_, host, bytes, cudaMemcpyHostToDevice, s), "upload");
+  cuda_check(cudaMemcpyAsync(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice, s), "upload");
   cuda_check(cudaStreamSynchronize(s), "upload");
 }
 
-void DeviceBuffer::download(void* host, std::size_t bytes) const {
+void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) const {
   if (!bytes) return;
   const cudaStream_t s = process_stream();
-  cuda_check(cudaMemcpyAsync(host, ptr_, bytes, cudaMemcpyDeviceToHost, s), "download");
+  cuda_check(cudaMemcpyAsync(host, static_cast<const char*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost, s), "download");
   cuda_check(cudaStreamSynchronize(s), "download");
 }
 

@@ -44,9 +44,10 @@ class DeviceBuffer {
   std::size_t size() const { return bytes_; }
 
   // Synchronous, on process_stream() (non-blocking: work a caller left on
-  // another stream is not waited for; synchronize it first).
-  void upload(const void* host, std::size_t bytes);
-  void download(void* host, std::size_t bytes) const;
+  // another stream is not waited for; synchronize it first). `offset`: bytes
+  // from the start of the allocation (a body between guard zones).
+  void upload(const void* host, std::size_t bytes, std::size_t offset = 0);
+  void download(void* host, std::size_t bytes, std::size_t offset = 0) const;
   void fill_bytes(int byte_value);
 
  private:

@@ -14,6 +14,7 @@
 
 #include "common/device.hpp"
 #include "cuda_util.hpp"
+#include "device_set.hpp"
 #include "display.hpp"
 #include "family.hpp"
 #include "errors.hpp"
@@ -82,6 +83,11 @@ struct ResolvedVariant {
   void allocate(const P& p) {
     workspace = DeviceBuffer(v->workspace_bytes(p, *caps_));
     if (v->zeroed_workspace && v->zeroed_workspace(p, *caps_)) workspace.fill_bytes(0);
+  }
+  // What the variant asks of its workspace on p (a family's DeviceSet allocates it).
+  template <class P>
+  WorkspaceNeed workspace_need(const P& p) const {
+    return WorkspaceNeed::of(*v, p, *caps_);
   }
   // Allocates a workspace the family sized itself (a variant run inside
   // passes of its own); zeroed once when `zeroed`.

@@ -3,7 +3,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from render import ordered, tables, md_table, header, timing_sentence  # noqa: E402
+from render import ordered, tables, md_table, header, time_cell, timing_sentence  # noqa: E402
 
 NAME = "route"
 
@@ -14,19 +14,7 @@ GOAL_FUSED_US = 3.0   # route + align, T <= 64, PDL off
 EMPTY_KERNEL_US = 0.8  # an empty kernel in a CUDA graph (the launch floor)
 
 
-def cell(r):
-    if r is None:
-        return ""
-    if r.status == "n/a":
-        return "n/a"
-    if r.status == "error" or r.us is None:
-        return "error"
-    s = f"{r.us:.2f} µs"
-    if r.derived.get("gbps") is not None and r.derived["gbps"] >= 100:
-        s += f" · {r.derived['gbps']:.0f} GB/s"
-    if r.status == "fail":
-        s += " FAIL"
-    return s
+cell = time_cell  # µs, GB/s from 100, n/a, error, FAIL
 
 
 def auto_of(cells):

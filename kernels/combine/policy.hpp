@@ -15,7 +15,7 @@ struct Policy {
   int tma_blocks_per_sm = 0;     // grid cap of tma
 };
 
-// sm_90: from the H100 run of 2026-11-23 (docs/bench/combine.md): grid caps
+// sm_90: from the H100 run of 2026-11-23 (docs/bench/combine-notes.md): grid caps
 // as first set; slices was the fastest variant in all 13 cells of the sweep.
 inline constexpr Policy kPolicySm90 = {.slices_blocks_per_sm = 16, .tma_blocks_per_sm = 6};
 // One row, measured on sm_90 (H100/H200). sm_80 and older devices, and no

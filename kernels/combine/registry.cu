@@ -196,7 +196,7 @@ const std::array<Variant, 4> kVariants{{
 }};
 
 // slices was the fastest variant in every cell of the first H100 sweep
-// (T 1-8192, K 2 and 8, H 4096 and 7168; docs/bench/combine.md).
+// (T 1-8192, K 2 and 8, H 4096 and 7168; docs/bench/combine-notes.md).
 const std::array<AutoRow<Problem>, 1> kAutoRows = {{
     {"slices", "", nullptr},
 }};

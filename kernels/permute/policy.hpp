@@ -26,7 +26,7 @@ struct Policy {
   int tma_blocks_per_sm = 0;
 };
 
-// sm_90, from the H100 run of 2026-11-23 (docs/bench/permute.md, CLI sweep of
+// sm_90, from the H100 run of 2026-11-23 (docs/bench/permute-notes.md, CLI sweep of
 // the four variants at the DeepSeek-V3, Qwen3-235B and Mixtral shapes):
 // fused 4.1 / 5.2 / 15.8 us at T = 1 / 16 / 256 (E = 256, K = 8, H = 7168,
 // compact) against gather's 7.9 / 11.5 / 22.5, but 25.2 against 12.4 at

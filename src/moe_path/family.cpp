@@ -17,6 +17,7 @@
 #include "gen_common.hpp"
 #include "host_memory.hpp"
 #include "sizes.hpp"
+#include "moe_path/buffers.hpp"
 #include "moe_path/moe_path.hpp"
 #include "moe_path/reference.hpp"
 #include "permute/reference.hpp"
@@ -60,9 +61,6 @@ struct Given {
 };
 bool given(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
 
-
-std::size_t esize(combine::DType d) { return d == combine::DType::f32 ? 4 : 2; }
-
 class PathJob final : public ProblemJob<moe_path::Problem> {
  public:
   struct Host {
@@ -102,81 +100,25 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
   std::size_t input_bytes() const override { return h_.hidden.data.size() + h_.logits.data.size(); }
 
   void upload(int copies) override {
-    var_.allocate(p_);
-    const std::size_t slots = std::size_t(p_.permute.align.numel);
-    d_hidden_ = upload_copies(h_.hidden, copies);
-    d_ids_ = DeviceBuffer(slots * 4);
-    d_w_ = DeviceBuffer(slots * 4);
-    if (p_.routed) {
-      d_logits_ = upload_copies(h_.logits, copies);
-      d_bias_ = DeviceBuffer(h_.bias.size() * 4);
-      if (!h_.bias.empty()) d_bias_.upload(h_.bias.data(), h_.bias.size() * 4);
-      for (auto* b : {&d_ids_, &d_w_}) b->fill_bytes(0xAB);  // poison: unwritten shows up
-    } else if (slots > 0) {
-      d_ids_.upload(h_.ids.data(), slots * 4);
-      d_w_.upload(h_.weights.data(), slots * 4);
-    }
-    const std::int64_t rows = p_.permute.align.max_num_tokens_padded;
-    d_perm_ = DeviceBuffer(std::size_t(rows) * std::size_t(p_.permute.row_bytes));
-    d_inv_ = DeviceBuffer(slots * 4);
-    d_sorted_ = DeviceBuffer(std::size_t(rows) * 4);
-    d_eids_ = DeviceBuffer(std::size_t(p_.permute.align.max_num_blocks) * 4);
-    d_ntpp_ = DeviceBuffer(4);
-    d_off_ = DeviceBuffer((std::size_t(p_.permute.align.num_experts) + 1) * 8);
-    d_out_ = DeviceBuffer(out_bytes());
-    for (auto* b : {&d_perm_, &d_inv_, &d_sorted_, &d_eids_, &d_ntpp_, &d_off_, &d_out_}) b->fill_bytes(0xAB);
+    d_.emplace(p_, moe_path::HostInputs{h_.logits.data, h_.bias, h_.hidden.data, h_.ids, h_.weights},
+               var_.workspace_need(p_), SetOptions::run(copies));
   }
 
-  LaunchStatus launch(Stream s, bool pdl, int copy) override { return var_.v->launch(p_, buffers(copy), s, pdl); }
+  LaunchStatus launch(Stream s, bool pdl, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s, pdl); }
 
   std::vector<Stage> stages() override {
     std::vector<Stage> v;
     for (moe_path::Stage st : moe_path::stages(p_))
       v.push_back({std::string(moe_path::stage_name(st)),
                    [this, st](Stream s, bool pdl, int copy) {
-                     return moe_path::launch_stage(p_, buffers(copy), st, s, pdl);
+                     return moe_path::launch_stage(p_, d_->buffers(copy), st, s, pdl);
                    }});
     return v;
   }
 
-  void download() override {
-    const std::size_t slots = std::size_t(p_.permute.align.numel);
-    got_.routed.ids.resize(slots);
-    got_.routed.weights.resize(slots);
-    d_ids_.download(got_.routed.ids.data(), slots * 4);
-    d_w_.download(got_.routed.weights.data(), slots * 4);
-    auto& a = got_.permuted.aligned;
-    d_ntpp_.download(&a.num_tokens_post_pad, 4);
-    const std::int64_t cap = p_.permute.align.max_num_tokens_padded;
-    const std::int64_t rows = std::clamp<std::int64_t>(a.num_tokens_post_pad, 0, cap);
-    a.sorted_token_ids.resize(std::size_t(cap));
-    a.expert_ids.resize(std::size_t(p_.permute.align.max_num_blocks));
-    d_sorted_.download(a.sorted_token_ids.data(), a.sorted_token_ids.size() * 4);
-    d_eids_.download(a.expert_ids.data(), a.expert_ids.size() * 4);
-    got_.permuted.permuted.resize(std::size_t(rows) * std::size_t(p_.permute.row_bytes));
-    d_perm_.download(got_.permuted.permuted.data(), got_.permuted.permuted.size());
-    got_.permuted.inverse.resize(slots);
-    d_inv_.download(got_.permuted.inverse.data(), slots * 4);
-    if (p_.permute.layout == permute::Layout::compact) {
-      got_.permuted.offsets.resize(std::size_t(p_.permute.align.num_experts) + 1);
-      d_off_.download(got_.permuted.offsets.data(), got_.permuted.offsets.size() * 8);
-    }
-    got_.out.resize(out_bytes());
-    d_out_.download(got_.out.data(), got_.out.size());
-  }
+  void download() override { (void)d_->download(got_); }  // a count out of range: check() names it
 
-  double bytes_moved() const override {
-    // Each stage's own count: route reads the logits (and bias) and writes ids
-    // and weights; permute reads the ids, reads and writes each real row and
-    // writes the inverse map; combine reads each used row, the inverse map and
-    // the weights, and writes the output.
-    const double slots = double(p_.permute.align.numel), row = double(p_.permute.row_bytes);
-    double b = 0;
-    if (p_.routed) b += double(h_.logits.data.size()) + 4.0 * double(h_.bias.size()) + 8.0 * slots;
-    b += 4.0 * slots + 2.0 * slots * row + 4.0 * slots;
-    b += slots * row + double(p_.combine.tokens) * row + 8.0 * slots;
-    return b;
-  }
+  double bytes_moved() const override { return moe_path::bytes_moved(p_, h_.logits.data.size(), h_.bias.size()); }
 
   CheckResult check(bool) override { return check_against(got_, true); }
 
@@ -234,38 +176,13 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
     return rep.result;
   }
 
-  std::size_t out_bytes() const {
-    return std::size_t(p_.combine.tokens) * std::size_t(p_.combine.hidden) * esize(p_.combine.dtype);
-  }
-
-  moe_path::Buffers buffers(int copy) const {
-    moe_path::Buffers b;
-    if (p_.routed) {
-      b.logits = d_logits_[copy].get();
-      b.bias = h_.bias.empty() ? nullptr : d_bias_.as<float>();
-    }
-    b.hidden = d_hidden_[copy].get();
-    b.topk_ids = d_ids_.as<std::int32_t>();
-    b.topk_weights = d_w_.as<float>();
-    b.permuted = d_perm_.get();
-    b.inverse = d_inv_.as<std::int32_t>();
-    b.sorted_token_ids = d_sorted_.as<std::int32_t>();
-    b.expert_ids = d_eids_.as<std::int32_t>();
-    b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
-    b.expert_offsets = d_off_.as<std::int64_t>();
-    b.out = d_out_.get();
-    b.workspace = var_.workspace.get();
-    return b;
-  }
-
   Host h_;
   moe_path::Inputs in_;
   Report* report_;
   moe_path::Outputs ref_, got_;
   std::int64_t near_ties_ = -1;
   ResolvedVariant<moe_path::Variant> var_;
-  std::vector<DeviceBuffer> d_logits_, d_hidden_;
-  DeviceBuffer d_bias_, d_ids_, d_w_, d_perm_, d_inv_, d_sorted_, d_eids_, d_ntpp_, d_off_, d_out_;
+  std::optional<moe_path::DeviceBuffers> d_;
 };
 
 class PathFamily final : public RegistryFamily<moe_path::Registry> {

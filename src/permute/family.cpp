@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 
 #include "rows_gen_cli.hpp"
 #include "align/ep_cli.hpp"
@@ -14,6 +15,7 @@
 #include "gen_common.hpp"
 #include "host_memory.hpp"
 #include "sizes.hpp"
+#include "permute/buffers.hpp"
 #include "permute/permute.hpp"
 #include "permute/reference.hpp"
 
@@ -44,58 +46,13 @@ class PermuteJob final : public ProblemJob<permute::Problem> {
   }
   std::size_t input_bytes() const override { return hidden_.data.size() + ids_.data.size(); }
   void upload(int copies) override {
-    var_.allocate(p_);
-    d_hidden_ = upload_copies(hidden_, copies);
-    d_ids_ = upload_copies(ids_, copies);
-    const std::int64_t rows = p_.align.max_num_tokens_padded;
-    d_perm_ = DeviceBuffer(std::size_t(rows) * std::size_t(p_.row_bytes));
-    d_inv_ = DeviceBuffer(std::size_t(p_.align.numel) * 4);
-    d_sorted_ = DeviceBuffer(std::size_t(rows) * 4);
-    d_eids_ = DeviceBuffer(std::size_t(p_.align.max_num_blocks) * 4);
-    d_ntpp_ = DeviceBuffer(4);
-    d_off_ = DeviceBuffer((std::size_t(p_.align.num_experts) + 1) * 8);
-    d_map_ = DeviceBuffer(map_.size() * 4);
-    d_map_.upload(map_.data(), map_.size() * 4);
-    for (auto* b : {&d_perm_, &d_inv_, &d_sorted_, &d_eids_, &d_ntpp_, &d_off_}) b->fill_bytes(0xAB);
+    const auto ids = ids_.as<std::int32_t>();
+    d_.emplace(p_, permute::HostInputs{hidden_.data, {ids.data(), ids.size()}, map_}, var_.workspace_need(p_),
+               SetOptions::run(copies));
   }
-  LaunchStatus launch(Stream s, bool pdl, int copy) override {
-    permute::Buffers b;
-    b.hidden = d_hidden_[copy].get();
-    b.topk_ids = d_ids_[copy].as<std::int32_t>();
-    b.expert_map = map_.empty() ? nullptr : d_map_.as<std::int32_t>();
-    b.permuted = d_perm_.get();
-    b.inverse = d_inv_.as<std::int32_t>();
-    b.sorted_token_ids = d_sorted_.as<std::int32_t>();
-    b.expert_ids = d_eids_.as<std::int32_t>();
-    b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
-    b.expert_offsets = d_off_.as<std::int64_t>();
-    b.workspace = var_.workspace.get();
-    return var_.v->launch(p_, b, s, pdl);
-  }
-  void download() override {
-    auto& a = got_.aligned;
-    d_ntpp_.download(&a.num_tokens_post_pad, 4);
-    const std::int64_t rows = std::clamp<std::int64_t>(a.num_tokens_post_pad, 0, p_.align.max_num_tokens_padded);
-    a.sorted_token_ids.resize(std::size_t(p_.align.max_num_tokens_padded));
-    a.expert_ids.resize(std::size_t(p_.align.max_num_blocks));
-    d_sorted_.download(a.sorted_token_ids.data(), a.sorted_token_ids.size() * 4);
-    d_eids_.download(a.expert_ids.data(), a.expert_ids.size() * 4);
-    got_.permuted.resize(std::size_t(rows) * std::size_t(p_.row_bytes));
-    d_perm_.download(got_.permuted.data(), got_.permuted.size());
-    got_.inverse.resize(std::size_t(p_.align.numel));
-    d_inv_.download(got_.inverse.data(), got_.inverse.size() * 4);
-    if (p_.layout == permute::Layout::compact) {
-      got_.offsets.resize(std::size_t(p_.align.num_experts) + 1);
-      d_off_.download(got_.offsets.data(), got_.offsets.size() * 8);
-    }
-  }
-  double bytes_moved() const override {
-    // The least traffic the operation needs: ids and hidden read once, one row
-    // written per slot, inverse written. (Zeroed padding rows are not counted;
-    // a design that re-reads a token's row per slot moves more than this.)
-    return double(ids_.data.size()) + double(p_.tokens) * double(p_.row_bytes) +
-           double(p_.align.numel) * double(p_.row_bytes) + 4.0 * double(p_.align.numel);
-  }
+  LaunchStatus launch(Stream s, bool pdl, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s, pdl); }
+  void download() override { (void)d_->download(got_); }  // a count out of range: check() names it
+  double bytes_moved() const override { return permute::bytes_moved(p_); }
   CheckResult check(bool) override { return permute::check(p_, hidden_.data.data(), wide_, ref_, got_, map_); }
   std::vector<NamedArray> outputs() override {
     const std::int64_t rows = got_.aligned.num_tokens_post_pad;
@@ -139,8 +96,7 @@ class PermuteJob final : public ProblemJob<permute::Problem> {
   std::vector<std::int32_t> map_;
   Outputs ref_, got_;
   ResolvedVariant<permute::Variant> var_;
-  std::vector<DeviceBuffer> d_hidden_, d_ids_;
-  DeviceBuffer d_perm_, d_inv_, d_sorted_, d_eids_, d_ntpp_, d_off_, d_map_;
+  std::optional<permute::DeviceBuffers> d_;
 };
 
 class PermuteFamily final : public RegistryFamily<permute::Registry> {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "combine/buffers.hpp"
 #include "combine/reference.hpp"
 #include "half.hpp"
 
@@ -68,4 +69,20 @@ TEST_CASE("combine check_tolerant: one output ULP or 1e-5 of the terms passes, m
   CHECK_FALSE(far.ok);
   CHECK(far.first_difference.find("out[0, 0]") != std::string::npos);
   CHECK_FALSE(combine::check_tolerant(p, x.data(), inv.data(), w.data(), out(1.75f, 1e-3f).data()).ok);
+}
+
+// The GB/s of the CLI and bench_combine count this traffic (docs/combine.md):
+// T = 2, K = 2, H = 3 bf16 with one slot dropped: 3 used rows x 6 bytes read,
+// 2 output rows x 6 written, inverse and weights 4 x 8 = 18 + 12 + 32 bytes.
+TEST_CASE("combine bytes moved: used rows read once, out written once, inverse and weights") {
+  combine::Problem p;
+  p.tokens = 2;
+  p.topk = 2;
+  p.rows = 4;
+  p.hidden = 3;
+  p.dtype = combine::DType::bf16;
+  const std::vector<std::int32_t> inv{0, -1, 2, 3};
+  CHECK(combine::bytes_moved(p, inv) == 62.0);
+  p.dtype = combine::DType::f32;  // 12-byte rows
+  CHECK(combine::bytes_moved(p, inv) == 36.0 + 24.0 + 32.0);
 }

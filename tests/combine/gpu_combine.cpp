@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "combine/buffers.hpp"
 #include "combine/reference.hpp"
 #include "common/device.hpp"
 #include "cuda_util.hpp"
@@ -74,23 +76,17 @@ TEST_CASE("combine: every variant against the reference") {
             if (v.not_applicable(p, device_caps()) != nullptr) continue;
             const bool pdl = ask_pdl && device_caps().pdl;
             if (ask_pdl && !pdl) continue;  // no PDL here: the first run covered it
-            test::Uploaded dx(x.data(), x.size(), misalign), dinv(inv.data(), inv.size() * 4), dw(w.data(), w.size() * 4);
-            test::Guarded out(ref.size());
-            out.poison();
-            test::Workspace ws(v.workspace_bytes(p, device_caps()), v.zeroed_workspace && v.zeroed_workspace(p, device_caps()));
-            combine::Buffers b;
-            b.expert_out = dx.data();
-            b.inverse = dinv.as<std::int32_t>();
-            b.weights = dw.as<float>();
-            b.out = out.data();
-            b.workspace = ws.get();
+            // Outputs poisoned between guard zones, rows `misalign` bytes off, a garbage workspace.
+            combine::DeviceBuffers d(p, {std::as_bytes(std::span(x)), inv, w},
+                                     WorkspaceNeed::of(v, p, device_caps()), SetOptions::checked(misalign));
+            const combine::Buffers b = d.buffers(0);
             std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1);
             if (why.empty()) {
-              const auto rb = out.read();
-              if (!rb.guard_ok) why = "wrote outside its output (guard zone changed)";
-              else {
-                const CheckResult c = v.stable_order ? combine::check(p, ref.data(), rb.body())
-                                                     : combine::check_tolerant(p, x.data(), inv.data(), w.data(), rb.body());
+              std::vector<unsigned char> got(ref.size());
+              why = d.download(got.data());
+              if (why.empty()) {
+                const CheckResult c = v.stable_order ? combine::check(p, ref.data(), got.data())
+                                                     : combine::check_tolerant(p, x.data(), inv.data(), w.data(), got.data());
                 if (!c.ok) why = c.first_difference;
               }
             }

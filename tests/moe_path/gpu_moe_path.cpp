@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "cuda_util.hpp"
 #include "gpu_case.hpp"
 #include "half.hpp"
+#include "moe_path/buffers.hpp"
 #include "moe_path/reference.hpp"
 #include "timing.hpp"
 
@@ -50,88 +52,22 @@ struct Host {
   std::vector<std::byte> hidden;
 };
 
-std::size_t slots(const moe_path::Problem& p) { return std::size_t(p.permute.align.numel); }
-std::size_t out_bytes(const moe_path::Problem& p) {
-  return std::size_t(p.combine.tokens * p.combine.hidden) * (p.combine.dtype == combine::DType::f32 ? 4 : 2);
+// The case's host inputs as the reference and the checker read them.
+moe_path::Inputs inputs(const Host& h) {
+  moe_path::Inputs in;
+  in.logits = h.logits.data();
+  in.bias = h.bias.empty() ? nullptr : h.bias.data();
+  in.hidden = h.hidden.data();
+  in.ids = h.ids;
+  in.weights = h.weights;
+  return in;
 }
 
-// Device buffers of one case: inputs uploaded, outputs between guard zones.
-struct Device {
-  Device(const moe_path::Problem& p, const Host& h, const moe_path::Variant& v)
-      : logits(h.logits.data(), h.logits.size() * 4),
-        bias(h.bias.data(), h.bias.size() * 4),
-        hidden(h.hidden.data(), h.hidden.size()),
-        ids_in(h.ids.data(), h.ids.size() * 4),
-        w_in(h.weights.data(), h.weights.size() * 4),
-        ids(slots(p) * 4),
-        w(slots(p) * 4),
-        perm(std::size_t(p.permute.align.max_num_tokens_padded) * std::size_t(p.permute.row_bytes)),
-        inv(slots(p) * 4),
-        sorted(std::size_t(p.permute.align.max_num_tokens_padded) * 4),
-        eids(std::size_t(p.permute.align.max_num_blocks) * 4),
-        ntpp(4),
-        off((std::size_t(p.permute.align.num_experts) + 1) * 8),
-        out(out_bytes(p)),
-        ws(v.workspace_bytes(p, device_caps()), needs_zeroed_workspace(v, p, device_caps())),
-        routed(p.routed),
-        has_bias(!h.bias.empty()) {}
-
-  void poison() {
-    for (test::Guarded* g : {&ids, &w, &perm, &inv, &sorted, &eids, &ntpp, &off, &out}) g->poison();
-  }
-
-  moe_path::Buffers buffers() const {
-    moe_path::Buffers b;
-    b.logits = routed ? logits.data() : nullptr;
-    b.bias = has_bias ? bias.as<float>() : nullptr;
-    b.hidden = hidden.data();
-    // Given ids and weights are read only; the Buffers type is route's output's.
-    b.topk_ids = routed ? ids.as<std::int32_t>() : const_cast<std::int32_t*>(ids_in.as<std::int32_t>());
-    b.topk_weights = routed ? w.as<float>() : const_cast<float*>(w_in.as<float>());
-    b.permuted = perm.data();
-    b.inverse = inv.as<std::int32_t>();
-    b.sorted_token_ids = sorted.as<std::int32_t>();
-    b.expert_ids = eids.as<std::int32_t>();
-    b.num_tokens_post_pad = ntpp.as<std::int32_t>();
-    b.expert_offsets = off.as<std::int64_t>();
-    b.out = out.data();
-    b.workspace = ws.get();
-    return b;
-  }
-
-  // The outputs downloaded into got, or why they could not be.
-  std::string read(const moe_path::Problem& p, const Host& h, moe_path::Outputs& got) const {
-    const auto ri = ids.read(), rw = w.read(), rp = perm.read(), rv = inv.read(), rs = sorted.read(),
-               re = eids.read(), rn = ntpp.read(), ro = off.read(), rout = out.read();
-    for (const auto* r : {&ri, &rw, &rp, &rv, &rs, &re, &rn, &ro, &rout})
-      if (!r->guard_ok) return "wrote outside its outputs (guard zone changed)";
-    if (routed) {
-      got.routed.ids = ri.body_as<std::int32_t>();
-      got.routed.weights = rw.body_as<float>();
-    } else {
-      got.routed.ids = h.ids;
-      got.routed.weights = h.weights;
-    }
-    auto& a = got.permuted.aligned;
-    a.num_tokens_post_pad = rn.body_as<std::int32_t>()[0];
-    a.sorted_token_ids = rs.body_as<std::int32_t>();
-    a.expert_ids = re.body_as<std::int32_t>();
-    if (a.num_tokens_post_pad < 0 || a.num_tokens_post_pad > p.permute.align.max_num_tokens_padded)
-      return "num_tokens_post_pad out of range";
-    got.permuted.permuted.resize(std::size_t(a.num_tokens_post_pad) * std::size_t(p.permute.row_bytes));
-    std::memcpy(got.permuted.permuted.data(), rp.body(), got.permuted.permuted.size());
-    got.permuted.inverse = rv.body_as<std::int32_t>();
-    if (p.permute.layout == Layout::compact) got.permuted.offsets = ro.body_as<std::int64_t>();
-    got.out.resize(rout.bytes);
-    std::memcpy(got.out.data(), rout.body(), rout.bytes);
-    return {};
-  }
-
-  test::Uploaded logits, bias, hidden, ids_in, w_in;
-  test::Guarded ids, w, perm, inv, sorted, eids, ntpp, off, out;
-  test::Workspace ws;
-  bool routed, has_bias;
-};
+// The case's device buffers: outputs between guard zones, a garbage workspace.
+moe_path::DeviceBuffers upload(const moe_path::Problem& p, const Host& h, const moe_path::Variant& v) {
+  const moe_path::HostInputs in{std::as_bytes(std::span(h.logits)), h.bias, h.hidden, h.ids, h.weights};
+  return moe_path::DeviceBuffers(p, in, WorkspaceNeed::of(v, p, device_caps()), SetOptions::checked());
+}
 
 Host make_inputs(const Router& r, std::int64_t T, std::int64_t H, combine::DType dt, std::mt19937_64& rng) {
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -170,19 +106,13 @@ Host make_inputs(const Router& r, std::int64_t T, std::int64_t H, combine::DType
 // The outputs checked after `run` (which launches on the default stream or
 // replays a graph, and returns its status).
 template <class Run>
-std::string check_after(const moe_path::Problem& p, const Host& h, Device& d, const moe_path::Outputs& ref,
-                        const Run& run, int times = 1) {
+std::string check_after(const moe_path::Problem& p, const Host& h, moe_path::DeviceBuffers& d,
+                        const moe_path::Outputs& ref, const Run& run, int times = 1) {
   d.poison();
   if (std::string e = test::launch_and_sync(run, times); !e.empty()) return e;
   moe_path::Outputs got;
-  if (std::string e = d.read(p, h, got); !e.empty()) return e;
-  moe_path::Inputs in;
-  in.logits = h.logits.data();
-  in.bias = h.bias.empty() ? nullptr : h.bias.data();
-  in.hidden = h.hidden.data();
-  in.ids = h.ids;
-  in.weights = h.weights;
-  const moe_path::CheckReport rep = moe_path::check(p, in, ref, got);
+  if (std::string e = d.download(got); !e.empty()) return e;
+  const moe_path::CheckReport rep = moe_path::check(p, inputs(h), ref, got);
   return rep.result.ok ? std::string() : rep.result.first_difference;
 }
 
@@ -190,15 +120,9 @@ std::string check_after(const moe_path::Problem& p, const Host& h, Device& d, co
 std::string run_case(const moe_path::Variant& v, const moe_path::Problem& p, const Host& h, bool pdl) {
   const DeviceCaps& caps = device_caps();
   if (v.not_applicable(p, caps) != nullptr) return {};
-  moe_path::Inputs in;
-  in.logits = h.logits.data();
-  in.bias = h.bias.empty() ? nullptr : h.bias.data();
-  in.hidden = h.hidden.data();
-  in.ids = h.ids;
-  in.weights = h.weights;
-  const moe_path::Outputs ref = moe_path::reference(p, in);
-  Device d(p, h, v);
-  const moe_path::Buffers b = d.buffers();
+  const moe_path::Outputs ref = moe_path::reference(p, inputs(h));
+  moe_path::DeviceBuffers d = upload(p, h, v);
+  const moe_path::Buffers b = d.buffers(0);
   // 1. the variant's launch (with PDL twice back to back: the second overlaps the first's tail)
   std::string why = check_after(p, h, d, ref, [&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1);
   if (!why.empty()) return "launch: " + why;
@@ -225,7 +149,7 @@ std::string run_case(const moe_path::Variant& v, const moe_path::Problem& p, con
     return 0;
   });
   if (!why.empty()) return "stage by stage: " + why;
-  if (needs_zeroed_workspace(v, p, caps) && !d.ws.all_zero()) return "left its zeroed workspace non-zero";
+  if (needs_zeroed_workspace(v, p, caps) && !d.workspace_zero()) return "left its zeroed workspace non-zero";
   return {};
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "permute/buffers.hpp"
 #include "permute/reference.hpp"
 
 using namespace moekit;
@@ -227,4 +228,13 @@ TEST_CASE("permute: all-invalid input and 0 tokens") {
   CHECK(oz.aligned.num_tokens_post_pad == 0);
   CHECK(oz.aligned.sorted_token_ids.empty());  // no slot pads no group
   CHECK(permute::check(z, nullptr, {}, oz, oz).ok);
+}
+
+// The GB/s of the CLI and bench_permute count this traffic (docs/permute.md):
+// T = 3 tokens x K = 2 slots, 10-byte rows: ids 6 x 4 + hidden 3 x 10 + rows
+// written 6 x 10 + inverse 6 x 4 = 138 bytes, whatever the layout's padding.
+TEST_CASE("permute bytes moved: ids and hidden read once, one row per slot, inverse") {
+  CHECK(permute::bytes_moved(permute::make_problem(3, 2, 4, 16, 10, permute::Layout::padded)) == 138.0);
+  CHECK(permute::bytes_moved(permute::make_problem(3, 2, 4, 1, 10, permute::Layout::compact)) == 138.0);
+  CHECK(permute::bytes_moved(permute::make_problem(0, 2, 4, 16, 10, permute::Layout::padded)) == 0.0);
 }

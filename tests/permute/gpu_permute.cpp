@@ -22,6 +22,7 @@
 #include "common/device.hpp"
 #include "cuda_util.hpp"
 #include "gpu_case.hpp"
+#include "permute/buffers.hpp"
 #include "permute/reference.hpp"
 
 using namespace moekit;
@@ -46,40 +47,13 @@ std::string run_case(const permute::Variant& v, permute::Problem p, const std::v
   pdl = pdl && caps.pdl;
   if (v.not_applicable(p, caps) != nullptr) return {};
   std::vector<std::int32_t> ids32(ids.begin(), ids.end());  // the ids fit int32 (the CLI maps others to -1)
-  test::Uploaded d_hidden(hidden.data(), hidden.size(), misalign);
-  test::Uploaded d_ids(ids32.data(), ids32.size() * 4);
-  test::Uploaded d_map(map.data(), map.size() * 4);
-  const std::int64_t rows = p.align.max_num_tokens_padded, E = p.align.num_experts;
-  test::Guarded perm(std::size_t(rows) * p.row_bytes), inv(ids.size() * 4), sorted(std::size_t(rows) * 4),
-      eids(std::size_t(p.align.max_num_blocks) * 4), ntpp(4), off((std::size_t(E) + 1) * 8);
-  for (test::Guarded* g : {&perm, &inv, &sorted, &eids, &ntpp, &off}) g->poison();
-  test::Workspace ws(v.workspace_bytes(p, caps), v.zeroed_workspace && v.zeroed_workspace(p, caps));
-  permute::Buffers b;
-  b.hidden = d_hidden.data();
-  b.topk_ids = d_ids.as<std::int32_t>();
-  b.expert_map = map.empty() ? nullptr : d_map.as<std::int32_t>();
-  b.permuted = perm.data();
-  b.inverse = inv.as<std::int32_t>();
-  b.sorted_token_ids = sorted.as<std::int32_t>();
-  b.expert_ids = eids.as<std::int32_t>();
-  b.num_tokens_post_pad = ntpp.as<std::int32_t>();
-  b.expert_offsets = off.as<std::int64_t>();
-  b.workspace = ws.get();
+  // Outputs poisoned between guard zones, hidden rows `misalign` bytes off, a garbage workspace.
+  permute::DeviceBuffers d(p, {hidden, ids32, map}, WorkspaceNeed::of(v, p, caps), SetOptions::checked(misalign));
+  const permute::Buffers b = d.buffers(0);
   if (std::string e = test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1); !e.empty())
     return e;
-  const auto rp = perm.read(), ri = inv.read(), rs = sorted.read(), re = eids.read(), rn = ntpp.read(), ro = off.read();
-  for (const auto* r : {&rp, &ri, &rs, &re, &rn, &ro})
-    if (!r->guard_ok) return "wrote outside its outputs (guard zone changed)";
   permute::Outputs got;
-  got.aligned.num_tokens_post_pad = rn.body_as<std::int32_t>()[0];
-  got.aligned.sorted_token_ids = rs.body_as<std::int32_t>();
-  got.aligned.expert_ids = re.body_as<std::int32_t>();
-  const std::int64_t used = got.aligned.num_tokens_post_pad;
-  if (used < 0 || used > rows) return "num_tokens_post_pad out of range";
-  got.permuted.resize(std::size_t(used * p.row_bytes));
-  std::memcpy(got.permuted.data(), rp.body(), got.permuted.size());
-  got.inverse = ri.body_as<std::int32_t>();
-  if (p.layout == Layout::compact) got.offsets = ro.body_as<std::int64_t>();
+  if (std::string e = d.download(got); !e.empty()) return e;
   const permute::Outputs ref = permute::reference(p, hidden.data(), ids, map);
   const CheckResult c = permute::check(p, hidden.data(), ids, ref, got, map);
   return c.ok ? std::string() : c.first_difference;

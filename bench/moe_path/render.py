@@ -1,0 +1,47 @@
+"""Tables of docs/bench/moe-path.md from bench/results/moe_path.jsonl (run by bench/render.py)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from render import header, md_table, ordered, tables, time_cell, timing_sentence  # noqa: E402
+
+NAME = "moe-path"
+STAGES = ("route", "permute", "combine")
+GOAL_US = 10.0  # issue #15: DeepSeek-V3, T = 1, PDL off, the whole path
+
+
+def stage_text(r, stage):
+    us = r.extra.get(f"stage_us.{stage}")
+    if us is None:
+        return ""
+    v = r.extra.get(f"stage_variant.{stage}")
+    return f"{us:.2f}" + (f" ({v})" if v else "")
+
+
+def path_table(title, recs):
+    body = []
+    for r in recs:
+        stages = [r.extra.get(f"stage_us.{s}") for s in STAGES]
+        total = sum(s for s in stages if s is not None) if any(s is not None for s in stages) else None
+        body.append([r.params.get("tokens"), r.variant, time_cell(r)] + [stage_text(r, s) for s in STAGES] +
+                    [f"{total:.2f}" if total is not None else ""])
+    return ["", f"### {title}", "", md_table(["tokens", "variant", "path"] + [f"{s} µs" for s in STAGES] +
+                                            ["stage sum µs"], ["---:", "---", "---"] + ["---:"] * 4, body)]
+
+
+def render(records):
+    out = header("moe-path", records, "bench/moe_path/bench_moe_path.cpp")
+    out.append("- Cells: " + timing_sentence(records).replace("Median", "median") +
+               " of the whole path; each stage column is that stage timed alone as its own graph (the variant "
+               "its family's `auto` picked). Compact layout, f32 logits, bf16 hidden rows. GB/s (shown from 100) "
+               "= each stage's least traffic / path time. FAIL: the path's checker (route against its "
+               "reference, permute's rules, combine bit for bit on the run's own rows) failed.")
+    goal = [r for r in records if r.measured and r.params.get("tokens") == 1 and r.params.get("pdl") == "off"
+            and str(r.params.get("model", "")).startswith("DeepSeek-V3")]
+    if goal:
+        best = min(r.us for r in goal)
+        out.append(f"- Goal (issue #15): DeepSeek-V3, T = 1, PDL off, the whole path under {GOAL_US:.0f} µs: "
+                   f"{best:.2f} µs, {'met' if best < GOAL_US else 'missed'}.")
+    for title, recs in tables(records):
+        out += path_table(title, recs)
+    return "\n".join(out) + "\n"
