@@ -47,6 +47,7 @@ struct SetOptions {
   int copies = 1;                  // copies of each rotated input (timing rotates through them)
   std::size_t guard = 0;           // poisoned bytes before and after each output (broken_guard())
   std::size_t misalign = 0;        // a misalignable input starts this many bytes into its allocation
+  std::size_t output_misalign = 0; // a misalignable output starts this many bytes past its front guard
   std::size_t input_slack = 0;     // spare bytes after each input
   unsigned char poison = 0xAB;     // outputs, guards included, before the first launch and on poison()
   unsigned char input_fill = 0x5A; // an input's misalignment gap and slack
@@ -102,8 +103,12 @@ inline Slot plan_input(std::string name, std::size_t bytes, InputHow how, const 
   return {std::move(name), Role::input, how.misalign ? o.misalign : 0, bytes, o.input_slack,
           how.rotate ? std::max(o.copies, 1) : 1, false};
 }
-inline Slot plan_output(std::string name, std::size_t bytes, const SetOptions& o) {
-  return {std::move(name), Role::output, o.guard, bytes, o.guard, 1, false};
+struct OutputHow {
+  bool misalign = false;  // starts SetOptions::output_misalign bytes past the front guard, which covers them
+};
+
+inline Slot plan_output(std::string name, std::size_t bytes, const SetOptions& o, OutputHow how = {}) {
+  return {std::move(name), Role::output, o.guard + (how.misalign ? o.output_misalign : 0), bytes, o.guard, 1, false};
 }
 // At least 16 bytes: a variant may take a workspace pointer it never reads.
 inline Slot plan_workspace(WorkspaceNeed need, const SetOptions&) {
@@ -134,17 +139,27 @@ class BasicDeviceSet {
     return h;
   }
   // Poisoned (guards included) until a launch writes it.
-  Handle output(std::string name, std::size_t bytes) {
-    const Handle h = add(plan_output(std::move(name), bytes, o_));
+  Handle output(std::string name, std::size_t bytes, OutputHow how = {}) {
+    const Handle h = add(plan_output(std::move(name), bytes, o_, how));
     mem_[h.index][0].fill_bytes(o_.poison);
     return h;
   }
   // Zeroed once when the variant keeps it zero, else SetOptions::workspace_fill.
   Handle workspace(WorkspaceNeed need) {
     const Handle h = add(plan_workspace(need, o_));
-    if (need.zeroed) mem_[h.index][0].fill_bytes(0);
-    else if (o_.workspace_fill >= 0) mem_[h.index][0].fill_bytes(o_.workspace_fill);
+    fill_workspace(h);
     return h;
+  }
+  // The workspace `h` made anew for another variant's `need`, filled as
+  // workspace() fills it: the inputs and outputs stay, variants take turns.
+  void replace_workspace(Handle h, WorkspaceNeed need) {
+    if (slots_.at(h.index).role != Role::workspace) throw std::logic_error(slots_[h.index].name + " is no workspace");
+    Slot s = plan_workspace(need, o_);
+    std::vector<Memory> m;
+    m.emplace_back(s.alloc_bytes());
+    mem_[h.index] = std::move(m);
+    slots_[h.index] = std::move(s);
+    fill_workspace(h);
   }
 
   // The body of copy `copy` (copy % copies: a buffer without copies has one).
@@ -198,9 +213,11 @@ class BasicDeviceSet {
     return {};
   }
 
-  // Whether the workspace's bytes are all zero (a zeroed workspace handed back).
-  bool all_zero(Handle h) const {
-    const std::vector<unsigned char> v = read<unsigned char>(h);
+  // Whether the workspace's bytes are all zero (a zeroed workspace handed back),
+  // or its first `upto` bytes (the part a variant keeps zero; others are scratch).
+  bool all_zero(Handle h, std::size_t upto = static_cast<std::size_t>(-1)) const {
+    std::vector<unsigned char> v(std::min(upto, slots_.at(h.index).bytes));
+    download(h, v.data(), v.size());
     return std::all_of(v.begin(), v.end(), [](unsigned char c) { return c == 0; });
   }
 
@@ -209,6 +226,10 @@ class BasicDeviceSet {
   int copies() const { return std::max(o_.copies, 1); }
 
  private:
+  void fill_workspace(Handle h) {
+    if (slots_[h.index].zeroed) mem_[h.index][0].fill_bytes(0);
+    else if (o_.workspace_fill >= 0) mem_[h.index][0].fill_bytes(o_.workspace_fill);
+  }
   Handle add(Slot s) {
     std::vector<Memory> m;
     for (int k = 0; k < s.copies; ++k) m.emplace_back(s.alloc_bytes());

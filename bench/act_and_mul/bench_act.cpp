@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "act_and_mul/act_and_mul.hpp"
+#include "act_and_mul/buffers.hpp"
 #include "act_and_mul_tuning.hpp"
 #include "cuda_util.hpp"
 #include "half.hpp"
@@ -108,15 +109,10 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
   const std::size_t es = esize(dt);
   const std::vector<unsigned char> in = make_input(p, seed);
   const std::size_t out_bytes = static_cast<std::size_t>(tokens * d) * es;
-  const int copies = rotation_copies(in.size(), false);
-  std::vector<DeviceBuffer> din;
-  for (int c = 0; c < copies; ++c) {
-    din.emplace_back(in.size());
-    din.back().upload(in.data(), in.size());
-  }
-  DeviceBuffer dout(out_bytes);
+  // The input in rotated copies and the output, once; each variant gets its own workspace.
+  act::DeviceBuffers dev(p, std::as_bytes(std::span(in)), {}, SetOptions::run(rotation_copies(in.size(), false)));
   std::vector<unsigned char> host_out(out_bytes);
-  const double bytes = static_cast<double>(in.size() + out_bytes);
+  const double bytes = act::bytes_moved(p);
   TimingOptions opt;
   // Big shapes are slow to replay and steady: fewer samples.
   if (bytes > 256e6) {
@@ -136,21 +132,15 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
                   {"d", d}};
     rec.extra = {{"auto_pick", auto_pick}};
     try {
-      DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p, device_caps()), 1));
-      auto launch = [&](Stream s, int copy) {
-        act::Buffers b;
-        b.input = din[copy].get();
-        b.out = dout.get();
-        b.workspace = ws.get();
-        cuda_check(v.launch(p, b, s, false), "launch");
-      };
-      dout.fill_bytes(0xff);
+      dev.replace_workspace(WorkspaceNeed::of(v, p, device_caps()));
+      auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, dev.buffers(copy), s, false), "launch"); };
+      dev.poison();
       launch(process_stream(), 0);
       cuda_check_last("launch");  // launch() checks its status
       cuda_sync("kernel");
-      dout.download(host_out.data(), out_bytes);
+      (void)dev.download(host_out.data());  // no guards in a run's set
       const bool ok = check_rows(p, in, host_out);
-      rec.m = bench::measure(launch, copies, opt, bytes);
+      rec.m = bench::measure(launch, dev.copies(), opt, bytes);
       if (rec.m.status == "ok" && !ok) rec.m.status = "fail";
     } catch (const std::exception& e) {
       rec.m.status = "error";

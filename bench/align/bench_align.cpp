@@ -21,11 +21,13 @@
 #include <cstdio>
 #include <exception>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "align/align.hpp"
+#include "align/buffers.hpp"
 #include "bench_ids.hpp"
 #include "cuda_util.hpp"
 #include "npy.hpp"
@@ -84,15 +86,8 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
   const std::vector<std::int64_t> ids64(ids.begin(), ids.end());
   const align::Outputs ref = align::reference(p, ids64, {});
 
-  const int copies = rotation_copies(ids.size() * 4, false);
-  std::vector<DeviceBuffer> d_ids;
-  for (int k = 0; k < copies; ++k) {
-    d_ids.emplace_back(std::max<std::size_t>(ids.size() * 4, 16));
-    if (!ids.empty()) d_ids.back().upload(ids.data(), ids.size() * 4);
-  }
-  DeviceBuffer sorted(std::max<std::int64_t>(p.max_num_tokens_padded, 1) * 4);
-  DeviceBuffer eids(std::max<std::int64_t>(p.max_num_blocks, 1) * 4);
-  DeviceBuffer total(4);
+  // The ids in rotated copies and the outputs, once; each variant gets its own workspace.
+  align::DeviceBuffers d(p, {std::as_bytes(std::span(ids)), {}}, {}, SetOptions::run(rotation_copies(ids.size() * 4, false)));
 
   for (const auto& v : vars) {
     if (!wanted(v.info.name)) continue;
@@ -110,27 +105,15 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
       out.write(rec);
       continue;
     }
-    DeviceBuffer ws(std::max<std::size_t>(v.workspace_bytes(p, caps), 16));
-    if (needs_zeroed_workspace(v, p, caps)) ws.fill_bytes(0);
-    align::Buffers b;
-    b.sorted_token_ids = sorted.as<std::int32_t>();
-    b.expert_ids = eids.as<std::int32_t>();
-    b.num_tokens_post_pad = total.as<std::int32_t>();
-    b.workspace = ws.get();
+    d.replace_workspace(WorkspaceNeed::of(v, p, caps));  // v's own launch: no expert-parallel passes
     // Verify once.
-    b.topk_ids = d_ids[0].get();
-    sorted.fill_bytes(0xAB);
-    eids.fill_bytes(0xAB);
+    d.poison();
     bool ok = false;
     try {
-      cuda_check(v.launch(p, b, process_stream(), false), v.info.name.data());
+      cuda_check(v.launch(p, d.buffers(0), process_stream(), false), v.info.name.data());
       cuda_sync(v.info.name.data());
       align::Outputs got;
-      got.sorted_token_ids.resize(static_cast<std::size_t>(p.max_num_tokens_padded));
-      got.expert_ids.resize(static_cast<std::size_t>(p.max_num_blocks));
-      sorted.download(got.sorted_token_ids.data(), got.sorted_token_ids.size() * 4);
-      eids.download(got.expert_ids.data(), got.expert_ids.size() * 4);
-      total.download(&got.num_tokens_post_pad, 4);
+      (void)d.download(got);  // no guards in a run's set
       ok = align::check(p, ref, got, exact_order(v, p)).ok;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), e.what());
@@ -145,12 +128,8 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
     opt.samples = 25;
     opt.launches_per_graph = 20;
     rec.m = bench::measure(
-        [&](Stream s, int copy) {
-          align::Buffers bb = b;
-          bb.topk_ids = d_ids[static_cast<std::size_t>(copy)].get();
-          cuda_check(v.launch(p, bb, s, false), v.info.name.data());
-        },
-        copies, opt);
+        [&](Stream s, int copy) { cuda_check(v.launch(p, d.buffers(copy), s, false), v.info.name.data()); }, d.copies(),
+        opt);
     if (rec.m.status == "error") std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), rec.m.reason.c_str());
     if (rec.m.status == "ok" && !ok) rec.m.status = "fail";
     out.write(rec);

@@ -12,11 +12,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cuda_util.hpp"
+#include "dedup/buffers.hpp"
 #include "dedup/dedup.hpp"
 #include "dedup/reference.hpp"
 #include "record.hpp"
@@ -24,7 +26,7 @@
 #include "dedup_tuning.hpp"
 
 namespace dd = moekit::dedup;
-using moekit::DeviceBuffer;
+using moekit::WorkspaceNeed;
 
 namespace {
 
@@ -61,9 +63,7 @@ struct Bench {
   dd::Problem p;
   std::vector<std::int32_t> host;
   std::vector<std::int32_t> ref;
-  std::vector<DeviceBuffer> copies;
-  DeviceBuffer out;
-  int n_copies = 1;
+  std::optional<dd::DeviceBuffers> d;  // the rows in rotated copies, the output; a workspace per variant
 
   Bench(Values kind, int bs, int m, int k) {
     p.batch = bs;
@@ -72,34 +72,21 @@ struct Bench {
     p.max_index = kind == Values::kRealistic ? 131072 : -1;
     host = generate(kind, bs, m, k, 42 + std::uint64_t(bs) * 131 + std::uint64_t(m) * 7 + std::uint64_t(k));
     ref = dd::reference(p, host);
-    const std::size_t bytes = host.size() * 4;
-    n_copies = moekit::rotation_copies(bytes, false);
-    for (int i = 0; i < n_copies; ++i) {
-      copies.emplace_back(bytes);
-      copies.back().upload(host.data(), bytes);
-    }
-    out = DeviceBuffer(bytes);
+    d.emplace(p, host, WorkspaceNeed{}, moekit::SetOptions::run(moekit::rotation_copies(host.size() * 4, false)));
   }
 
   // Checks the output once (unless verify is false), then times the launches (without PDL).
   moekit::bench::Measurement time(moekit::LaunchStatus (*launch)(const dd::Problem&, const dd::Buffers&,
                                                                  moekit::Stream, bool pdl),
-                                  std::size_t ws_bytes, bool verify = true) {
-    DeviceBuffer ws(ws_bytes ? ws_bytes : 1);
-    auto buffers = [&](int copy) {
-      dd::Buffers b;
-      b.indices = copies[std::size_t(copy)].as<std::int32_t>();
-      b.out = out.as<std::int32_t>();
-      b.workspace = ws.get();
-      return b;
-    };
+                                  WorkspaceNeed ws, bool verify = true) {
     bool ok = true;
     try {
-      out.fill_bytes(0xAB);
-      moekit::cuda_check(launch(p, buffers(0), moekit::process_stream(), false), "dedup launch");
+      d->replace_workspace(ws);
+      d->poison();
+      moekit::cuda_check(launch(p, d->buffers(0), moekit::process_stream(), false), "dedup launch");
       moekit::cuda_sync("dedup kernel");
-      std::vector<std::int32_t> got(host.size());
-      out.download(got.data(), got.size() * 4);
+      std::vector<std::int32_t> got;
+      (void)d->download(got);  // no guards in a run's set
       ok = !verify || dd::check(p, ref, got).ok;
     } catch (const std::exception& e) {
       moekit::bench::Measurement m;
@@ -108,8 +95,8 @@ struct Bench {
       return m;
     }
     moekit::bench::Measurement m = moekit::bench::measure(
-        [&](moekit::Stream s, int copy) { moekit::cuda_check(launch(p, buffers(copy), s, false), "dedup launch"); },
-        n_copies, moekit::TimingOptions{});
+        [&](moekit::Stream s, int copy) { moekit::cuda_check(launch(p, d->buffers(copy), s, false), "dedup launch"); },
+        d->copies(), moekit::TimingOptions{});
     if (m.status == "ok" && !ok) m.status = "fail";
     return m;
   }
@@ -122,7 +109,7 @@ struct Bench {
       m.reason = why;
       return m;
     }
-    return time(v.launch, v.workspace_bytes(p, caps));
+    return time(v.launch, WorkspaceNeed::of(v, p, caps));
   }
 
   moekit::bench::Fields params(Values kind) const {
@@ -181,7 +168,7 @@ int main(int argc, char** argv) {
         Bench& b = (*set)[idx];
         auto params = b.params(set == &uni ? Values::kUniform : Values::kRealistic);
         params.emplace_back("tile", c.tile);
-        write(w, "tuning", c.name, std::move(params), b.time(c.launch, 0, c.checks));
+        write(w, "tuning", c.name, std::move(params), b.time(c.launch, WorkspaceNeed{}, c.checks));
       }
     }
   }

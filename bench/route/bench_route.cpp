@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "align/reference.hpp"
 #include "cuda_util.hpp"
 #include "record.hpp"
+#include "route/buffers.hpp"
 #include "route/gen.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
@@ -66,34 +68,24 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
   const std::vector<float> wide = gen::logits_as_f32(logits, "bench logits");
   const npy::Array bias_arr = gen::route_bias(c.E, seed);
   const std::vector<float> bias(bias_arr.as<float>().begin(), bias_arr.as<float>().end());
-  const std::vector<std::byte>& raw = logits.data;
-  const int copies = rotation_copies(raw.size(), false);
-  std::vector<DeviceBuffer> din;
-  for (int k = 0; k < copies; ++k) {
-    din.emplace_back(std::max<std::size_t>(raw.size(), 1));
-    din.back().upload(raw.data(), raw.size());
-  }
-  DeviceBuffer dbias(bias.size() * 4), dids(std::max<std::size_t>(T * c.K * 4, 4)), dw(std::max<std::size_t>(T * c.K * 4, 4));
-  dbias.upload(bias.data(), bias.size() * 4);
   const route::Outputs ref = route::reference(p, wide.data(), c.bias ? bias.data() : nullptr);
 
   align::Problem ap;
   const align::Variant* av = nullptr;
-  DeviceBuffer asorted, aeids, antpp, aws;
+  std::optional<WorkspaceNeed> align_ws;
   if (then_align) {
     ap = align::make_problem(T * c.K, c.E, 64, false, 0, false);
     av = &align::registry().pick_auto(ap, use_pdl);
-    asorted = DeviceBuffer(ap.max_num_tokens_padded * 4);
-    aeids = DeviceBuffer(ap.max_num_blocks * 4);
-    antpp = DeviceBuffer(4);
-    aws = DeviceBuffer(std::max<std::size_t>(av->workspace_bytes(ap, device_caps()), 1));
-    if (needs_zeroed_workspace(*av, ap, device_caps())) aws.fill_bytes(0);
+    align_ws = WorkspaceNeed::of(*av, ap, device_caps());
     p.align_block = 64;
     p.align_rows = ap.max_num_tokens_padded;
     p.align_blocks = ap.max_num_blocks;
   }
-  double bytes = double(raw.size()) + (c.bias ? 4.0 * c.E : 0) + 8.0 * T * c.K;
-  if (then_align) bytes += 4.0 * double(ap.max_num_tokens_padded + ap.max_num_blocks + 1);
+  // The logits in rotated copies, the bias, the outputs (the align outputs
+  // with then_align) and align's workspace, once; each variant gets its own workspace.
+  route::DeviceBuffers dev(p, {logits.data, bias}, {}, SetOptions::run(rotation_copies(logits.data.size(), false)),
+                           align_ws);
+  const double bytes = route::bytes_moved(p);
 
   const std::string auto_pick(route::registry().pick_auto(p, use_pdl).info.name);
   for (const route::Variant& v : route::registry().variants()) {
@@ -113,44 +105,21 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
     }
     try {
       const bool fused = route::fuses_align(v);
-      DeviceBuffer rws(std::max<std::size_t>(v.workspace_bytes(p, device_caps()), 4));
-      if (needs_zeroed_workspace(v, p, device_caps())) rws.fill_bytes(0);
+      dev.replace_workspace(WorkspaceNeed::of(v, p, device_caps()));
       auto launch = [&](Stream s, int copy) {
-        route::Buffers b;
-        b.logits = din[copy].get();
-        b.bias = c.bias ? dbias.as<float>() : nullptr;
-        b.topk_ids = dids.as<std::int32_t>();
-        b.topk_weights = dw.as<float>();
-        b.workspace = rws.get();
-        if (then_align) {
-          b.sorted_token_ids = asorted.as<std::int32_t>();
-          b.expert_ids = aeids.as<std::int32_t>();
-          b.num_tokens_post_pad = antpp.as<std::int32_t>();
-        }
-        cuda_check(v.launch(p, b, s, use_pdl), "route launch");
-        if (then_align && !fused) {
-          align::Buffers ab;
-          ab.topk_ids = dids.get();
-          ab.sorted_token_ids = asorted.as<std::int32_t>();
-          ab.expert_ids = aeids.as<std::int32_t>();
-          ab.num_tokens_post_pad = antpp.as<std::int32_t>();
-          ab.workspace = aws.get();
-          cuda_check(av->launch(ap, ab, s, use_pdl), "align launch");
-        }
+        cuda_check(v.launch(p, dev.buffers(copy), s, use_pdl), "route launch");
+        if (then_align && !fused) cuda_check(av->launch(ap, dev.align_buffers(), s, use_pdl), "align launch");
       };
-      dids.fill_bytes(0xAB);
+      dev.poison();
       launch(process_stream(), 0);
       cuda_check_last("launch");
       cuda_sync("kernel");
       route::Outputs got;
-      got.ids.resize(T * c.K);
-      got.weights.resize(T * c.K);
-      dids.download(got.ids.data(), got.ids.size() * 4);
-      dw.download(got.weights.data(), got.weights.size() * 4);
+      (void)dev.download(got);  // no guards in a run's set
       const auto rep = route::check(p, wide.data(), c.bias ? bias.data() : nullptr, ref, got);
       rec.extra.push_back({"near_tie_rows", rep.near_tie_rows});
       if (then_align) rec.extra.push_back({"align_variant", fused ? std::string("fused") : std::string(av->info.name)});
-      rec.m = bench::measure(launch, copies, TimingOptions{}, bytes);
+      rec.m = bench::measure(launch, dev.copies(), TimingOptions{}, bytes);
       if (rec.m.status == "ok" && !rep.result.ok) {
         rec.m.status = "fail";
         rec.m.reason = rep.result.first_difference;

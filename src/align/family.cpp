@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "align/align.hpp"
+#include "align/buffers.hpp"
 #include "align/ep_cli.hpp"
 #include "align/reference.hpp"
 #include "display.hpp"
@@ -76,36 +78,14 @@ class AlignJob final : public ProblemJob<align::Problem> {
   }
   std::size_t input_bytes() const override { return ids_.data.size(); }
   void upload(int copies) override {
-    var_.allocate_bytes(align::ep_workspace_bytes(*var_.v, p_, *caps_), align::ep_zeroed_workspace(*var_.v, p_, *caps_));
-    d_ids_ = upload_copies(ids_, copies);
-    d_map_ = DeviceBuffer(map_.size() * 4);
-    d_map_.upload(map_.data(), map_.size() * 4);
-    d_sorted_ = DeviceBuffer(p_.max_num_tokens_padded * 4);
-    d_eids_ = DeviceBuffer(p_.max_num_blocks * 4);
-    d_ntpp_ = DeviceBuffer(4);
-    for (auto* b : {&d_sorted_, &d_eids_, &d_ntpp_}) b->fill_bytes(0xAB);  // poison: unwritten shows up
+    d_.emplace(p_, align::HostInputs{ids_.data, map_}, align::workspace_need(*var_.v, p_, *caps_),
+               SetOptions::run(copies));
   }
   LaunchStatus launch(Stream s, bool pdl, int copy) override {
-    align::Buffers b;
-    b.topk_ids = d_ids_[copy].get();
-    b.expert_map = map_.empty() ? nullptr : d_map_.as<std::int32_t>();
-    b.sorted_token_ids = d_sorted_.as<std::int32_t>();
-    b.expert_ids = d_eids_.as<std::int32_t>();
-    b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
-    b.workspace = var_.workspace.get();
-    return align::launch_ep(*var_.v, p_, b, s, pdl);
+    return align::launch_ep(*var_.v, p_, d_->buffers(copy), s, pdl);
   }
-  void download() override {
-    got_.sorted_token_ids.resize(p_.max_num_tokens_padded);
-    got_.expert_ids.resize(p_.max_num_blocks);
-    d_sorted_.download(got_.sorted_token_ids.data(), got_.sorted_token_ids.size() * 4);
-    d_eids_.download(got_.expert_ids.data(), got_.expert_ids.size() * 4);
-    d_ntpp_.download(&got_.num_tokens_post_pad, 4);
-  }
-  double bytes_moved() const override {
-    return double(ids_.data.size()) + double(map_.size()) * 4 +
-           4.0 * double(p_.max_num_tokens_padded + p_.max_num_blocks + 1);
-  }
+  void download() override { (void)d_->download(got_); }  // no guards in a run's set: always ""
+  double bytes_moved() const override { return align::bytes_moved(p_); }
   CheckResult check(bool exact_order) override { return align::check(p_, ref_, got_, exact_order); }
   std::vector<NamedArray> outputs() override {
     return {{"sorted_token_ids.npy", make_array(npy::DType::i4, {p_.max_num_tokens_padded}, got_.sorted_token_ids)},
@@ -134,8 +114,7 @@ class AlignJob final : public ProblemJob<align::Problem> {
   Outputs ref_, got_;
   ResolvedVariant<align::Variant> var_;
   const DeviceCaps* caps_ = nullptr;
-  std::vector<DeviceBuffer> d_ids_;
-  DeviceBuffer d_map_, d_sorted_, d_eids_, d_ntpp_;
+  std::optional<align::DeviceBuffers> d_;
 };
 
 class AlignFamily final : public RegistryFamily<align::Registry> {

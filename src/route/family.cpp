@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "align/align.hpp"
 #include "align/reference.hpp"
@@ -14,6 +15,7 @@
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
+#include "route/buffers.hpp"
 #include "route/gen.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
@@ -83,63 +85,19 @@ class RouteJob final : public ProblemJob<route::Problem> {
   }
   std::size_t input_bytes() const override { return logits_.data.size(); }
   void upload(int copies) override {
-    var_.allocate(p_);
-    d_logits_ = upload_copies(logits_, copies);
-    d_bias_ = DeviceBuffer(bias_.size() * 4);
-    if (!bias_.empty()) d_bias_.upload(bias_.data(), bias_.size() * 4);
-    const std::size_t slots = std::size_t(p_.tokens) * p_.topk;
-    d_ids_ = DeviceBuffer(slots * 4);
-    d_w_ = DeviceBuffer(slots * 4);
-    for (auto* b : {&d_ids_, &d_w_}) b->fill_bytes(0xAB);  // poison: unwritten shows up
-    if (then_align_) {
-      if (avar_.v) avar_.allocate(ap_);
-      d_sorted_ = DeviceBuffer(ap_.max_num_tokens_padded * 4);
-      d_eids_ = DeviceBuffer(ap_.max_num_blocks * 4);
-      d_ntpp_ = DeviceBuffer(4);
-      for (auto* b : {&d_sorted_, &d_eids_, &d_ntpp_}) b->fill_bytes(0xAB);
-    }
+    std::optional<WorkspaceNeed> align_ws;  // --then-align after a variant that does not fuse it
+    if (avar_.v) align_ws = avar_.workspace_need(ap_);
+    d_.emplace(p_, route::HostInputs{logits_.data, bias_}, var_.workspace_need(p_),
+               SetOptions::run(copies), align_ws);
   }
   LaunchStatus launch(Stream s, bool pdl, int copy) override {
-    route::Buffers b;
-    b.logits = d_logits_[copy].get();
-    b.bias = bias_.empty() ? nullptr : d_bias_.as<float>();
-    b.topk_ids = d_ids_.as<std::int32_t>();
-    b.topk_weights = d_w_.as<float>();
-    b.workspace = var_.workspace.get();
-    if (then_align_) {
-      b.sorted_token_ids = d_sorted_.as<std::int32_t>();
-      b.expert_ids = d_eids_.as<std::int32_t>();
-      b.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
-    }
-    const LaunchStatus e = var_.v->launch(p_, b, s, pdl);
+    const LaunchStatus e = var_.v->launch(p_, d_->buffers(copy), s, pdl);
     if (e != 0 || !then_align_ || route::fuses_align(*var_.v)) return e;
-    align::Buffers ab;
-    ab.topk_ids = d_ids_.get();
-    ab.sorted_token_ids = d_sorted_.as<std::int32_t>();
-    ab.expert_ids = d_eids_.as<std::int32_t>();
-    ab.num_tokens_post_pad = d_ntpp_.as<std::int32_t>();
-    ab.workspace = avar_.workspace.get();
-    return avar_.v->launch(ap_, ab, s, pdl);
+    return avar_.v->launch(ap_, d_->align_buffers(), s, pdl);
   }
-  void download() override {
-    const std::size_t slots = std::size_t(p_.tokens) * p_.topk;
-    got_.ids.resize(slots);
-    got_.weights.resize(slots);
-    d_ids_.download(got_.ids.data(), slots * 4);
-    d_w_.download(got_.weights.data(), slots * 4);
-    if (then_align_) {
-      aligned_.sorted_token_ids.resize(ap_.max_num_tokens_padded);
-      aligned_.expert_ids.resize(ap_.max_num_blocks);
-      d_sorted_.download(aligned_.sorted_token_ids.data(), aligned_.sorted_token_ids.size() * 4);
-      d_eids_.download(aligned_.expert_ids.data(), aligned_.expert_ids.size() * 4);
-      d_ntpp_.download(&aligned_.num_tokens_post_pad, 4);
-    }
-  }
-  double bytes_moved() const override {
-    double b = double(logits_.data.size()) + 4.0 * double(bias_.size()) + 8.0 * double(p_.tokens) * p_.topk;
-    if (then_align_) b += 4.0 * double(ap_.max_num_tokens_padded + ap_.max_num_blocks + 1);
-    return b;
-  }
+  // No guards in a run's set: always "".
+  void download() override { (void)d_->download(got_, then_align_ ? &aligned_ : nullptr); }
+  double bytes_moved() const override { return route::bytes_moved(p_); }
   CheckResult check(bool) override { return check_against(got_, aligned_); }
   std::vector<NamedArray> outputs() override {
     const std::vector<std::int64_t> shape{p_.tokens, p_.topk};
@@ -215,8 +173,7 @@ class RouteJob final : public ProblemJob<route::Problem> {
   std::int64_t near_ties_ = -1;
   ResolvedVariant<route::Variant> var_;
   ResolvedVariant<align::Variant> avar_;
-  std::vector<DeviceBuffer> d_logits_;
-  DeviceBuffer d_bias_, d_ids_, d_w_, d_sorted_, d_eids_, d_ntpp_;
+  std::optional<route::DeviceBuffers> d_;
 };
 
 class RouteFamily final : public RegistryFamily<route::Registry> {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "half.hpp"
+#include "act_and_mul/buffers.hpp"
 #include "act_and_mul/reference.hpp"
 
 using namespace moekit;
@@ -335,3 +336,13 @@ TEST_CASE("checker: empty problems pass") {
 }
 
 }  // TEST_SUITE
+
+// The GB/s of the CLI and bench_act_and_mul count this traffic: 3 rows of
+// 2d = 10 bf16 read (60 bytes), 3 rows of d = 5 written (30 bytes).
+TEST_CASE("act-and-mul bytes moved: the input read once, the output written once") {
+  Problem p{3, 5, DType::bf16, Activation::silu};
+  CHECK(act::out_bytes(p) == 30);
+  CHECK(act::bytes_moved(p) == 90.0);
+  p.dtype = DType::f32;
+  CHECK(act::bytes_moved(p) == 180.0);
+}

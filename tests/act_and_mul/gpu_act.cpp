@@ -26,11 +26,13 @@
 #include <limits>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "act_and_mul/act_and_mul.hpp"
+#include "act_and_mul/buffers.hpp"
 #include "cuda_util.hpp"
 #include "gpu_case.hpp"
 #include "half.hpp"
@@ -279,36 +281,36 @@ struct Totals {
   double max_ulp = 0, max_rel = 0;
 };
 
-// Launches variant v on the input at din (h's data, uploaded) into dout and
-// verifies the result: one assertion. With `pdl` (where the device has it) v
-// launches with programmatic dependent launch, twice back to back, the second
-// launch overlapping the first one's tail.
-void run_case(const act::Variant& v, const HostInput& h, Activation a, const void* din, std::int64_t in_offset,
-              test::Guarded& dout, std::int64_t out_offset, const std::vector<std::int64_t>& rows,
-              const unsigned char* ref_rows, Totals& tot, bool pdl = false) {
+// Launches variant v on d (h's data uploaded `in_offset` elements off, the
+// output `out_offset` elements off, between guard zones) with a workspace of
+// its own, and verifies the result: one assertion. With `pdl` (where the
+// device has it) v launches with programmatic dependent launch, twice back to
+// back, the second launch overlapping the first one's tail.
+void run_case(const act::Variant& v, const HostInput& h, Activation a, act::DeviceBuffers& d, std::int64_t in_offset,
+              std::int64_t out_offset, const std::vector<std::int64_t>& rows, const unsigned char* ref_rows,
+              Totals& tot, bool pdl = false) {
   Problem p = h.p;
   p.act = a;
   pdl = pdl && device_caps().pdl;
-  dout.poison();
-  act::Buffers b;
-  b.input = din;
-  b.out = dout.data();
+  d.poison();
   const DeviceCaps& caps = device_caps();
-  const bool zeroed = needs_zeroed_workspace(v, p, caps);
-  const test::Workspace ws(v.workspace_bytes(p, caps), zeroed);
-  b.workspace = ws.get();
+  const WorkspaceNeed need = WorkspaceNeed::of(v, p, caps);
+  const bool zeroed = need.zeroed;
+  d.replace_workspace(need);  // 0xCD garbage, or zeroed
+  const act::Buffers b = d.buffers(0);
   std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1);
   if (why.empty()) {
-    const auto got = dout.read();
-    const Outcome o = verify(p, rows, ref_rows, got.body());
+    std::vector<unsigned char> got(act::out_bytes(p));
+    const std::string guard = d.download(got.data());
+    const Outcome o = verify(p, rows, ref_rows, got.data());
     if (p.dtype == DType::f32) {
       tot.max_rel = std::max(tot.max_rel, o.max_error);
     } else {
       tot.max_ulp = std::max(tot.max_ulp, o.max_error);
     }
-    if (!got.guard_ok) {
-      why = "wrote outside the output (guard zone changed)";
-    } else if (zeroed && !ws.all_zero()) {
+    if (!guard.empty()) {
+      why = guard;
+    } else if (zeroed && !d.workspace_zero()) {
       why = "left its workspace non-zero";
     } else if (!o.ok) {
       why = o.message;
@@ -369,8 +371,7 @@ TEST_CASE("every variant x activation x dtype vs the CPU reference") {
         ++seed;
         const std::size_t es = esize(dt);
         const HostInput h = make_input(tokens, d, dt, seed);
-        const test::Uploaded din(h.data.data(), h.data.size());
-        test::Guarded dout(static_cast<std::size_t>(n) * es, 0xff);
+        act::DeviceBuffers dev(h.p, std::as_bytes(std::span(h.data)), {}, SetOptions::checked());
         const auto rows = rows_to_check(h, full, seed * 7);
         std::vector<unsigned char> gathered;
         const unsigned char* in_rows = h.data.data();
@@ -397,7 +398,7 @@ TEST_CASE("every variant x activation x dtype vs the CPU reference") {
           const auto ref = reference_rows(p, in_rows, static_cast<std::int64_t>(rows.size()));
           // Every other case with PDL, so each variant runs in both modes.
           for (std::size_t vi : run)
-            run_case(vs[vi], h, a, din.data(), 0, dout, 0, rows, ref.data(), tot, (seed + vi + ai) % 2 == 1);
+            run_case(vs[vi], h, a, dev, 0, 0, rows, ref.data(), tot, (seed + vi + ai) % 2 == 1);
         }
       }
       if (!full) ++big_k;
@@ -417,15 +418,16 @@ TEST_CASE("unaligned base pointers and rows") {
     for (std::int64_t d : {std::int64_t{64}, std::int64_t{8}, std::int64_t{7}, std::int64_t{4096}}) {
       const std::size_t es = esize(dt);
       const HostInput h = make_input(5, d, dt, 99 + static_cast<std::uint64_t>(d));
-      const test::Uploaded din(h.data.data(), h.data.size(), es);
-      test::Guarded dout(static_cast<std::size_t>(5 * d) * es, 0xff, 256, es);
+      SetOptions o = SetOptions::checked(es);
+      o.output_misalign = es;
+      act::DeviceBuffers dev(h.p, std::as_bytes(std::span(h.data)), {}, o);
       const auto rows = rows_to_check(h, true, 1);
       for (Activation a : kActs) {
         Problem p = h.p;
         p.act = a;
         const auto ref = reference_rows(p, h.data.data(), 5);
         for (const auto& v : vs)
-          for (bool pdl : {false, true}) run_case(v, h, a, din.data(), 1, dout, 1, rows, ref.data(), tot, pdl);
+          for (bool pdl : {false, true}) run_case(v, h, a, dev, 1, 1, rows, ref.data(), tot, pdl);
       }
     }
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "align/buffers.hpp"
 #include "align/reference.hpp"
 
 using namespace moekit;
@@ -474,4 +475,20 @@ TEST_CASE("the expert-parallel composition equals the reference in every mode") 
     got.block_groups.clear();  // as read back from a device
     REQUIRE(check(p, want, got, true).ok);
   }
+}
+
+// The CLI's GB/s counts this traffic: the ids and the map read once, every
+// output written once. 10 int64 ids (80 bytes) + a 6-entry map (24) + 40
+// sorted ids, 5 expert ids and the count (4 x 46 = 184) = 288 bytes.
+TEST_CASE("align bytes moved: ids and map read once, every output written once") {
+  Problem p;
+  p.numel = 10;
+  p.ids_int64 = true;
+  p.map_size = 6;
+  p.max_num_tokens_padded = 40;
+  p.max_num_blocks = 5;
+  CHECK(bytes_moved(p) == 288.0);
+  p.ids_int64 = false;  // 40-byte ids
+  p.map_size = 0;
+  CHECK(bytes_moved(p) == 40.0 + 184.0);
 }

@@ -25,11 +25,13 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "align/align.hpp"
+#include "align/buffers.hpp"
 #include "cuda_util.hpp"
 #include "align/reference.hpp"
 #include "gpu_case.hpp"
@@ -171,12 +173,8 @@ void run_case(const Case& c, Stats& st) {
       std::memcpy(host.data() + i * 4, &v, 4);
     }
   }
-  const test::Uploaded d_ids(host.data(), host.size(), c.misalign ? esz : 0);
-  const test::Uploaded d_map(in.map.data(), in.map.size() * 4);
-
-  test::Guarded sorted(static_cast<std::size_t>(p.max_num_tokens_padded) * 4);
-  test::Guarded eids(static_cast<std::size_t>(p.max_num_blocks) * 4);
-  test::Guarded total(4);
+  // The outputs between poisoned guard zones; each variant below gets its own workspace.
+  DeviceBuffers d(p, {std::as_bytes(std::span(host)), in.map}, {}, SetOptions::checked(c.misalign ? esz : 0));
 
   const DeviceCaps& caps = device_caps();
   for (const align::Variant& v : registry().variants()) {
@@ -211,39 +209,27 @@ void run_case(const Case& c, Stats& st) {
       ++st.not_applicable;
       continue;
     }
-    const std::size_t ws_bytes = ep_workspace_bytes(v, p, caps);
     // A variant that keeps its workspace zero gets it zeroed once, like from
     // the CLI, and must hand its own part back zeroed after every run (the
-    // bucket's groups after it are launch_ep's scratch).
-    const bool zeroed = ep_zeroed_workspace(v, p, caps);
+    // bucket's groups after it are launch_ep's scratch); any other gets 0xCD.
+    const WorkspaceNeed need = workspace_need(v, p, caps);
+    const bool zeroed = need.zeroed;
     const std::size_t own_bytes = ep_variant_workspace_bytes(v, p, caps);
-    const test::Workspace ws(ws_bytes, zeroed);
-    Buffers b;
-    b.topk_ids = d_ids.data();
-    b.expert_map = c.map ? d_map.as<std::int32_t>() : nullptr;
-    b.sorted_token_ids = sorted.as<std::int32_t>();
-    b.expert_ids = eids.as<std::int32_t>();
-    b.num_tokens_post_pad = total.as<std::int32_t>();
-    b.workspace = ws.get();
+    d.replace_workspace(need);
+    const Buffers b = d.buffers(0);
     // The registry's promise: stable order means bit for bit (and `auto` when it picks such a variant).
     const bool exact = v.stable_order || (name == "auto" && registry().pick_auto(vp, false).stable_order);
     for (int rep = 0; rep < 2; ++rep) {
-      sorted.poison();
-      eids.poison();
-      total.poison();
+      d.poison();
       const bool pdl = rep == 1 && caps.pdl;
       std::string why = test::launch_and_sync([&] { return launch_ep(v, p, b, nullptr, pdl); }, pdl ? 2 : 1);
       ++st.runs;
       if (exact) ++st.exact;
       if (why.empty()) {
-        const auto r1 = sorted.read(), r2 = eids.read(), r3 = total.read();
         Outputs got;
-        got.sorted_token_ids = r1.body_as<std::int32_t>();
-        got.expert_ids = r2.body_as<std::int32_t>();
-        got.num_tokens_post_pad = r3.body_as<std::int32_t>()[0];
-        if (!(r1.guard_ok && r2.guard_ok && r3.guard_ok)) {
-          why = "wrote outside an output (guard zone changed)";
-        } else if (zeroed && !ws.all_zero(own_bytes)) {
+        if (std::string g = d.download(got); !g.empty()) {
+          why = g;
+        } else if (zeroed && !d.workspace_zero(own_bytes)) {
           why = "left its workspace non-zero";
         } else {
           const CheckResult r = check(p, ref, got, exact);

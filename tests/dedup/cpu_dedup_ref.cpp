@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "dedup/buffers.hpp"
 #include "dedup/reference.hpp"
 
 using moekit::dedup::Problem;
@@ -114,4 +115,14 @@ TEST_SUITE("cpu") {
     CHECK_FALSE(moekit::dedup::check(p, V{3, 4, -1, -1}, V{3, 4, -1}).ok);
     CHECK_FALSE(moekit::dedup::check(p, V{3, 4, -1}, V{3, 4, -1}).ok);
   }
+}
+
+// The CLI's GB/s counts this traffic: bs = 3 batches of M = 2 rows of k = 5
+// int32 values read (120 bytes), the [3, 10] output written (120 bytes).
+TEST_CASE("dedup bytes moved: the rows read once, the output written once") {
+  Problem p;
+  p.batch = 3;
+  p.mtp_step = 2;
+  p.k = 5;
+  CHECK(moekit::dedup::bytes_moved(p) == 240.0);
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cuda_util.hpp"
+#include "dedup/buffers.hpp"
 #include "dedup/dedup.hpp"
 #include "dedup/reference.hpp"
 #include "gpu_case.hpp"
@@ -178,25 +179,23 @@ void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, 
     ++g_tally.skipped;
     return;
   }
-  const std::size_t elems = c.in.size();
-  const moekit::test::Uploaded d_in(c.in.data(), elems * 4, std::size_t(in_off) * 4);
-  moekit::test::Guarded d_out(elems * 4, 0xAB, 256, std::size_t(out_off) * 4);
-  const bool zeroed = moekit::needs_zeroed_workspace(v, c.p, caps);
-  const moekit::test::Workspace d_ws(v.workspace_bytes(c.p, caps), zeroed);
-  d_out.poison();
-  dd::Buffers b;
-  b.indices = d_in.as<std::int32_t>();
-  b.out = d_out.as<std::int32_t>();
-  b.workspace = d_ws.get();
+  // Input and output `in_off` and `out_off` elements off their allocations, the
+  // output poisoned between guard zones, a workspace of 0xCD (or zeroed).
+  moekit::SetOptions o = moekit::SetOptions::checked(std::size_t(in_off) * 4);
+  o.output_misalign = std::size_t(out_off) * 4;
+  const moekit::WorkspaceNeed need = moekit::WorkspaceNeed::of(v, c.p, caps);
+  const bool zeroed = need.zeroed;
+  const dd::DeviceBuffers d(c.p, c.in, need, o);
+  const dd::Buffers b = d.buffers(0);
   std::string why = moekit::test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1);
   if (why.empty()) {
-    const auto got = d_out.read();
-    if (!got.guard_ok) {
-      why = "wrote outside the output";
-    } else if (zeroed && !d_ws.all_zero()) {
+    V got;
+    if (std::string g = d.download(got); !g.empty()) {
+      why = g;
+    } else if (zeroed && !d.workspace_zero()) {
       why = "left its workspace non-zero";
     } else {
-      const auto r = dd::check(c.p, ref, got.body_as<std::int32_t>());
+      const auto r = dd::check(c.p, ref, got);
       if (!r.ok) why = r.first_difference;
     }
   }

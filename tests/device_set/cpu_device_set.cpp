@@ -141,3 +141,47 @@ TEST_CASE("device set: without guards nothing is checked and nothing is padded")
   CHECK(s.broken_guard().empty());
   CHECK(s.slots()[o.index].alloc_bytes() == 8);
 }
+
+TEST_CASE("device set: a misaligned output sits past its front guard, which covers the gap") {
+  SetOptions o = SetOptions::checked();
+  o.output_misalign = 4;
+  HostSet s(o);
+  const auto m = s.output("m", 8, {.misalign = true});
+  const auto plain = s.output("plain", 8);
+  CHECK(s.slots()[m.index].front == 260);
+  CHECK(s.slots()[m.index].back == 256);
+  CHECK(s.slots()[plain.index].front == 256);
+  CHECK(s.read<unsigned char>(m) == std::vector<unsigned char>(8, 0xAB));
+  unsigned char* body = s.as<unsigned char>(m);
+  CHECK(s.broken_guard().empty());
+  SUBCASE("a write into the gap") { body[-4] = 0; }
+  SUBCASE("one byte before the body") { body[-1] = 0; }
+  SUBCASE("one byte past the body") { body[8] = 0; }
+  CHECK(s.broken_guard() == "m");
+  // Without guards and misalignment the option changes nothing.
+  HostSet r(SetOptions::run(1));
+  CHECK(r.slots().empty());
+  const auto q = r.output("q", 8, {.misalign = true});
+  CHECK(r.slots()[q.index].alloc_bytes() == 8);
+}
+
+TEST_CASE("device set: a workspace replaced for the next variant; zero checks of its kept part") {
+  HostSet s(SetOptions::checked());
+  const auto out = s.output("out", 4);
+  const auto ws = s.workspace({4, false});
+  CHECK(s.read<unsigned char>(ws) == std::vector<unsigned char>(4, 0xCD));
+  s.replace_workspace(ws, {40, true});
+  CHECK(s.slots()[ws.index].bytes == 40);
+  CHECK(s.slots()[ws.index].zeroed);
+  CHECK(s.read<unsigned char>(ws) == std::vector<unsigned char>(40, 0));
+  unsigned char* w = s.as<unsigned char>(ws);
+  w[20] = 1;  // scratch past the part the variant keeps zero
+  CHECK(s.all_zero(ws, 20));
+  CHECK_FALSE(s.all_zero(ws, 21));
+  CHECK_FALSE(s.all_zero(ws));
+  s.replace_workspace(ws, {2, false});
+  CHECK(s.slots()[ws.index].alloc_bytes() == 16);
+  CHECK(s.read<unsigned char>(ws) == std::vector<unsigned char>(2, 0xCD));
+  CHECK_THROWS_AS(s.replace_workspace(out, {4, false}), std::logic_error);
+  CHECK(s.read<unsigned char>(out) == std::vector<unsigned char>(4, 0xAB));
+}

@@ -10,6 +10,7 @@
 #include "errors.hpp"
 #include "npy.hpp"
 #include "route/gen.hpp"
+#include "route/buffers.hpp"
 #include "route/reference.hpp"
 #include "temp_dir.hpp"
 
@@ -185,4 +186,20 @@ TEST_CASE("route gen: deterministic; load-shaped logits pick experts in proporti
   double chi2u = 0;
   for (int e = 0; e < 8; ++e) chi2u += (count[e] - T / 8.0) * (count[e] - T / 8.0) / (T / 8.0);
   CHECK(chi2u > 1000);
+}
+
+// The GB/s of the CLI and bench_route count this traffic: T = 3 tokens of
+// E = 8 f32 logits (96 bytes) and the 8-entry bias (32) read, 3 x 2 ids and
+// weights written (48); with align after it (B 4: 20 sorted ids, 5 expert
+// ids, the count) 4 x 26 = 104 bytes more.
+TEST_CASE("route bytes moved: logits and bias read once, ids and weights (and align's outputs) written once") {
+  Problem p{.tokens = 3, .experts = 8, .topk = 2, .bias = true};
+  CHECK(route::bytes_moved(p) == 176.0);
+  p.bias = false;
+  p.dtype = route::DType::bf16;  // 48 bytes of logits
+  CHECK(route::bytes_moved(p) == 96.0);
+  p.align_block = 4;
+  p.align_rows = 20;
+  p.align_blocks = 5;
+  CHECK(route::bytes_moved(p) == 200.0);
 }

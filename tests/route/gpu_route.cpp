@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "half.hpp"
 #include "align/align.hpp"
 #include "align/reference.hpp"
+#include "route/buffers.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
 
@@ -105,65 +107,26 @@ Logits make_logits(std::int64_t T, int E, route::DType dt, std::uint64_t seed) {
   return l;
 }
 
-// The device side of one run with the align outputs (block-rank-align's set):
-// logits and bias uploaded, every output guarded, a workspace, all wired
-// into route::Buffers.
-struct DeviceRun {
-  test::Uploaded logits, bias;
-  test::Guarded ids, w, sorted, eids, ntpp;
-  test::Workspace ws;
-  route::Buffers b;
-  DeviceRun(const Logits& lg, const std::vector<float>& bias_values, bool with_bias, std::size_t slots,
-            const align::Problem& ap, std::size_t workspace_bytes, bool zeroed)
-      : logits(lg.raw.data(), lg.raw.size()),
-        bias(bias_values.data(), bias_values.size() * 4),
-        ids(slots * 4),
-        w(slots * 4),
-        sorted(ap.max_num_tokens_padded * 4),
-        eids(ap.max_num_blocks * 4),
-        ntpp(4),
-        ws(workspace_bytes, zeroed) {
-    b.logits = logits.data();
-    b.bias = with_bias ? bias.as<float>() : nullptr;
-    b.topk_ids = ids.as<std::int32_t>();
-    b.topk_weights = w.as<float>();
-    b.sorted_token_ids = sorted.as<std::int32_t>();
-    b.expert_ids = eids.as<std::int32_t>();
-    b.num_tokens_post_pad = ntpp.as<std::int32_t>();
-    b.workspace = ws.get();
-  }
-  void poison() {
-    for (test::Guarded* g : {&ids, &w, &sorted, &eids, &ntpp}) g->poison();
-  }
-};
-
+// The device side of one run: the logits `misalign` bytes off, the bias,
+// every output (the align outputs when p.align_block > 0) poisoned between
+// guard zones, the workspace (0xCD, or zeroed when the variant keeps it zero).
+route::DeviceBuffers device_run(const Problem& p, const Logits& lg, const std::vector<float>& bias, WorkspaceNeed ws,
+                                std::size_t misalign = 0) {
+  return route::DeviceBuffers(p, {std::as_bytes(std::span(lg.raw)), bias}, ws, SetOptions::checked(misalign));
+}
 
 // With `pdl` v launches with programmatic dependent launch.
 std::string run_case(const route::Variant& v, const Problem& p, bool pdl, const Logits& lg,
                      const std::vector<float>& bias, std::size_t misalign, std::int64_t* near_ties) {
   const DeviceCaps& caps = device_caps();
   if (v.not_applicable(p, caps) != nullptr) return {};
-  const std::size_t slots = std::size_t(p.tokens) * p.topk;
-  test::Uploaded d_logits(lg.raw.data(), lg.raw.size(), misalign);
-  test::Uploaded d_bias(bias.data(), bias.size() * 4);
-  test::Guarded ids(slots * 4), w(slots * 4);
-  ids.poison();
-  w.poison();
-  test::Workspace ws(v.workspace_bytes(p, caps), false);
-  route::Buffers b;
-  b.logits = d_logits.data();
-  b.bias = p.bias ? d_bias.as<float>() : nullptr;
-  b.topk_ids = ids.as<std::int32_t>();
-  b.topk_weights = w.as<float>();
-  b.workspace = ws.get();
+  const route::DeviceBuffers d = device_run(p, lg, bias, WorkspaceNeed::of(v, p, caps), misalign);
+  const route::Buffers b = d.buffers(0);
   // With PDL twice back to back: the second launch overlaps the first one's tail.
   if (std::string e = test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1); !e.empty())
     return e;
-  const auto ri = ids.read(), rw = w.read();
-  if (!ri.guard_ok || !rw.guard_ok) return "wrote outside its outputs (guard zone changed)";
   route::Outputs got;
-  got.ids = ri.body_as<std::int32_t>();
-  got.weights = rw.body_as<float>();
+  if (std::string g = d.download(got); !g.empty()) return g;
   const route::Outputs ref = route::reference(p, lg.wide.data(), p.bias ? bias.data() : nullptr);
   const route::CheckReport rep = route::check(p, lg.wide.data(), p.bias ? bias.data() : nullptr, ref, got);
   *near_ties += rep.near_tie_rows;
@@ -238,25 +201,15 @@ TEST_CASE("route: block-rank-align against the route and align references") {
                                  std::to_string(B) + " seed " + std::to_string(seed);
         if (v->not_applicable(p, caps) != nullptr) continue;
         const Logits lg = make_logits(T, c.E, p.dtype, seed);
-        const std::size_t slots = std::size_t(T) * c.K;
-        DeviceRun d(lg, bias, p.bias, slots, ap, v->workspace_bytes(p, caps), true);
+        route::DeviceBuffers d = device_run(p, lg, bias, {v->workspace_bytes(p, caps), true});
+        const route::Buffers b = d.buffers(0);
         for (int rep = 0; rep < 2; ++rep) {
           d.poison();
-          std::string why = test::launch_and_sync([&] { return v->launch(p, d.b, nullptr, pdl); });
-          if (why.empty() && !d.ws.all_zero()) why = "the workspace was not handed back zeroed";
+          std::string why = test::launch_and_sync([&] { return v->launch(p, b, nullptr, pdl); });
+          if (why.empty() && !d.workspace_zero()) why = "the workspace was not handed back zeroed";
           route::Outputs got;
           align::Outputs agot;
-          if (why.empty()) {
-            const auto ri = d.ids.read(), rw = d.w.read(), rs = d.sorted.read(), re = d.eids.read(),
-                       rn = d.ntpp.read();
-            if (!ri.guard_ok || !rw.guard_ok || !rs.guard_ok || !re.guard_ok || !rn.guard_ok)
-              why = "wrote outside its outputs (guard zone changed)";
-            got.ids = ri.body_as<std::int32_t>();
-            got.weights = rw.body_as<float>();
-            agot.sorted_token_ids = rs.body_as<std::int32_t>();
-            agot.expert_ids = re.body_as<std::int32_t>();
-            agot.num_tokens_post_pad = rn.body_as<std::int32_t>()[0];
-          }
+          if (why.empty()) why = d.download(got, &agot);
           if (why.empty()) {
             const route::Outputs ref = route::reference(p, lg.wide.data(), p.bias ? bias.data() : nullptr);
             const auto rep_r = route::check(p, lg.wide.data(), p.bias ? bias.data() : nullptr, ref, got);
@@ -312,19 +265,14 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
               std::memcpy(&lg.raw[i * 2], &h, 2);
             }
           }
-          const std::size_t slots = std::size_t(T) * c.K;
-          DeviceRun d(lg, bias, p.bias, slots, ap, v.workspace_bytes(p, caps), needs_zeroed_workspace(v, p, caps));
-          d.poison();
+          const route::DeviceBuffers d = device_run(p, lg, bias, WorkspaceNeed::of(v, p, caps));
           const std::string what = "variant " + std::string(v.info.name) + ", E=" + std::to_string(c.E) +
                                    " K=" + std::to_string(c.K) + (c.bias ? " bias" : "") + ", T=" +
                                    std::to_string(T) + ", " + name(dt) + ", logits -1000";
-          std::string why = test::launch_and_sync([&] { return v.launch(p, d.b, nullptr, false); });
+          std::string why = test::launch_and_sync([&] { return v.launch(p, d.buffers(0), nullptr, false); });
           if (why.empty()) {
-            const auto ri = d.ids.read(), rw = d.w.read();
-            if (!ri.guard_ok || !rw.guard_ok) why = "wrote outside its outputs (guard zone changed)";
             route::Outputs got;
-            got.ids = ri.body_as<std::int32_t>();
-            got.weights = rw.body_as<float>();
+            why = d.download(got);
             for (std::size_t i = 0; i < got.weights.size() && why.empty(); ++i)
               if (!(got.weights[i] == 0.0f))
                 why = "topk_weights[" + std::to_string(i) + "] = " + std::to_string(got.weights[i]) + ", expected 0";
