@@ -22,13 +22,13 @@
 #include <vector>
 
 #include "align/align.hpp"
-#include "align/reference.hpp"
 #include "cuda_util.hpp"
 #include "record.hpp"
 #include "route/buffers.hpp"
 #include "route/gen.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
+#include "route/then_align.hpp"
 #include "timing.hpp"
 
 using namespace moekit;
@@ -74,12 +74,9 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
   const align::Variant* av = nullptr;
   std::optional<WorkspaceNeed> align_ws;
   if (then_align) {
-    ap = align::make_problem(T * c.K, c.E, 64, false, 0, false);
+    ap = route::plan_then_align(p, 64);
     av = &align::registry().pick_auto(ap, use_pdl);
     align_ws = WorkspaceNeed::of(*av, ap, device_caps());
-    p.align_block = 64;
-    p.align_rows = ap.max_num_tokens_padded;
-    p.align_blocks = ap.max_num_blocks;
   }
   // The logits in rotated copies, the bias, the outputs (the align outputs
   // with then_align) and align's workspace, once; each variant gets its own workspace.
@@ -107,8 +104,12 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
       const bool fused = route::fuses_align(v);
       dev.replace_workspace(WorkspaceNeed::of(v, p, device_caps()));
       auto launch = [&](Stream s, int copy) {
-        cuda_check(v.launch(p, dev.buffers(copy), s, use_pdl), "route launch");
-        if (then_align && !fused) cuda_check(av->launch(ap, dev.align_buffers(), s, use_pdl), "align launch");
+        const route::Buffers b = dev.buffers(copy);
+        if (then_align)
+          cuda_check(route::launch_then_align(v, p, av, ap, b, dev.align_buffers().workspace, s, use_pdl),
+                     "route + align launch");
+        else
+          cuda_check(v.launch(p, b, s, use_pdl), "route launch");
       };
       dev.poison();
       launch(process_stream(), 0);

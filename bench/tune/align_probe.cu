@@ -72,7 +72,12 @@
 #include "timing.hpp"
 
 using namespace moekit;
-namespace ad = moekit::align::detail;
+// align's kernel internals and its public building blocks (tiny_kernel.cuh, args.cuh) under one name.
+namespace probe_names {
+using namespace moekit::align::detail;
+using namespace moekit::align;
+}  // namespace probe_names
+namespace ad = probe_names;
 
 namespace {
 

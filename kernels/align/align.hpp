@@ -81,6 +81,16 @@ struct Buffers {
   void* workspace = nullptr;
 };
 
+// The Problem of `numel` ids over E experts with block size B: fills the
+// derived sizes (the padded length counts the bucket as one more expert).
+// Throws ProblemError (common/problem_error.hpp) when an argument is out of
+// range (E < 1, B < 1 or B > 1024, E + the bucket > kMaxExperts, a vllm map
+// whose length is not E, ...) or an output would not fit int32. Host only
+// (problem.cpp).
+Problem make_problem(std::int64_t numel, std::int32_t num_experts, std::int32_t block_size, bool ids_int64,
+                     std::int32_t map_size, bool pad_sorted_ids, Invalid invalid = Invalid::reject,
+                     MapSemantics map_semantics = MapSemantics::local);
+
 using Variant = moekit::Variant<Problem, Buffers>;
 
 using Registry = moekit::Registry<Problem, Buffers>;

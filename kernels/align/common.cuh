@@ -1,6 +1,7 @@
-// Device-side building blocks shared by the align variants: the kernel
-// argument pack, id -> local expert conversion, 16-byte id loads and the
-// expert_ids writer; scans, fills and lane masks come from kernels/primitives.
+// Device-side building blocks shared by the align variants: id -> local
+// expert conversion, 16-byte id loads and the expert_ids writer (the kernel
+// argument pack: args.cuh); scans, fills and lane masks come from
+// kernels/primitives.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include <type_traits>
 
 #include "align/align.hpp"
+#include "align/args.cuh"
 #include "common/cuda_check.cuh"
 #include "primitives/block_scan.cuh"
 #include "primitives/fill.cuh"
@@ -34,39 +36,6 @@ using prim::warp_peers_below;
 
 // Bits that tell experts 0..E-1 apart (for warp_peers).
 __device__ __forceinline__ int expert_bits(int num_experts) { return prim::key_bits(num_experts); }
-
-// Everything a kernel needs, by value. Sizes fit int32 (make_problem checks the
-// block-rounded range), so in-kernel positions are int32; loop counters that
-// step past the end use int64 so they never wrap.
-struct Args {
-  const void* ids;
-  const std::int32_t* map;  // nullptr: no map
-  std::int32_t* sorted;
-  std::int32_t* eids;
-  std::int32_t* total;
-  std::int32_t numel;
-  std::int32_t num_experts;
-  std::int32_t block_size;
-  std::int32_t map_size;
-  std::int32_t max_padded;
-  std::int32_t max_blocks;
-};
-
-inline Args make_args(const Problem& p, const Buffers& b) {
-  Args a;
-  a.ids = b.topk_ids;
-  a.map = p.map_size > 0 ? b.expert_map : nullptr;
-  a.sorted = b.sorted_token_ids;
-  a.eids = b.expert_ids;
-  a.total = b.num_tokens_post_pad;
-  a.numel = static_cast<std::int32_t>(p.numel);
-  a.num_experts = p.num_experts;
-  a.block_size = p.block_size;
-  a.map_size = p.map_size;
-  a.max_padded = static_cast<std::int32_t>(p.max_num_tokens_padded);
-  a.max_blocks = static_cast<std::int32_t>(p.max_num_blocks);
-  return a;
-}
 
 // Local expert of a raw id, or -1 when the slot is dropped. The unsigned
 // compare rejects negative ids and ids past the bound in one test.

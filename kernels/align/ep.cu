@@ -68,7 +68,7 @@ LaunchStatus launch_ep(const Variant& v, const Problem& p, const Buffers& b, Str
       // the map only with local semantics.
       Problem mp = p;
       if (p.map_semantics == MapSemantics::vllm) mp.map_size = 0;
-      const detail::Args a = detail::make_args(mp, b);
+      const Args a = make_args(mp, b);
       const cudaError_t e =
           p.ids_int64 ? prim::launch_ex(detail::ep_group_kernel<std::int64_t>, pass_grid(p.numel), kPassThreads, 0,
                                         s, prim::pdl_attrs(pdl), a, bucket, groups)

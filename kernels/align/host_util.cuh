@@ -14,17 +14,14 @@
 #include "align/align.hpp"
 #include "align/policy.hpp"
 #include "common/device.hpp"
+#include "common/fits_smem.hpp"
 #include "primitives/launch.cuh"
 #include "primitives/smem.cuh"
 
 namespace moekit::align::detail {
 
-// Device-dependent limits hold only where a device is known: without one
-// (listing or checking on a CPU-only machine) only the device-independent
-// limits reject a problem; launching then fails with the real CUDA error.
-inline bool fits_smem(const DeviceCaps& caps, std::size_t bytes) {
-  return !caps.present() || bytes <= caps.smem_optin;
-}
+// Device-dependent limits hold only where a device is known (as fits_smem,
+// common/fits_smem.hpp).
 inline bool can_cooperate(const DeviceCaps& caps) { return !caps.present() || caps.cooperative; }
 
 // Resident blocks per SM (occupancy) into *n, memoised per kernel and

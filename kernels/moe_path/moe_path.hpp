@@ -52,6 +52,16 @@ struct Buffers {
   void* workspace = nullptr;
 };
 
+// The Problem of T tokens with K experts each (of E), rows of H elements of
+// `dtype`, permute's layout (block size B for padded), combine's S. With
+// `router` the path routes: its scoring, groups, bias, renormalize and
+// logits dtype are kept, T, E and K set, and its scaling set to 1 (S is
+// combine's). Throws ProblemError (route::validate's and align::make_problem's limits).
+// Host only (problem.cpp).
+Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t experts, std::int64_t hidden,
+                     combine::DType dtype, permute::Layout layout, std::int32_t block_size, float scaling,
+                     const route::Problem* router = nullptr);
+
 using Variant = moekit::Variant<Problem, Buffers>;
 
 using Registry = moekit::Registry<Problem, Buffers>;

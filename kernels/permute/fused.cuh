@@ -15,14 +15,16 @@
 
 #include <cstdint>
 
-#include "align/tiny.cuh"
+#include "align/args.cuh"
+#include "align/tiny_kernel.cuh"
 #include "primitives/fast_div.hpp"
 
 namespace moekit::permute::detail {
 
 constexpr int kFusedUnroll = 8;  // vectors in flight per thread in the copy
 
-// Shared memory after tiny's: two counters (placed slots, padding ranges),
+// align's tiny_kernel placement hook (align/tiny_kernel.cuh, "Placement
+// hooks"). Shared memory after tiny's: two counters (placed slots, padding ranges),
 // then (token, row) per placed slot and (first, end) per padding range.
 template <class V>
 struct PermutePlace {
@@ -50,10 +52,10 @@ struct PermutePlace {
   }
 
   template <int kThreads>
-  __device__ static void finish(const align::detail::Args& a, const Params& pp, char* extra, const int* slot,
+  __device__ static void finish(const align::Args& a, const Params& pp, char* extra, const int* slot,
                                 const int* cs, int r0, int r1, int total) {
-    using align::detail::kTinyExpertBits;
-    using align::detail::kTinyExpertMask;
+    using align::kTinyExpertBits;
+    using align::kTinyExpertMask;
     int* counters = reinterpret_cast<int*>(extra);
     int2* list = reinterpret_cast<int2*>(extra + 16);
     const int2* ranges = list + a.numel;

@@ -46,6 +46,18 @@ struct Buffers {
   void* workspace = nullptr;
 };
 
+// The Problem for T tokens of K ids over E experts, rows of row_bytes; B is
+// used by the padded layout only; map_size, invalid and map_semantics are
+// align's (align::make_problem). The compact layout with vllm semantics runs
+// align without the map: vllm's map only relabels expert_ids, which compact
+// does not write, so its rows and offsets are per global expert. Throws
+// ProblemError where align::make_problem refuses (its argument limits, outputs
+// past int32). Host only (problem.cpp).
+Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t experts, std::int32_t block_size,
+                     std::int64_t row_bytes, Layout layout, std::int32_t map_size = 0,
+                     align::Invalid invalid = align::Invalid::reject,
+                     align::MapSemantics map_semantics = align::MapSemantics::local);
+
 using Variant = moekit::Variant<Problem, Buffers>;
 
 using Registry = moekit::Registry<Problem, Buffers>;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/cuda_check.cuh"
+#include "common/fits_smem.hpp"
 #include "permute/fused.cuh"
 #include "permute/gather.cuh"
 #include "permute/permute.hpp"
@@ -179,13 +180,13 @@ LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s, bool pdl) 
 // ---- fused ----
 
 struct FusedPlan {
-  align::detail::TinyPlan tiny;
+  align::TinyPlan tiny;
   std::size_t smem = 0;
 };
 
 template <class V>
 std::size_t fused_smem(const Problem& p) {
-  const std::size_t base = (align::detail::tiny_smem(p.align.numel, p.align.num_experts) + 15) / 16 * 16;
+  const std::size_t base = (align::tiny_smem(p.align.numel, p.align.num_experts) + 15) / 16 * 16;
   return base + detail::PermutePlace<V>::extra_smem(p.align.numel, p.align.num_experts);
 }
 
@@ -194,7 +195,7 @@ FusedPlan fused_plan(const Problem& p, const DeviceCaps& caps) {
   FusedPlan f;
   const int threads = p.align.numel <= pol.fused_256_threads_max_slots ? 256 : 512;
   const std::int64_t most = std::int64_t{pol.fused_blocks_per_sm} * std::max(caps.sm_count, 1);
-  f.tiny = align::detail::tiny_plan_with(p.align, static_cast<int>(most), threads);
+  f.tiny = align::tiny_plan_with(p.align, static_cast<int>(most), threads);
   f.smem = fused_smem<uint4>(p);  // the same for every word type
   return f;
 }
@@ -202,7 +203,7 @@ FusedPlan fused_plan(const Problem& p, const DeviceCaps& caps) {
 template <class V, int kThreads, bool kWide>
 cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, bool pdl, const FusedPlan& f) {
   using Place = detail::PermutePlace<V>;
-  auto kernel = align::detail::tiny_kernel<std::int32_t, kThreads, kWide, align::detail::TinyNoProbe, Place>;
+  auto kernel = align::tiny_kernel<std::int32_t, kThreads, kWide, align::TinyNoProbe, Place>;
   align::Buffers ab;
   ab.topk_ids = b.topk_ids;
   ab.expert_map = p.align.map_size > 0 ? b.expert_map : nullptr;
@@ -218,14 +219,14 @@ cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, bool p
   pp.row_vecs = static_cast<std::uint32_t>(p.row_bytes / std::int64_t(sizeof(V)));
   pp.div_row_vecs = prim::FastDivU32(std::max<std::uint32_t>(pp.row_vecs, 1));
   return prim::launch_with_smem(kernel, f.tiny.grid, kThreads, f.smem, s, prim::pdl_attrs(pdl),
-                                align::detail::make_args(p.align, ab), f.tiny.chunk, pp);
+                                align::make_args(p.align, ab), f.tiny.chunk, pp);
 }
 
 template <class V>
 struct Fused {
   static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl, prim::LaunchAttrs) {
     const FusedPlan f = fused_plan(p, device_caps());
-    const bool wide = p.align.numel > align::detail::kTinyNarrow * f.tiny.threads;
+    const bool wide = align::tiny_wide(p.align.numel, f.tiny.threads);
     if (f.tiny.threads == 256)
       return wide ? launch_fused_as<V, 256, true>(p, b, s, pdl, f) : launch_fused_as<V, 256, false>(p, b, s, pdl, f);
     return wide ? launch_fused_as<V, 512, true>(p, b, s, pdl, f) : launch_fused_as<V, 512, false>(p, b, s, pdl, f);
@@ -271,16 +272,16 @@ std::string tma_limits(const DeviceCaps&) {
 
 const char* fused_na(const Problem& p, const DeviceCaps& caps) {
   if (align::has_ep_passes(p.align)) return "--invalid bucket and --map-semantics vllm need align's passes (gather)";
-  if (p.align.numel > align::detail::kTinyMaxNumel) return "needs T * K <= 32768 (every block ranks all slots)";
-  if (p.align.num_experts > align::detail::kTinyMaxExperts) return "needs E <= 16384";
+  if (p.align.numel > align::kTinyMaxNumel) return "needs T * K <= 32768 (every block ranks all slots)";
+  if (p.align.num_experts > align::kTinyMaxExperts) return "needs E <= 16384";
   const std::int64_t vecs = p.row_bytes / 2;  // the most words a row can take
   if (p.align.numel * vecs >= (std::int64_t{1} << 32)) return "needs T * K * H words < 2^32";
-  if (!align::detail::fits_smem(caps, fused_smem<uint4>(p) + 256)) return "needs 12 bytes per slot and 16 per expert of shared memory";
+  if (!fits_smem(caps, fused_smem<uint4>(p) + 256)) return "needs 12 bytes per slot and 16 per expert of shared memory";
   return nullptr;
 }
 std::string fused_limits(const DeviceCaps& caps) {
-  return "T * K <= " + std::to_string(align::detail::kTinyMaxNumel) + ", E <= " +
-         std::to_string(align::detail::kTinyMaxExperts) + ", 12 B/slot + 16 B/expert of shared memory" +
+  return "T * K <= " + std::to_string(align::kTinyMaxNumel) + ", E <= " +
+         std::to_string(align::kTinyMaxExperts) + ", 12 B/slot + 16 B/expert of shared memory" +
          (caps.present() ? " <= " + std::to_string(caps.smem_optin / 1024) + " KiB" : std::string()) +
          ", not with --invalid bucket or --map-semantics vllm";
 }

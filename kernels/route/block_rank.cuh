@@ -15,12 +15,15 @@
 //
 // Variant `block-rank-align` (--then-align, decode): the same, then the last
 // block to finish (a counter in a zeroed workspace) runs align on all T*K ids
-// in shared memory: per-expert counts with ranks from shared atomics, a warp
-// scan of the padded counts, expert_ids per expert, and the scatter (every
-// block fills its share of the padding rows first, while its loads fly). One launch instead of route + align; slots inside an
-// expert are in atomic order (align's non-stable contract).
+// in shared memory with align's one-block building block (align/block_align.cuh:
+// per-expert counts with ranks from shared atomics, a warp scan of the padded
+// counts, expert_ids per expert, and the scatter; every block fills its share
+// of the padding rows first, while its loads fly). One launch instead of
+// route + align; slots inside an expert are in atomic order (align's
+// non-stable contract).
 #pragma once
 
+#include "align/block_align.cuh"
 #include "primitives/argmax.cuh"
 #include "primitives/pdl.cuh"
 #include "primitives/warp_reduce.cuh"
@@ -42,53 +45,29 @@ __host__ __device__ inline int rank_region_words(int warps, int kc) {
 }
 // Dynamic shared memory (words): group scores [G], per-warp group partials
 // [2 W], the candidate region, picked scores [K].
-// With align fused, the last block reuses it for counts [E], starts [E + 1]
-// and slot ranks [T K].
+// With align fused, the last block reuses it for align::block_align (counts,
+// starts and a rank per slot: block_align_smem_words).
 inline std::size_t rank_smem_bytes(const Problem& p) {
   const int w = rank_threads(p) / 32;
   const std::size_t route = p.groups + 2 * w + rank_region_words(w, rank_warp_picks(p)) + p.topk;
-  const std::size_t align = p.align_block > 0 ? 2 * std::size_t(p.experts) + 1 + std::size_t(p.tokens) * p.topk : 0;
-  return 4 * (route > align ? route : align);
+  const std::size_t aligned = p.align_block > 0 ? align::block_align_smem_words(p.experts, p.tokens * p.topk) : 0;
+  return 4 * (route > aligned ? route : aligned);
 }
 
-// align on the a.tokens * a.topk ids in a.ids (all in [0, E)), by one block.
-__device__ __forceinline__ void block_align(const Args& a, int* smem) {
-  const int n = a.tokens * a.topk, E = a.experts, B = a.align_block;
-  const int tid = threadIdx.x, nt = blockDim.x;
-  int* cnt = smem;
-  int* start = cnt + E;
-  int* rank = start + E + 1;
-  for (int i = tid; i < E; i += nt) cnt[i] = 0;
-  __syncthreads();
-  for (int i = tid; i < n; i += nt) rank[i] = atomicAdd(&cnt[__ldcg(a.ids + i)], 1);
-  __syncthreads();
-  if (tid < 32) {  // exclusive scan of the padded counts, ceil(E / 32) experts per lane
-    const int chunk = (E + 31) / 32, lo = min(E, tid * chunk), hi = min(E, lo + chunk);
-    int acc = 0;
-    for (int i = lo; i < hi; ++i) acc += (cnt[i] + B - 1) / B * B;
-    const int incl = prim::warp_inclusive_scan(acc);
-    int run = incl - acc;
-    for (int i = lo; i < hi; ++i) start[i] = run, run += (cnt[i] + B - 1) / B * B;
-    if (tid == 31) start[E] = incl;
-  }
-  __syncthreads();
-  const int total = start[E];
-  if (tid == 0) *a.ntpp = total;
-  // Padding rows already hold n (every block filled its share first).
-  for (int i = tid; i < E; i += nt)
-    for (int b = start[i] / B; b < start[i + 1] / B; ++b) a.expert_ids[b] = i;
-  for (int b = total / B + tid; b < a.align_blocks; b += nt) a.expert_ids[b] = -1;
-  for (int i = tid; i < n; i += nt) a.sorted[start[__ldcg(a.ids + i)] + rank[i]] = i;
-}
-
-// Every block's share of the padding fill of sorted_token_ids (n everywhere;
-// the last block overwrites the real slots after all blocks are counted).
-__device__ __forceinline__ void fill_share(const Args& a) {
-  const int n = a.tokens * a.topk;
-  const int chunk = (a.align_rows + gridDim.x - 1) / gridDim.x;
-  const int lo = blockIdx.x * chunk, hi = min(a.align_rows, lo + chunk);
-  for (int r = lo + threadIdx.x; r < hi; r += blockDim.x) a.sorted[r] = n;
-}
+// route's Args as align::block_align's arguments (its View): the T*K ids this
+// grid wrote, all in [0, E), and the align outputs, read where align uses them.
+struct AlignView {
+  const Args& a;
+  __device__ int numel() const { return a.tokens * a.topk; }
+  __device__ int num_experts() const { return a.experts; }
+  __device__ int block_size() const { return a.align_block; }
+  __device__ int max_padded() const { return a.align_rows; }
+  __device__ int max_blocks() const { return a.align_blocks; }
+  __device__ const std::int32_t* ids() const { return a.ids; }
+  __device__ std::int32_t* sorted() const { return a.sorted; }
+  __device__ std::int32_t* eids() const { return a.expert_ids; }
+  __device__ std::int32_t* total() const { return a.ntpp; }
+};
 
 template <class T, Scoring S, bool kAlign>
 __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
@@ -103,7 +82,7 @@ __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
   const float x = in ? to_f32(row[e]) : kNegInf;
   const float b = in && a.bias ? __ldg(a.bias + e) : 0.f;
   prim::pdl_launch_dependents();
-  if constexpr (kAlign) fill_share(a);  // while the loads are in flight
+  if constexpr (kAlign) align::fill_padding_share(AlignView{a});  // while the loads are in flight
 
   float* gscore = smem;
   float* gpart = gscore + G;                         // [2 W]: per-warp top two
@@ -234,7 +213,7 @@ __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
     } else {
       __syncthreads();  // one block: its own writes are visible after the barrier
     }
-    block_align(a, reinterpret_cast<int*>(smem));
+    align::block_align(AlignView{a}, reinterpret_cast<int*>(smem));
   }
 }
 

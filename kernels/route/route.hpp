@@ -52,6 +52,12 @@ struct Buffers {
   void* workspace = nullptr;
 };
 
+// Validates the shape arguments every variant relies on: throws ProblemError
+// (common/problem_error.hpp) when K > E, G does not divide E, KG > G, K is
+// above the experts of KG groups, T*K does not fit int32, ... Host only
+// (problem.cpp).
+void validate(const Problem& p);
+
 using Variant = moekit::Variant<Problem, Buffers>;
 
 using Registry = moekit::Registry<Problem, Buffers>;

@@ -15,6 +15,7 @@
 #include "errors.hpp"
 #include "family.hpp"
 #include "host_memory.hpp"
+#include "planned.hpp"
 #include "align/gen.hpp"
 
 namespace moekit {
@@ -229,9 +230,10 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
                                    a.topk, a.num_experts));
     // Shapes whose outputs cannot fit int32 fail here, before gigabytes are generated.
     if (a.topk >= 1 && double(a.tokens) * a.topk <= double(std::numeric_limits<std::int32_t>::max())) {
-      const Problem p0 = align::make_problem(a.tokens * a.topk, a.num_experts, a.block_size, false, 0,
-                                             a.pad_sorted_ids,
-                                             *align::parse_invalid(a.ep.ignore_invalid ? "drop" : a.ep.invalid));
+      const Problem p0 = planned([&] {
+        return align::make_problem(a.tokens * a.topk, a.num_experts, a.block_size, false, 0, a.pad_sorted_ids,
+                                   *align::parse_invalid(a.ep.ignore_invalid ? "drop" : a.ep.invalid));
+      });
       require_host_memory(run_bytes(p0, 4), "this align run");  // before generating the trace
     }
     ids = gen::align_ids(a.tokens, a.topk, a.num_experts, gen::parse_dist(a.dist), c.seed, false);
@@ -245,8 +247,10 @@ std::unique_ptr<Job> AlignFamily::prepare(const CommonOpts& c, Report& r) {
   const bool ids64 = ids.dtype == npy::DType::i8;
   const std::int64_t numel = ids.numel();
   const align::Ep ep = align::read_ep(a.ep, a.num_experts);
-  const Problem p = align::make_problem(numel, a.num_experts, a.block_size, ids64, static_cast<std::int32_t>(ep.map.size()),
-                                        a.pad_sorted_ids, ep.invalid, ep.map_semantics);
+  const Problem p = planned([&] {
+    return align::make_problem(numel, a.num_experts, a.block_size, ids64, static_cast<std::int32_t>(ep.map.size()),
+                               a.pad_sorted_ids, ep.invalid, ep.map_semantics);
+  });
   require_host_memory(run_bytes(p, ids64 ? 8 : 4), "this align run");
   std::vector<std::int64_t> ids_w(static_cast<std::size_t>(numel));
   if (ids64) {

@@ -21,14 +21,6 @@ struct Outputs {
   std::vector<std::int32_t> block_groups;
 };
 
-// Fills the derived sizes. Throws InputError when an output would not fit int32
-// or an argument is out of range (E < 1, B < 1 or B > 1024, E + the bucket >
-// kMaxExperts, a vllm map whose length is not E, ...). The padded length
-// counts the bucket as one more expert.
-Problem make_problem(std::int64_t numel, std::int32_t num_experts, std::int32_t block_size,
-                     bool ids_int64, std::int32_t map_size, bool pad_sorted_ids,
-                     Invalid invalid = Invalid::reject, MapSemantics map_semantics = MapSemantics::local);
-
 // The group of slot id `id`: its expert (through the map with local
 // semantics), E for the bucket, -1 when the slot is dropped.
 std::int32_t slot_group(const Problem& p, std::int64_t id, std::span<const std::int32_t> expert_map);

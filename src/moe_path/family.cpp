@@ -16,6 +16,7 @@
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
+#include "planned.hpp"
 #include "sizes.hpp"
 #include "moe_path/buffers.hpp"
 #include "moe_path/moe_path.hpp"
@@ -385,8 +386,10 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
   // Route's limits, then align's int32 limits, before anything T-long is made.
   const combine::DType cdt = hdt == npy::DType::f4 ? combine::DType::f32
                              : hdt == npy::DType::bf16 ? combine::DType::bf16 : combine::DType::f16;
-  const moe_path::Problem p = moe_path::make_problem(T, K, E, H, cdt, layout, a.block_size,
-                                                     static_cast<float>(scaling), routed ? &router : nullptr);
+  const moe_path::Problem p = planned([&] {
+    return moe_path::make_problem(T, K, E, H, cdt, layout, a.block_size, static_cast<float>(scaling),
+                                  routed ? &router : nullptr);
+  });
   const std::int64_t row_bytes = p.permute.row_bytes;
 
   // Host memory at once: the hidden rows and the logits (as read and as f32);

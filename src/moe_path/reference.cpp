@@ -56,29 +56,6 @@ CheckResult with_stage(CheckResult c, const char* stage) {
 
 }  // namespace
 
-Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t experts, std::int64_t hidden,
-                     combine::DType dtype, permute::Layout layout, std::int32_t block_size, float scaling,
-                     const route::Problem* router) {
-  Problem p;
-  if (router != nullptr) {
-    p.routed = true;
-    p.route = *router;
-    p.route.tokens = tokens;
-    p.route.experts = experts;
-    p.route.topk = topk;
-    p.route.scaling = 1.0f;
-    route::validate(p.route);
-  }
-  p.permute = permute::make_problem(tokens, topk, experts, block_size, hidden * std::int64_t(esize(dtype)), layout);
-  p.combine.tokens = tokens;
-  p.combine.topk = topk;
-  p.combine.rows = p.permute.align.max_num_tokens_padded;
-  p.combine.hidden = hidden;
-  p.combine.dtype = dtype;
-  p.combine.scaling = scaling;
-  return p;
-}
-
 Outputs reference(const Problem& p, const Inputs& in) {
   Outputs o;
   if (p.routed) {

@@ -29,15 +29,6 @@ struct Outputs {
   std::vector<std::byte> out;    // T x H elements of combine.dtype
 };
 
-// The Problem of T tokens with K experts each (of E), rows of H elements of
-// `dtype`, permute's layout (block size B for padded), combine's S. With
-// `router` the path routes: its scoring, groups, bias, renormalize and
-// logits dtype are kept, T, E and K set, and its scaling set to 1 (S is
-// combine's). Throws InputError (route's and align's limits).
-Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t experts, std::int64_t hidden,
-                     combine::DType dtype, permute::Layout layout, std::int32_t block_size, float scaling,
-                     const route::Problem* router = nullptr);
-
 // The path on the CPU: route's reference (or the inputs), permute's, then
 // combine's on permute's rows with the path's weights and S.
 Outputs reference(const Problem& p, const Inputs& in);

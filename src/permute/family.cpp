@@ -14,6 +14,7 @@
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
+#include "planned.hpp"
 #include "sizes.hpp"
 #include "permute/buffers.hpp"
 #include "permute/permute.hpp"
@@ -177,8 +178,10 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
     const auto t = npy::parse_dtype(a.gen_dtype);
     gen::check_size(double(a.tokens) * double(a.hidden_size), "hidden rows");
     const std::int64_t row_bytes = a.hidden_size * std::int64_t(npy::dtype_size(*t));
-    const permute::Problem p0 = permute::make_problem(a.tokens, a.topk, a.experts, a.block_size, row_bytes, layout,
-                                                      0, *align::parse_invalid(a.ep.invalid));  // int32 limits first
+    const permute::Problem p0 = planned([&] {  // int32 limits first
+      return permute::make_problem(a.tokens, a.topk, a.experts, a.block_size, row_bytes, layout, 0,
+                                   *align::parse_invalid(a.ep.invalid));
+    });
     require_host_memory(run_bytes(p0, 4), "this permute run");
     hidden = gen::normal_rows(a.tokens, a.hidden_size, *t, c.seed, "hidden rows");
     ids = gen::align_ids(a.tokens, a.topk, a.experts, gen::parse_dist(a.dist), c.seed, false);
@@ -203,9 +206,10 @@ std::unique_ptr<Job> PermuteFamily::prepare(const CommonOpts& c, Report& r) {
   const std::int64_t T = hidden.shape[0], H = hidden.shape[1];
   const std::int32_t K = narrow_to_int32(ids.shape[1], il + ": K (the expert ids' last dimension)");
   const align::Ep ep = align::read_ep(a.ep, a.experts);
-  const permute::Problem p =
-      permute::make_problem(T, K, a.experts, a.block_size, H * std::int64_t(npy::dtype_size(hidden.dtype)), layout,
-                            static_cast<std::int32_t>(ep.map.size()), ep.invalid, ep.map_semantics);
+  const permute::Problem p = planned([&] {
+    return permute::make_problem(T, K, a.experts, a.block_size, H * std::int64_t(npy::dtype_size(hidden.dtype)),
+                                 layout, static_cast<std::int32_t>(ep.map.size()), ep.invalid, ep.map_semantics);
+  });
   if (!a.hidden.empty()) require_host_memory(run_bytes(p, int(npy::dtype_size(ids.dtype))), "this permute run");
   std::vector<std::int64_t> wide(ids.numel());
   if (ids.dtype == npy::DType::i8) {

@@ -19,17 +19,6 @@ struct Outputs {
   std::vector<std::int64_t> offsets;    // [E + 1], compact only
 };
 
-// The Problem for T tokens of K ids over E experts, rows of row_bytes; B is
-// used by the padded layout only; map_size, invalid and map_semantics are
-// align's (align::make_problem). The compact layout with vllm semantics runs
-// align without the map: vllm's map only relabels expert_ids, which compact
-// does not write, so its rows and offsets are per global expert. Throws
-// InputError when align's outputs would not fit int32.
-Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t experts, std::int32_t block_size,
-                     std::int64_t row_bytes, Layout layout, std::int32_t map_size = 0,
-                     align::Invalid invalid = align::Invalid::reject,
-                     align::MapSemantics map_semantics = align::MapSemantics::local);
-
 // The map align uses for p: `expert_map`, or none where p.align has no map.
 std::span<const std::int32_t> align_map(const Problem& p, std::span<const std::int32_t> expert_map);
 

@@ -15,10 +15,12 @@
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
+#include "planned.hpp"
 #include "route/buffers.hpp"
 #include "route/gen.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
+#include "route/then_align.hpp"
 
 namespace moekit {
 namespace {
@@ -54,10 +56,7 @@ class RouteJob final : public ProblemJob<route::Problem> {
         align_variant_(std::move(align_variant)), report_(&r) {
     if (block_size > 0) {
       then_align_ = true;
-      ap_ = align::make_problem(p_.tokens * p_.topk, p_.experts, block_size, false, 0, false);
-      p_.align_block = block_size;
-      p_.align_rows = ap_.max_num_tokens_padded;
-      p_.align_blocks = ap_.max_num_blocks;
+      ap_ = planned([&] { return route::plan_then_align(p_, block_size); });
     }
   }
 
@@ -67,7 +66,7 @@ class RouteJob final : public ProblemJob<route::Problem> {
     if (then_align_) aligned_ = align_reference(got_.ids);
   }
 
-  // --then-align: align's launches get the same pdl (launch()).
+  // --then-align: align's launches get the same pdl (launch_then_align).
   Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
     Resolved rv = var_.resolve("route", requested, p_, caps, pdl, route::registry());
     if (then_align_ && route::fuses_align(*var_.v)) {
@@ -91,9 +90,9 @@ class RouteJob final : public ProblemJob<route::Problem> {
                SetOptions::run(copies), align_ws);
   }
   LaunchStatus launch(Stream s, bool pdl, int copy) override {
-    const LaunchStatus e = var_.v->launch(p_, d_->buffers(copy), s, pdl);
-    if (e != 0 || !then_align_ || route::fuses_align(*var_.v)) return e;
-    return avar_.v->launch(ap_, d_->align_buffers(), s, pdl);
+    const route::Buffers b = d_->buffers(copy);
+    if (!then_align_) return var_.v->launch(p_, b, s, pdl);
+    return route::launch_then_align(*var_.v, p_, avar_.v, ap_, b, d_->align_buffers().workspace, s, pdl);
   }
   // No guards in a run's set: always "".
   void download() override { (void)d_->download(got_, then_align_ ? &aligned_ : nullptr); }
@@ -296,7 +295,7 @@ std::unique_ptr<Job> RouteFamily::prepare(const CommonOpts& c, Report& r) {
             : in.dtype == npy::DType::bf16 ? route::DType::bf16 : route::DType::f16;
   if (!std::isfinite(a.scaling) || !std::isfinite(p.scaling))
     throw InputError(fmt::format("--routed-scaling-factor: {} is not a finite f32 number", a.scaling));
-  route::validate(p);
+  planned([&] { route::validate(p); });
   // A CPU run resolves no variant of --variant auto, so the align variant is
   // checked here, on every machine: a typo must not pass as exit 0.
   if (a.then_align && a.align_variant != "auto" && !align::registry().find(a.align_variant))

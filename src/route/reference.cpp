@@ -11,8 +11,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "errors.hpp"
-
 namespace moekit::route {
 namespace {
 
@@ -87,26 +85,6 @@ void weights_of(const Problem& p, const Row& r, const std::int32_t* ids, double*
 }
 
 }  // namespace
-
-void validate(const Problem& p) {
-  if (p.experts < 1 || p.experts > kMaxExperts)
-    throw InputError(fmt::format("the number of experts must be in [1, {}], got {}", kMaxExperts, p.experts));
-  if (p.topk < 1 || p.topk > p.experts)
-    throw InputError(fmt::format("--topk must be in [1, E = {}], got {}", p.experts, p.topk));
-  if (p.groups < 1 || p.experts % p.groups != 0)
-    throw InputError(fmt::format("--num-groups {} does not divide the number of experts {}", p.groups, p.experts));
-  if (p.topk_groups < 1 || p.topk_groups > p.groups)
-    throw InputError(fmt::format("--topk-groups must be in [1, --num-groups = {}], got {}", p.groups, p.topk_groups));
-  const std::int64_t candidates = std::int64_t(p.topk_groups) * (p.experts / p.groups);
-  if (p.topk > candidates)
-    throw InputError(fmt::format("--topk {} is more than the {} experts of the {} kept group(s)", p.topk,
-                                 candidates, p.topk_groups));
-  if (!std::isfinite(p.scaling))
-    throw InputError("--routed-scaling-factor must be a finite number");
-  if (p.tokens < 0 || p.tokens * std::int64_t(p.topk) > std::int64_t(INT32_MAX) ||
-      p.tokens * std::int64_t(p.experts) > (std::int64_t(1) << 40))
-    throw InputError(fmt::format("{} tokens is too many (T*K must fit int32)", p.tokens));
-}
 
 Outputs reference(const Problem& p, const float* logits, const float* bias) {
   const std::int32_t E = p.experts, K = p.topk;

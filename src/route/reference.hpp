@@ -15,10 +15,6 @@ struct Outputs {
   std::vector<float> weights;      // [T, K]
 };
 
-// Validates the shape arguments (throws InputError: K > E, G does not divide E,
-// KG > G, K above the experts of KG groups, ...).
-void validate(const Problem& p);
-
 // logits: T x E values already widened to f32 (finite); bias: E values or
 // nullptr. Scores in double; weights rounded once to f32.
 Outputs reference(const Problem& p, const float* logits, const float* bias);

@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
 #include "align/buffers.hpp"
 #include "align/reference.hpp"
+#include "common/problem_error.hpp"
+#include "errors.hpp"
 
 using namespace moekit;
 using namespace moekit::align;
@@ -47,6 +48,37 @@ TEST_CASE("make_problem derives the buffer sizes") {
   CHECK(p.max_num_tokens_padded == imax);
 }
 
+// The kernel layer's refusals carry the CLI's messages word for word (the
+// CLI adds nothing but the exit code: src/planned.hpp).
+TEST_CASE("make_problem's refusals: ProblemError with the argument and the limit") {
+  const auto why = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const ProblemError& e) {
+      return e.what();
+    }
+    return "no ProblemError";
+  };
+  CHECK(why([] { make_problem(-1, 8, 16, false, 0, false); }) == "align: numel must be >= 0 (got -1)");
+  CHECK(why([] { make_problem(10, 0, 16, false, 0, false); }) ==
+        "align: --num-experts must be in [1, 65536] (got 0): no variant takes more than 65536 experts");
+  CHECK(why([] { make_problem(10, 65536, 16, false, 0, false, Invalid::bucket); }) ==
+        "align: --num-experts must be in [1, 65535] with --invalid bucket, whose bucket is one more (got 65536): "
+        "no variant takes more than 65536 experts");
+  CHECK(why([] { make_problem(10, 8, 1025, false, 0, false); }) == "align: --block-size must be in [1, 1024] (got 1025)");
+  CHECK(why([] { make_problem(10, 8, 16, false, -1, false); }) == "align: expert map length must be >= 0 (got -1)");
+  CHECK(why([] { make_problem(10, 8, 16, false, 9, false, Invalid::reject, MapSemantics::vllm); }) ==
+        "align: --map-semantics vllm needs one map entry per expert: the map has 9, --num-experts is 8");
+  // 2^31 - 1 slots of one expert at B = 2: 2^31 rows.
+  CHECK(why([] { make_problem(2147483647, 1, 2, false, 0, false); }) ==
+        "align: outputs do not fit int32: numel 2147483647 + E 1 * (B 2 - 1) needs 2147483648 entries in "
+        "sorted_token_ids (max 2147483647)");
+  CHECK(why([] { make_problem(2147483640, 3, 4, false, 0, false, Invalid::bucket); }) ==
+        "align: outputs do not fit int32: numel 2147483640 + (E + the bucket) 4 * (B 4 - 1) needs 2147483652 "
+        "entries in sorted_token_ids (max 2147483647)");
+  CHECK(why([] { make_problem(10, 8, 16, false, 0, false); }) == "no ProblemError");
+}
+
 TEST_CASE("make_problem: fewer slots than experts size the buffer as vLLM and SGLang do") {
   // numel + min(numel, E) * (B - 1): numel * B when numel < E.
   Problem p = make_problem(8, 256, 128, false, 0, false);
@@ -70,17 +102,17 @@ TEST_CASE("make_problem: fewer slots than experts size the buffer as vLLM and SG
 
 TEST_CASE("make_problem rejects bad arguments and int32 overflow") {
   const std::int64_t imax = std::numeric_limits<std::int32_t>::max();
-  CHECK_THROWS_AS(make_problem(10, 0, 16, false, 0, false), InputError);
-  CHECK_THROWS_AS(make_problem(10, -3, 16, false, 0, false), InputError);
-  CHECK_THROWS_AS(make_problem(10, 8, 0, false, 0, false), InputError);
-  CHECK_THROWS_AS(make_problem(10, 8, 1025, false, 0, false), InputError);
-  CHECK_THROWS_AS(make_problem(-1, 8, 16, false, 0, false), InputError);
-  CHECK_THROWS_AS(make_problem(10, 8, 16, false, -1, false), InputError);
-  CHECK_THROWS_AS(make_problem(imax + 1, 1, 1, false, 0, false), InputError);
-  CHECK_THROWS_AS(make_problem(imax, 1, 2, false, 0, false), InputError);
-  CHECK_THROWS_AS(make_problem(imax - 1000, 16384, 1024, false, 0, false), InputError);
+  CHECK_THROWS_AS(make_problem(10, 0, 16, false, 0, false), ProblemError);
+  CHECK_THROWS_AS(make_problem(10, -3, 16, false, 0, false), ProblemError);
+  CHECK_THROWS_AS(make_problem(10, 8, 0, false, 0, false), ProblemError);
+  CHECK_THROWS_AS(make_problem(10, 8, 1025, false, 0, false), ProblemError);
+  CHECK_THROWS_AS(make_problem(-1, 8, 16, false, 0, false), ProblemError);
+  CHECK_THROWS_AS(make_problem(10, 8, 16, false, -1, false), ProblemError);
+  CHECK_THROWS_AS(make_problem(imax + 1, 1, 1, false, 0, false), ProblemError);
+  CHECK_THROWS_AS(make_problem(imax, 1, 2, false, 0, false), ProblemError);
+  CHECK_THROWS_AS(make_problem(imax - 1000, 16384, 1024, false, 0, false), ProblemError);
   // The block-rounded range must fit too (kernels form block * B in int32).
-  CHECK_THROWS_AS(make_problem(imax - 2, 1, 4, false, 0, false), InputError);
+  CHECK_THROWS_AS(make_problem(imax - 2, 1, 4, false, 0, false), ProblemError);
 }
 
 TEST_CASE("reference: hand-computed case") {
@@ -282,16 +314,16 @@ TEST_CASE("make_problem: the bucket is one more group; vllm maps have E entries"
   CHECK(make_problem(7, 3, 2, false, 0, false, Invalid::drop).max_num_tokens_padded == 7 + 3);
   // E + the bucket must stay within kMaxExperts.
   CHECK_NOTHROW(make_problem(10, kMaxExperts - 1, 16, false, 0, false, Invalid::bucket));
-  CHECK_THROWS_AS(make_problem(10, kMaxExperts, 16, false, 0, false, Invalid::bucket), InputError);
+  CHECK_THROWS_AS(make_problem(10, kMaxExperts, 16, false, 0, false, Invalid::bucket), ProblemError);
   CHECK_NOTHROW(make_problem(10, kMaxExperts, 16, false, 0, false, Invalid::drop));
   // vllm: the map has one entry per (global) expert.
   CHECK_NOTHROW(make_problem(10, 8, 16, false, 8, false, Invalid::reject, MapSemantics::vllm));
-  CHECK_THROWS_AS(make_problem(10, 8, 16, false, 9, false, Invalid::reject, MapSemantics::vllm), InputError);
-  CHECK_THROWS_AS(make_problem(10, 8, 16, false, 4, false, Invalid::bucket, MapSemantics::vllm), InputError);
+  CHECK_THROWS_AS(make_problem(10, 8, 16, false, 9, false, Invalid::reject, MapSemantics::vllm), ProblemError);
+  CHECK_THROWS_AS(make_problem(10, 8, 16, false, 4, false, Invalid::bucket, MapSemantics::vllm), ProblemError);
   // The overflow check counts the bucket: fits with drop, not with the bucket.
   const std::int64_t fits = (std::int64_t(1) << 31) - 1024 - 2 * 1023;  // E = 2: the last 1024-row block ends at 2^31 - 1024
   CHECK_NOTHROW(make_problem(fits, 2, 1024, false, 0, false, Invalid::drop));
-  CHECK_THROWS_AS(make_problem(fits, 2, 1024, false, 0, false, Invalid::bucket), InputError);
+  CHECK_THROWS_AS(make_problem(fits, 2, 1024, false, 0, false, Invalid::bucket), ProblemError);
 }
 
 TEST_CASE("reference: bucket of -1 and out-of-range ids after the experts, slots ascending") {

@@ -7,9 +7,11 @@
 #include <string>
 
 #include "common/auto_rule.hpp"
+#include "common/problem_error.hpp"
 #include "common/registry.hpp"
 #include "driver.hpp"
 #include "errors.hpp"
+#include "planned.hpp"
 #include "report.hpp"
 
 using namespace moekit;
@@ -19,6 +21,15 @@ TEST_CASE("parse_format") {
   CHECK(parse_format("csv") == Format::csv);
   CHECK(parse_format("text") == Format::text);
   CHECK_THROWS_AS(parse_format("xml"), InputError);
+}
+
+TEST_CASE("planned: the kernel layer's ProblemError becomes an InputError with its message") {
+  CHECK_THROWS_WITH_AS(planned([]() -> int { throw ProblemError("f: --size must be in [1, 8] (got 9)"); }),
+                       "f: --size must be in [1, 8] (got 9)", InputError);
+  CHECK(planned([] { return 42; }) == 42);
+  // Anything else passes through as it was.
+  CHECK_THROWS_AS(planned([]() -> int { throw CudaError("x"); }), CudaError);
+  CHECK_THROWS_AS(planned([]() -> int { throw std::out_of_range("x"); }), std::out_of_range);
 }
 
 TEST_CASE("report renderings carry the stable fields") {

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "common/problem_error.hpp"
 #include "errors.hpp"
 #include "npy.hpp"
 #include "route/gen.hpp"
@@ -103,20 +104,20 @@ TEST_CASE("route reference: groups by top-2 sum with a bias, by max without") {
   CHECK(route::reference(p, x.data(), zero.data()).ids == std::vector<std::int32_t>{4, 2, 3});
 }
 
-TEST_CASE("route validate: shapes that cannot work are InputErrors") {
+TEST_CASE("route validate: shapes that cannot work are the kernel layer's ProblemErrors") {
   Problem p = prob(4, 8, 9);
-  CHECK_THROWS_AS(route::validate(p), InputError);
+  CHECK_THROWS_WITH_AS(route::validate(p), "--topk must be in [1, E = 8], got 9", ProblemError);
   p = prob(4, 8, 2);
   p.groups = 3;
-  CHECK_THROWS_AS(route::validate(p), InputError);
+  CHECK_THROWS_AS(route::validate(p), ProblemError);
   p.groups = 4;
   p.topk_groups = 1;
   p.topk = 3;  // one group of 2 experts
-  CHECK_THROWS_AS(route::validate(p), InputError);
+  CHECK_THROWS_AS(route::validate(p), ProblemError);
   p.topk = 2;
   CHECK_NOTHROW(route::validate(p));
   p = prob(std::int64_t(1) << 30, 8, 4);
-  CHECK_THROWS_AS(route::validate(p), InputError);
+  CHECK_THROWS_WITH_AS(route::validate(p), "1073741824 tokens is too many (T*K must fit int32)", ProblemError);
 }
 
 TEST_CASE("route check: catches wrong, duplicate, out-of-range ids and weights; forgives near-ties") {

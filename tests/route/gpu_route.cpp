@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -27,6 +28,7 @@
 #include "route/buffers.hpp"
 #include "route/reference.hpp"
 #include "route/route.hpp"
+#include "route/then_align.hpp"
 
 using namespace moekit;
 using route::Problem;
@@ -192,10 +194,7 @@ TEST_CASE("route: block-rank-align against the route and align references") {
         Problem p = problem_of(c, T, seed % 3 == 0 ? route::DType::bf16 : route::DType::f32,
                                seed % 2 ? route::Scoring::sigmoid : route::Scoring::softmax);
         const bool pdl = (seed & 4) && caps.pdl;
-        const align::Problem ap = align::make_problem(T * c.K, c.E, B, false, 0, false);
-        p.align_block = B;
-        p.align_rows = ap.max_num_tokens_padded;
-        p.align_blocks = ap.max_num_blocks;
+        const align::Problem ap = route::plan_then_align(p, B);
         const std::string what = "block-rank-align E=" + std::to_string(c.E) + " K=" + std::to_string(c.K) +
                                  " G=" + std::to_string(c.G) + " T=" + std::to_string(T) + " B=" +
                                  std::to_string(B) + " seed " + std::to_string(seed);
@@ -229,6 +228,59 @@ TEST_CASE("route: block-rank-align against the route and align references") {
   MESSAGE(runs << " fused runs");
 }
 
+// --then-align as the CLI and the bench run it (route/then_align.hpp): every
+// route variant, then align's auto pick on the ids it wrote (nothing after a
+// variant that fuses align); route's outputs and the align outputs of its ids
+// checked, bit for bit where the align variant is stable.
+TEST_CASE("route --then-align: launch_then_align, every variant then align's auto pick") {
+  const DeviceCaps& caps = device_caps();
+  std::uint64_t seed = 9000;
+  int runs = 0;
+  for (const Config& c : {Config{8, 2}, Config{64, 8, 8, 4, true, true, 2.5f}, Config{256, 8, 8, 4, true, true, 2.5f},
+                          Config{1024, 16}}) {
+    std::vector<float> bias(c.E, 0.05f);
+    for (std::int64_t T : {1, 77}) {
+      for (int B : {1, 16}) {
+        for (const route::Variant& v : route::registry().variants()) {
+          Problem p = problem_of(c, T, route::DType::f32, route::Scoring::sigmoid);
+          const align::Problem ap = route::plan_then_align(p, B);
+          if (v.not_applicable(p, caps) != nullptr) continue;
+          const align::Variant* av = route::fuses_align(v) ? nullptr : &align::registry().pick_auto(ap, caps, false);
+          const Logits lg = make_logits(T, c.E, p.dtype, ++seed);
+          std::optional<WorkspaceNeed> align_ws;
+          if (av) align_ws = WorkspaceNeed::of(*av, ap, caps);
+          route::DeviceBuffers d(p, {std::as_bytes(std::span(lg.raw)), bias}, WorkspaceNeed::of(v, p, caps),
+                                 SetOptions::checked(), align_ws);
+          d.poison();
+          const std::string what = "variant " + std::string(v.info.name) + " then " +
+                                   (av ? std::string(av->info.name) : std::string("(fused)")) + ", E=" +
+                                   std::to_string(c.E) + " K=" + std::to_string(c.K) + " T=" + std::to_string(T) +
+                                   " B=" + std::to_string(B);
+          const route::Buffers b = d.buffers(0);
+          std::string why = test::launch_and_sync(
+              [&] { return route::launch_then_align(v, p, av, ap, b, d.align_buffers().workspace, nullptr, false); });
+          route::Outputs got;
+          align::Outputs agot;
+          if (why.empty()) why = d.download(got, &agot);
+          if (why.empty()) {
+            const route::Outputs ref = route::reference(p, lg.wide.data(), p.bias ? bias.data() : nullptr);
+            const auto rep = route::check(p, lg.wide.data(), p.bias ? bias.data() : nullptr, ref, got);
+            if (!rep.result.ok) why = rep.result.first_difference;
+          }
+          if (why.empty()) {
+            const std::vector<std::int64_t> wide(got.ids.begin(), got.ids.end());
+            const CheckResult ca = align::check(ap, align::reference(ap, wide, {}), agot, av && av->stable_order);
+            if (!ca.ok) why = "align outputs: " + ca.first_difference;
+          }
+          test::expect_ok(what, why);
+          ++runs;
+        }
+      }
+    }
+  }
+  MESSAGE(runs << " route + align runs");
+}
+
 // Sigmoid + renormalize on logits of -1000: every chosen score is 0 in f32
 // (and in the float64 reference), so the sum is 0. Every variant, the fused
 // block-rank-align included, must leave the weights 0 (the sum is not > 0:
@@ -246,12 +298,9 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
       for (route::DType dt : kDtypes) {
         for (const route::Variant& v : route::registry().variants()) {
           Problem p = problem_of(c, T, dt, route::Scoring::sigmoid);
-          const align::Problem ap = align::make_problem(T * c.K, c.E, 16, false, 0, false);
-          if (route::fuses_align(v)) {
-            p.align_block = 16;
-            p.align_rows = ap.max_num_tokens_padded;
-            p.align_blocks = ap.max_num_blocks;
-          }
+          Problem with_align = p;  // the fused variant runs align too
+          (void)route::plan_then_align(with_align, 16);
+          if (route::fuses_align(v)) p = with_align;
           if (v.not_applicable(p, caps) != nullptr) continue;
           Logits lg;
           const std::size_t n = std::size_t(T) * c.E, es = dt == route::DType::f32 ? 4 : 2;
