@@ -49,9 +49,10 @@ gpu-verify: build
 	cp $(MOEKIT) $(BUILD)/tests/resources/gpu_resources $(foreach f,$(FAMILIES),$(BUILD)/tests/$(f)/gpu_$(f)) $(BUILD)/gpu-bin/
 	bash .ci/gpu-verify $(BUILD)/gpu-bin $(BUILD)/gpu-logs
 
-# Runs every benchmark (GPU machine; several minutes), each writing its
-# results to bench/results/<family>.jsonl, then renders docs/bench/. A family
-# without a bench program yet (bench/<family>/) is said and skipped.
+# Runs the bench program of every family in families.txt (GPU machine; several
+# minutes), each writing its records (the --results record schema,
+# docs/regression.md) to bench/results/<family>.jsonl, then draws the charts and
+# renders docs/bench/. A family without a bench program is named and skipped.
 bench: build
 	@for f in $(FAMILIES); do \
 	  b=$(BUILD)/bench/$$f/bench_$$f; \

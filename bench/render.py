@@ -4,7 +4,8 @@
     python3 bench/render.py [FAMILY ...] [--results DIR] [--docs DIR]
 
 Reads DIR/<folder>.jsonl (default bench/results/), one JSON record per
-benchmark cell as the bench programs write them (`bench_* --json FILE`), and
+benchmark cell as the bench programs write them (`bench_* --json FILE`: the
+one record schema `moekit <op> --results` writes, docs/regression.md), and
 writes docs/bench/<family>.md. Without a results file the doc is left as it
 is. Hand-written analysis lives in docs/bench/<family>-notes.md, which this
 never touches; the rendered file links to it.
@@ -23,22 +24,39 @@ import sys
 COMMAND = "make render"  # what regenerates the docs from the results
 
 
+def status_of(obj):
+    """A bench cell's status from the record's fields (bench/common/record.hpp): "n/a" (the variant does
+    not take the shape: the exit-2 error the CLI gives that cell), "error" (any other error), "fail"
+    (the output differs from the CPU reference; still timed) or "ok"."""
+    err = obj.get("error")
+    if err:
+        return "n/a" if err.get("exit_code") == 2 else "error"
+    if (obj.get("check") or {}).get("result") == "fail":
+        return "fail"
+    return "ok"
+
+
 class Record:
-    """One cell: a thin view over the JSON object."""
+    """One cell: a thin view over the JSON object (the one record schema, docs/regression.md)."""
 
     def __init__(self, obj):
         self.obj = obj
-        self.table = obj.get("table", "")
-        self.variant = obj.get("variant", "")
-        self.params = obj.get("params", {})
-        self.status = obj.get("status", "ok")
+        self.table = obj.get("table") or ""
+        self.variant = obj.get("variant") or ""
+        self.params = obj.get("params") or {}
+        self.pdl = obj.get("pdl")
+        self.status = status_of(obj)
+        self.time = obj.get("time_us") or {}
         self.timing = obj.get("timing") or {}
-        self.derived = obj.get("derived") or {}
+        self.stages = obj.get("stage_us") or {}  # {stage: {median, min, max, samples}, ..., "sum": ...}
+        self.gbps = obj.get("gbps")
+        self.peak_gbps = obj.get("peak_gbps")
+        self.pct_of_peak = obj.get("pct_of_peak")
         self.extra = obj.get("extra") or {}
 
     @property
     def us(self):
-        v = self.timing.get("median_us")
+        v = self.time.get("median")
         return float(v) if v is not None else None
 
     @property
@@ -97,12 +115,12 @@ def version(v):
 def provenance(records, family, bench_src):
     """Device, build and bench program of a run, from the first record."""
     r = records[0].obj
-    d = r.get("device", {})
-    builds = ordered(x.obj.get("build", "unknown") for x in records)
+    g = r.get("gpu") or {}
+    builds = ordered(x.obj.get("build") or "unknown" for x in records)
     line = (
-        f"Device: {d.get('name', '?')} ({d.get('sms', '?')} SMs, sm_{str(d.get('cc', '?')).replace('.', '')}, "
-        f"L2 {d.get('l2_mib', '?')} MiB), CUDA runtime {version(d.get('runtime'))}, "
-        f"driver {version(d.get('driver'))}. Build {', '.join(builds)}; measured by `{r.get('bench', '?')}` "
+        f"Device: {r.get('device') or '?'} ({g.get('sms', '?')} SMs, sm_{str(g.get('cc', '?')).replace('.', '')}, "
+        f"L2 {g.get('l2_mib', '?')} MiB), CUDA runtime {version(g.get('runtime'))}, "
+        f"driver {version(r.get('driver'))}. Build {', '.join(builds)}; measured by `{r.get('bench') or '?'}` "
         f"({bench_src}), {len(records)} cells."
     )
     return line
@@ -129,11 +147,12 @@ def timing_sentence(records):
         t = r.timing
         if not t:
             continue
-        if t.get("mode") == "graph":
-            how = f"{t.get('samples', '?')} CUDA-graph replays of {t.get('iters', '?')} launches each"
+        samples = r.time.get("samples", "?")
+        if t.get("method") == "graph":
+            how = f"{samples} CUDA-graph replays of {t.get('launches', '?')} launches each"
         else:
-            how = f"{t.get('samples', '?')} event-timed launches"
-        if t.get("cold"):
+            how = f"{samples} event-timed launches"
+        if t.get("cache") == "cold":
             how += ", L2 flushed before each"
         kinds[how] = kinds.get(how, 0) + 1
     if not kinds:
@@ -156,8 +175,8 @@ def time_cell(r, min_gbps=100):
     if r.status == "error" or r.us is None:
         return "error"
     s = f"{r.us:.2f} µs"
-    if r.derived.get("gbps") is not None and r.derived["gbps"] >= min_gbps:
-        s += f" · {r.derived['gbps']:.0f} GB/s"
+    if r.gbps is not None and r.gbps >= min_gbps:
+        s += f" · {r.gbps:.0f} GB/s"
     if r.status == "fail":
         s += " FAIL"
     return s

@@ -12,15 +12,39 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import render  # noqa: E402
 
-DEVICE = {"name": "Test GPU", "cc": "9.0", "sms": 132, "l2_mib": 50, "driver": 13000, "runtime": 12080}
+GPU = {"cc": "9.0", "sms": 132, "l2_mib": 50, "runtime": "12.8"}
 
 
-def rec(family, table, variant, params, us=None, status="ok", **more):
-    r = {"bench": f"bench_{family}", "family": family, "table": table, "variant": variant, "params": params,
-         "status": status, "device": DEVICE, "build": "v1-2-gabc"}
+def rec(family, table, variant, params, us=None, status="ok", pdl="off", gbps=None, peak_gbps=None,
+        pct_of_peak=None, reason="", stages=None, **more):
+    """A record as bench::Writer writes it (bench/common/record.hpp; the one record schema): `status`
+    ok / fail / n/a / error becomes the check or the error the writer gives it, with `reason`;
+    `stages` ({stage: median µs}) becomes stage_us, with their "sum" as the writer adds it."""
+    r = {"op": family, "variant": variant, "variant_requested": variant, "params": params,
+         "dtype": params.get("dtype"), "device": "Test GPU",
+         "check": {"result": "skipped", "max_error": None, "error_unit": None, "first_difference": None},
+         "time_us": None, "stage_us": None, "timing_mode": None, "bytes": 0, "gbps": None, "timing": None,
+         "peak_gbps": None, "pct_of_peak": None, "outputs": [], "notes": [], "summary": {}, "driver": "13.0",
+         "build": "v1-2-gabc", "pdl": pdl, "resources": None, "error": None, "bench": f"bench_{family}",
+         "table": table, "gpu": GPU}
+    if status in ("ok", "fail"):
+        r["check"]["result"] = "pass" if status == "ok" else "fail"
+    if status == "fail":
+        r["check"]["first_difference"] = reason or "differs from the CPU reference"
+    if status == "n/a":
+        r["error"] = {"exit_code": 2, "message": f"{family} variant '{variant}' does not apply to this input: {reason}"}
+    if status == "error":
+        r["error"] = {"exit_code": 3, "message": reason or "error"}
+    if stages:
+        r["stage_us"] = {s: {"median": v, "min": v, "max": v, "samples": 25} for s, v in stages.items()}
+        total = sum(stages.values())
+        r["stage_us"]["sum"] = {"median": total, "min": total, "max": total, "samples": 25}
     if us is not None:
-        r["timing"] = {"median_us": us, "min_us": us * 0.9, "max_us": us * 1.2, "samples": 25, "mode": "graph",
-                       "iters": 20, "warmup": 5, "cold": False, "copies": 4}
+        r["time_us"] = {"median": us, "min": us * 0.9, "max": us * 1.2, "samples": 25}
+        r["timing"] = {"method": "graph", "cache": "warm", "launches": 20, "warmup": 5, "copies": 4}
+        r["timing_mode"] = "graph replay, 20 launches per replay, rotating 4 input copies"
+    if gbps is not None:
+        r.update(bytes=1.0, gbps=gbps, peak_gbps=peak_gbps, pct_of_peak=pct_of_peak)
     r.update(more)
     return r
 
@@ -64,6 +88,38 @@ class RenderTest(unittest.TestCase):
             self.assertEqual(self.render(family, None, keep_doc="hand-made\n"), "hand-made\n")
             self.assertEqual(self.render(family, [], keep_doc="hand-made\n"), "hand-made\n")
 
+
+    def test_record_view(self):
+        """Status, time and provenance as render.py reads them from hand-written records of the
+        schema (the lines bench/common/record_test.cpp expects the writer to produce)."""
+        head = ('{"op":"x","variant":"v","variant_requested":"v","params":{"tokens":16},"dtype":null,'
+                '"device":"GPU 9","check":{"result":"%s","max_error":null,"error_unit":null,"first_difference":null},')
+        timed = ('"time_us":{"median":2.5,"min":2,"max":4,"samples":25},"stage_us":null,"timing_mode":"t",'
+                 '"bytes":7500,"gbps":3,"timing":{"method":"graph","cache":"warm","launches":20,"warmup":5,'
+                 '"copies":3},"peak_gbps":3000,"pct_of_peak":0.1,')
+        untimed = ('"time_us":null,"stage_us":null,"timing_mode":null,"bytes":0,"gbps":null,"timing":null,'
+                   '"peak_gbps":null,"pct_of_peak":null,')
+        tail = ('"outputs":[],"notes":[],"summary":{},"driver":"13.0","build":"abc-dirty","pdl":"off",'
+                '"resources":null,"error":%s,"bench":"bench_x","table":"t1","gpu":{"cc":"9.0","sms":132,'
+                '"l2_mib":50,"runtime":"12.8"}}')
+        na = '{"exit_code":2,"message":"x variant \'v\' does not apply to this input: no"}'
+        err = '{"exit_code":3,"message":"launch: invalid argument"}'
+        lines = {"ok": head % "pass" + timed + tail % "null", "fail": head % "fail" + timed + tail % "null",
+                 "n/a": head % "skipped" + untimed + tail % na, "error": head % "skipped" + untimed + tail % err}
+        for status, line in lines.items():
+            r = render.Record(json.loads(line))
+            self.assertEqual(r.status, status)
+            self.assertEqual(r.measured, status in ("ok", "fail"))
+            self.assertEqual(r.us, 2.5 if status in ("ok", "fail") else None)
+            self.assertEqual(r.table, "t1")
+        ok = render.Record(json.loads(lines["ok"]))
+        self.assertEqual((ok.gbps, ok.peak_gbps, ok.pct_of_peak), (3, 3000, 0.1))
+        self.assertEqual(render.provenance([ok], "x", "bench/x/bench_x.cpp"),
+                         "Device: GPU 9 (132 SMs, sm_90, L2 50 MiB), CUDA runtime 12.8, driver 13.0. Build "
+                         "abc-dirty; measured by `bench_x` (bench/x/bench_x.cpp), 1 cells.")
+        self.assertEqual(render.timing_sentence([ok]),
+                         "Median µs per launch over 25 CUDA-graph replays of 20 launches each, after 5 warm-up "
+                         "launches")
 
     def test_chart_linked_when_drawn(self):
         recs = [rec("x", "t", "v", {"tokens": 1}, us=1.0)]

@@ -277,23 +277,23 @@ std::vector<Record> read_file(const std::string& path) {
     Record r;
     r.file = path;
     r.line = lineno;
-    // The report's "op", or a bench record's "family".
+    // A record whose check failed (a bench program records those, timed) or
+    // that holds an error has no time to compare.
     const bool failed = (o.contains("error") && !o["error"].is_null()) ||
-                        (o.contains("status") && o["status"] != "ok");
-    const json* op = o.contains("op") ? &o["op"] : o.contains("family") ? &o["family"] : nullptr;
+                        (o.contains("check") && o["check"].is_object() && o["check"].value("result", json()) == "fail");
+    const json* op = o.contains("op") ? &o["op"] : nullptr;
     // An error record's variant is null when the run failed before choosing one.
     const bool variant_ok = o.contains("variant") && (o["variant"].is_string() || (failed && o["variant"].is_null()));
+    if (!op && o.contains("family"))
+      fail(where, "a bench record of the old schema (\"family\", \"timing\": {\"median_us\"}, ...); bench "
+                  "programs now write the --results record: run the bench program again");
     if (!op || !op->is_string() || !variant_ok)
-      fail(where, "not a moekit record: it needs a string \"op\" (or \"family\") and \"variant\"");
+      fail(where, "not a moekit record: it needs a string \"op\" and \"variant\"");
     r.op = string_of(*op);
     if (o["variant"].is_string()) r.variant = string_of(o["variant"]);
     if (o.contains("variant_requested") && o["variant_requested"].is_string())
       r.requested = string_of(o["variant_requested"]);
-    if (o.contains("device")) {
-      const json& d = o["device"];
-      if (d.is_string()) r.device = string_of(d);
-      else if (d.is_object() && d.contains("name") && d["name"].is_string()) r.device = string_of(d["name"]);
-    }
+    if (o.contains("device") && o["device"].is_string()) r.device = string_of(o["device"]);
     if (o.contains("params") && !(failed && o["params"].is_null())) {
       if (!o["params"].is_object()) fail(where, "\"params\" must be an object");
       for (const auto& [k, v] : o["params"].items()) r.params[restore_bytes(k)] = param_json(v);
@@ -302,16 +302,11 @@ std::vector<Record> read_file(const std::string& path) {
     // "on" is kept as a parameter, so records with PDL off match those taken
     // before --pdl existed (which ran without it) and CPU records ("n/a").
     if (o.contains("pdl") && o["pdl"] == "on" && !r.params.count("pdl")) r.params["pdl"] = "\"on\"";
-    // Report: time_us {median, min, max, samples}; bench: timing {median_us, ...}.
-    const json* t = nullptr;
-    std::string suffix;
-    if (o.contains("time_us") && o["time_us"].is_object()) t = &o["time_us"];
-    else if (o.contains("timing") && o["timing"].is_object() && o["timing"].contains("median_us"))
-      t = &o["timing"], suffix = "_us";
+    const json* t = o.contains("time_us") && o["time_us"].is_object() ? &o["time_us"] : nullptr;
     if (t && !failed) {
-      r.median_us = number_at(*t, ("median" + suffix).c_str());
-      r.min_us = number_at(*t, ("min" + suffix).c_str());
-      r.max_us = number_at(*t, ("max" + suffix).c_str());
+      r.median_us = number_at(*t, "median");
+      r.min_us = number_at(*t, "min");
+      r.max_us = number_at(*t, "max");
       if (const auto s = number_at(*t, "samples")) {
         // A count: 1e300 cast to int is undefined behaviour (found by fuzz_readers).
         if (!(*s >= 0 && *s <= 2147483647.0 && *s == std::floor(*s)))
@@ -326,12 +321,11 @@ std::vector<Record> read_file(const std::string& path) {
       if (*r.median_us == 0) r.median_us = r.min_us = r.max_us = std::nullopt;
     }
     if (!failed) {
-      if (auto g = number_at(o, "gbps")) r.gbps = g;
-      else if (o.contains("derived")) r.gbps = number_at(o["derived"], "gbps");
+      r.gbps = number_at(o, "gbps");
       if (r.gbps && !std::isfinite(*r.gbps)) r.gbps = std::nullopt;
     }
     if (o.contains("timing") && o["timing"].is_object()) {
-      const json& m = o["timing"].contains("method") ? o["timing"]["method"] : o["timing"].value("mode", json());
+      const json m = o["timing"].value("method", json());
       if (m.is_string()) r.timing_method = m.get<std::string>();
     }
     out.push_back(std::move(r));

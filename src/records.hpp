@@ -1,7 +1,7 @@
 // Benchmark records: the JSON lines `--results FILE` appends, read back by
-// `moekit compare` and `moekit plot`. Both record shapes are read: the kernel
-// commands' report (`--format json`) and the bench programs' records
-// (bench/common/record.hpp), so bench/results/*.jsonl compare and plot too.
+// `moekit compare` and `moekit plot`. One schema: the kernel commands' report
+// (`--format json`, src/report.cpp), which the bench programs write too
+// (bench/common/record.hpp), so bench/results/*.jsonl compare and plot alike.
 #pragma once
 
 #include <map>
@@ -40,8 +40,8 @@ struct Record {
   // Strings as they were written: a \udcXX escape (json_quote's surrogate
   // escape of a byte that is not UTF-8) is that byte again.
   std::string op, variant, device;
-  // The report's variant_requested ("auto", or the name typed); empty for a
-  // bench record. Part of the key when it differs from `variant`: without a
+  // The report's variant_requested ("auto", or the name typed; a bench record
+  // names its variant again); empty when absent. Part of the key when it differs from `variant`: without a
   // GPU every cell of a --variant sweep runs "reference", and auto may pick
   // a variant the sweep also lists; their records stay apart.
   std::string requested;
@@ -49,7 +49,7 @@ struct Record {
   // a report with "pdl": "on" has the parameter pdl "on" too (records.cpp).
   std::map<std::string, std::string> params;
   // Per-launch microseconds; nullopt for a record without a time (an error
-  // record, a run without --bench, a bench record whose status is not ok).
+  // record, a run without --bench, a record whose check failed).
   std::optional<double> median_us, min_us, max_us;
   int samples = 0;
   std::optional<double> gbps;
@@ -69,7 +69,7 @@ struct Record {
 
 // Every record of a JSON-lines file, in order; blank lines are skipped. Throws
 // InputError "FILE:LINE: problem" on a line that is not a JSON object with an
-// op (or family) and a variant (null only in an error record), and "FILE: ..."
+// op and a variant (null only in an error record), and "FILE: ..."
 // when the file cannot be read. A time needs finite 0 <= min <= median <= max;
 // a zero median reads as no time (nothing was measured).
 std::vector<Record> read_file(const std::string& path);

@@ -157,7 +157,7 @@ std::string render_json(const Report& r) {
   std::string sum;
   for (auto& [k, v] : r.summary) append_item(sum, fmt::format("{}:{}", q(k), is_integer_text(v) ? v : q(v)));
   std::string check = fmt::format("{{\"result\":{},\"max_error\":{},\"error_unit\":{}", q(r.check_status),
-                                  num(r.check.max_error), q(r.check.error_unit));
+                                  num(r.check.max_error), q_or_null(r.check.error_unit));
   check += fmt::format(",\"first_difference\":{}}}",
                        r.check.first_difference.empty() ? std::string("null") : q(r.check.first_difference));
   auto time_of = [](const TimingStats& t) {
@@ -172,8 +172,18 @@ std::string render_json(const Report& r) {
   stages = stages.empty() ? std::string("null") : "{" + stages + "}";
   // How the time was taken, as fields a script can match on (timing_mode is the prose).
   std::string how = "null";
-  if (r.timing)
-    how = fmt::format("{{\"method\":{},\"cache\":{}}}", q(r.timing->method), q(r.timing->cold ? "cold" : "warm"));
+  if (r.timing) {
+    how = fmt::format("{{\"method\":{},\"cache\":{}", q(r.timing->method), q(r.timing->cold ? "cold" : "warm"));
+    if (const auto& u = r.timing_setup)
+      how += fmt::format(",\"launches\":{},\"warmup\":{},\"copies\":{}", u->launches, u->warmup, u->copies);
+    how += "}";
+  }
+  // A bench record's own facts, each only when set (a CLI report has none).
+  std::string bench;
+  if (!r.bench.empty()) bench += fmt::format(",\"bench\":{}", q(r.bench));
+  if (!r.table.empty()) bench += fmt::format(",\"table\":{}", q(r.table));
+  if (!r.gpu_json.empty()) bench += fmt::format(",\"gpu\":{}", r.gpu_json);
+  if (!r.extra_json.empty()) bench += fmt::format(",\"extra\":{}", r.extra_json);
   std::string notes, outs;
   for (auto& n : r.notes) append_item(notes, q(n));
   for (auto& o : r.outputs) append_item(outs, q(o));
@@ -181,7 +191,7 @@ std::string render_json(const Report& r) {
       "{{\"op\":{},\"variant\":{},\"variant_requested\":{},\"params\":{},\"dtype\":{},"
       "\"device\":{},\"check\":{},\"time_us\":{},\"stage_us\":{},\"timing_mode\":{},\"bytes\":{},\"gbps\":{},"
       "\"timing\":{},\"peak_gbps\":{},\"pct_of_peak\":{},\"outputs\":[{}],\"notes\":[{}],\"summary\":{{{}}},"
-      "\"driver\":{},\"build\":{},\"pdl\":{},\"resources\":{},\"error\":{}}}\n",
+      "\"driver\":{},\"build\":{},\"pdl\":{},\"resources\":{},\"error\":{}{}}}\n",
       q(r.op), q_or_null(r.variant), q_or_null(r.variant_requested), p, q_or_null(r.dtype), q_or_null(r.device),
       check, time, stages, r.timing ? q(r.timing->mode) : "null", num(r.bytes),
       // Not measured is null, never 0: no traffic without a kernel (a CPU run), no copy bandwidth unless timed on a GPU.
@@ -189,7 +199,8 @@ std::string render_json(const Report& r) {
       r.timing && r.peak_gbps > 0 ? num(r.pct_of_peak()) : "null", outs, notes, sum, q_or_null(r.driver),
       q_or_null(r.build), q(r.pdl), r.resources_json.empty() ? std::string("null") : r.resources_json,
       r.error_code == 0 ? std::string("null")
-                        : fmt::format("{{\"exit_code\":{},\"message\":{}}}", r.error_code, q(r.error_message)));
+                        : fmt::format("{{\"exit_code\":{},\"message\":{}}}", r.error_code, q(r.error_message)),
+      bench);
 }
 
 std::string render_csv(const Report& r) {

@@ -51,6 +51,20 @@ struct Report {
   // build records. Empty: null.
   std::string resources_json;
 
+  // What only a bench program's record says (bench/common/record.hpp). Each is
+  // written only when set, so a CLI report has none of them; the one list of
+  // the record's fields is docs/regression.md "Records".
+  std::string bench;       // "bench": the program that measured ("bench_align")
+  std::string table;       // "table": the table of docs/bench/<f>.md the cell is in
+  std::string gpu_json;    // "gpu": JSON object of device facts ({"cc","sms","l2_mib","runtime"})
+  std::string extra_json;  // "extra": JSON object of family facts ({"auto_pick": ...})
+  // How the time was taken beyond method and cache: "timing" then also holds
+  // "launches" (per sample), "warmup" and "copies" (input copies rotated).
+  struct TimingSetup {
+    int launches = 1, warmup = 0, copies = 1;
+  };
+  std::optional<TimingSetup> timing_setup;
+
   double gbps() const;
   double pct_of_peak() const;
 };

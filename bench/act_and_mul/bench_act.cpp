@@ -6,7 +6,7 @@
 //
 // Median microseconds per launch (CUDA-graph replay, moekit::time_launches),
 // GB/s counting the input read once and the output written once, and that as
-// a percentage of the device's measured copy bandwidth (derived fields). Inputs are random
+// a percentage of the device's measured copy bandwidth (the record's gbps, peak_gbps, pct_of_peak). Inputs are random
 // normal. Small inputs rotate through copies so that the rotation exceeds L2;
 // inputs above L2 stream from DRAM anyway and use one copy. Each variant's
 // output is checked against the CPU reference on sampled rows once per shape;
@@ -44,6 +44,8 @@ namespace {
 const std::vector<std::int64_t> kTokens = {1, 16, 128, 1024, 4096, 16384};
 
 const char* name(DType t) { return t == DType::f16 ? "f16" : t == DType::bf16 ? "bf16" : "f32"; }
+// The record's dtype, in the words of the CLI's report.
+const char* report_name(DType t) { return t == DType::f16 ? "float16" : t == DType::bf16 ? "bfloat16" : "float32"; }
 const char* name(Activation a) {
   return a == Activation::silu ? "silu" : a == Activation::gelu ? "gelu" : "gelu-tanh";
 }
@@ -126,6 +128,7 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
     bench::Record rec;
     rec.table = table;
     rec.variant = std::string(v.info.name);
+    rec.dtype = report_name(dt);
     rec.params = {{"dtype", name(dt)},
                   {"act", name(a)},
                   {"tokens", tokens},

@@ -29,10 +29,10 @@ def act_cell(r):
     if r.status == "error" or r.us is None:
         return "error"
     s = f"{r.us:.2f} µs"
-    if r.derived.get("gbps") is not None:
-        s += f" · {r.derived['gbps']:.0f} GB/s"
-        if r.derived.get("pct_copy") is not None:
-            s += f" ({r.derived['pct_copy']:.0f}%)"
+    if r.gbps is not None:
+        s += f" · {r.gbps:.0f} GB/s"
+        if r.pct_of_peak is not None:
+            s += f" ({r.pct_of_peak:.0f}%)"
     if r.status == "fail":
         s += " FAIL"
     return s
@@ -75,7 +75,7 @@ def act_table(title, recs):
 
 def render(records):
     out = header("act-and-mul", records, "bench/act_and_mul/bench_act.cpp")
-    copy = ordered(r.derived.get("copy_gbps") for r in records if r.derived.get("copy_gbps"))
+    copy = ordered(r.peak_gbps for r in records if r.peak_gbps)
     main = [r for r in records if r.table != ACT_TUNING_TABLE]
     tune = [r for r in records if r.table == ACT_TUNING_TABLE]
     if copy:
@@ -113,8 +113,8 @@ def render(records):
         if a is not None and a.measured:
             if fi[0] == "us":
                 ratio = f"{fi[1] / a.us:.2f}x faster"
-            elif a.derived.get("gbps") is not None:
-                ratio = f"{a.derived['gbps'] / 1000.0 / fi[1]:.2f}x bandwidth"
+            elif a.gbps is not None:
+                ratio = f"{a.gbps / 1000.0 / fi[1]:.2f}x bandwidth"
         body.append([f"{t} x {d}", act_ref_text(fi), act_ref_text(tc), act_cell(s), act_cell(a), ratio])
     out.append(md_table(["shape (tokens x d)", "FlashInfer", "torch.compile", "vectorized (seed)", "auto",
                          "auto vs FlashInfer"], ["---"] * 6, body))
@@ -122,7 +122,7 @@ def render(records):
             "re-measured here.", "", "Targets (auto, bf16 silu):", ""]
     for d in ordered(d for (_, d) in bf16):
         big = [auto_of(t, d) for t in (4096, 16384)]
-        big = [a.derived["gbps"] / 1000.0 for a in big if a is not None and a.measured and a.derived.get("gbps")]
+        big = [a.gbps / 1000.0 for a in big if a is not None and a.measured and a.gbps]
         one = auto_of(1, d)
         if not big or one is None or not one.measured:
             continue

@@ -16,8 +16,8 @@ class FamilyRenderTest(RenderTest):
             gb = 3000.0 if tokens > 1 else 20.0
             for v, us in (("vectorized", 2.0 * tokens), ("flat", 1.0 * tokens)):
                 rs.append(rec("act-and-mul", "bf16, silu, d = 4096", v, p, us,
-                              derived={"bytes": 1.0, "gbps": gb / (2 if v == "vectorized" else 1),
-                                       "copy_gbps": 3000.0, "pct_copy": 100.0 / (2 if v == "vectorized" else 1)},
+                              gbps=gb / (2 if v == "vectorized" else 1), peak_gbps=3000.0,
+                              pct_of_peak=100.0 / (2 if v == "vectorized" else 1),
                               extra={"auto_pick": "flat"}))
         md = self.render("act-and-mul", rs)
         self.assertIn("**3000 GB/s**", md)

@@ -95,6 +95,7 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
     rec.table = table;
     rec.variant = std::string(v.info.name);
     rec.params = params;
+    rec.dtype = "int32";
     if (v.info.name == "auto") {
       rec.extra = {{"picks", std::string(align::registry().pick_auto(p, false).info.name)},
                    {"auto_rule", align::registry().auto_rule()}};

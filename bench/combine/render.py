@@ -10,7 +10,7 @@ NAME = "combine"
 
 def render(records):
     out = header("combine", records, "bench/combine/bench_combine.cpp")
-    copy = ordered(r.derived.get("copy_gbps") for r in records if r.derived.get("copy_gbps"))
+    copy = ordered(r.peak_gbps for r in records if r.peak_gbps)
     if copy:
         out.append(f"- Measured device copy bandwidth (cudaMemcpy D2D 512 MiB, read + write): **{copy[0]:.0f} GB/s**")
     out.append("- Cells: " + timing_sentence(records).replace("Median", "median") +

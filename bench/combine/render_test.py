@@ -11,15 +11,15 @@ from render_test import RenderTest, rec, tables_of  # noqa: E402
 class FamilyRenderTest(RenderTest):
     def test_combine(self):
         title = "Qwen3 (K 8, H 4096), PDL on"
-        p = {"tokens": 16, "K": 8, "H": 4096, "rows": 128, "pdl": "on"}
+        p = {"tokens": 16, "K": 8, "H": 4096, "rows": 128}
         rs = [
             rec("combine", title, "gather", p, 3.2, extra={"auto_pick": "slices"}),
             rec("combine", title, "slices", p, 2.5, extra={"auto_pick": "slices"}),
             rec("combine", title, "tma", p, status="error", reason="launch failed", extra={"auto_pick": "slices"}),
-            rec("combine", title, "gather", dict(p, tokens=8192), 180.0, derived={"gbps": 2900.0},
+            rec("combine", title, "gather", dict(p, tokens=8192), 180.0, gbps=2900.0,
                 extra={"auto_pick": "tma"}),
             rec("combine", title, "tma", dict(p, tokens=8192), 150.0, status="fail", reason="out[0] differs",
-                derived={"gbps": 3400.0}, extra={"auto_pick": "tma"}),
+                gbps=3400.0, extra={"auto_pick": "tma"}),
         ]
         t = tables_of(self.render("combine", rs))
         self.assertEqual(t[title], [["tokens", "gather", "slices", "tma", "auto →"],

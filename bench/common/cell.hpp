@@ -5,6 +5,7 @@
 // the Writer / Record API.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -70,7 +71,10 @@ inline int run_bench(int argc, char** argv, const std::string& family, const std
       std::fprintf(stderr, "%s: no CUDA device\n", name.c_str());
       return 3;
     }
-    Writer out(name, family, json);
+    // The records' op is the CLI's command name: the folder's '_' is '-' there (moe_path: moe-path).
+    std::string op = family;
+    std::replace(op.begin(), op.end(), '_', '-');
+    Writer out(name, op, json);
     out.set_copy_gbps(measured_copy_bandwidth_gbps());
     cells(out);
     std::fprintf(stderr, "%s: done\n", name.c_str());

@@ -128,7 +128,9 @@ const char* kind_name(Values v) {
 void write(moekit::bench::Writer& w, std::string table, std::string variant, moekit::bench::Fields params,
            moekit::bench::Measurement m) {
   if (m.status == "error") std::fprintf(stderr, "bench_dedup: %s: %s\n", variant.c_str(), m.reason.c_str());
-  w.write({std::move(table), std::move(variant), std::move(params), std::move(m), {}});
+  moekit::bench::Record r{std::move(table), std::move(variant), std::move(params), std::move(m), {}};
+  r.dtype = "int32";
+  w.write(r);
 }
 
 }  // namespace

@@ -85,7 +85,9 @@ void measure(bench::Writer& out, const Model& m, std::int64_t T, std::uint64_t s
       rec.variant = std::string(v.info.name);
       rec.params = {{"model", m.name},  {"tokens", T},         {"E", m.E},
                     {"K", m.K},         {"H", m.H},            {"layout", "compact"},
-                    {"scaling", double(m.scaling)}, {"dtype", "bf16"}, {"pdl", pdl ? "on" : "off"}};
+                    {"scaling", double(m.scaling)}, {"dtype", "bf16"}};
+      rec.dtype = "bfloat16";
+      rec.pdl = p.pdl ? "on" : "off";
       bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         moe_path::DeviceBuffers d(p, {logits.data, bias, hidden.data, {}, {}}, WorkspaceNeed::of(v, p, caps),
                                   SetOptions::run(copies));
@@ -101,12 +103,12 @@ void measure(bench::Writer& out, const Model& m, std::int64_t T, std::uint64_t s
           if (!chk.result.ok) why = chk.result.first_difference;
         }
         r.m = bench::measure(launch, copies, TimingOptions{}, moe_path::bytes_moved(p, logits.data.size(), bias.size()));
-        // Each stage alone, as its own graph (what `moekit moe-path --bench` reports).
+        // Each stage alone, as its own graph: the record's stage_us, as `moekit moe-path --bench` reports it.
         for (moe_path::Stage st : moe_path::stages(p)) {
           const std::string sn(moe_path::stage_name(st));
           auto stage = [&](Stream s, int copy) { cuda_check(moe_path::launch_stage(p, bufs[copy], st, s, use_pdl), "stage launch"); };
           const bench::Measurement sm = bench::measure(stage, copies, TimingOptions{});
-          if (sm.stats) r.extra.push_back({"stage_us." + sn, sm.stats->median_us});
+          if (sm.stats) r.stages.emplace_back(sn, *sm.stats);
           r.extra.push_back({"stage_variant." + sn, std::string(moe_path::stage_variant(p, st, caps))});
         }
         return why;

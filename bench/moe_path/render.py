@@ -10,8 +10,13 @@ STAGES = ("route", "permute", "combine")
 GOAL_US = 10.0  # issue #15: DeepSeek-V3, T = 1, PDL off, the whole path
 
 
+def stage_us(r, stage):
+    """The median µs of `stage` (or of "sum") timed alone: the record's stage_us; None without one."""
+    return (r.stages.get(stage) or {}).get("median")
+
+
 def stage_text(r, stage):
-    us = r.extra.get(f"stage_us.{stage}")
+    us = stage_us(r, stage)
     if us is None:
         return ""
     v = r.extra.get(f"stage_variant.{stage}")
@@ -21,8 +26,7 @@ def stage_text(r, stage):
 def path_table(title, recs):
     body = []
     for r in recs:
-        stages = [r.extra.get(f"stage_us.{s}") for s in STAGES]
-        total = sum(s for s in stages if s is not None) if any(s is not None for s in stages) else None
+        total = stage_us(r, "sum")
         body.append([r.params.get("tokens"), r.variant, time_cell(r)] + [stage_text(r, s) for s in STAGES] +
                     [f"{total:.2f}" if total is not None else ""])
     return ["", f"### {title}", "", md_table(["tokens", "variant", "path"] + [f"{s} µs" for s in STAGES] +
@@ -36,7 +40,7 @@ def render(records):
                "its family's `auto` picked). Compact layout, f32 logits, bf16 hidden rows. GB/s (shown from 100) "
                "= each stage's least traffic / path time. FAIL: the path's checker (route against its "
                "reference, permute's rules, combine bit for bit on the run's own rows) failed.")
-    goal = [r for r in records if r.measured and r.params.get("tokens") == 1 and r.params.get("pdl") == "off"
+    goal = [r for r in records if r.measured and r.params.get("tokens") == 1 and r.pdl == "off"
             and str(r.params.get("model", "")).startswith("DeepSeek-V3")]
     if goal:
         best = min(r.us for r in goal)

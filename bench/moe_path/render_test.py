@@ -11,13 +11,14 @@ from render_test import RenderTest, rec, tables_of  # noqa: E402
 class FamilyRenderTest(RenderTest):
     def test_moe_path(self):
         off, on = "DeepSeek-V3, compact, PDL off", "DeepSeek-V3, compact, PDL on"
-        p = {"model": "DeepSeek-V3", "tokens": 1, "pdl": "off"}
-        stages = {"stage_us.route": 3.5, "stage_variant.route": "block-rank", "stage_us.permute": 4.25,
-                  "stage_variant.permute": "fused", "stage_us.combine": 2.75, "stage_variant.combine": "slices"}
+        p = {"model": "DeepSeek-V3", "tokens": 1}
+        stages = {"route": 3.5, "permute": 4.25, "combine": 2.75}
+        variants = {"stage_variant.route": "block-rank", "stage_variant.permute": "fused",
+                    "stage_variant.combine": "slices"}
         rs = [
-            rec("moe_path", off, "stages", p, 10.5, extra=stages),
-            rec("moe_path", off, "stages", dict(p, tokens=4096), 400.0, derived={"gbps": 900.0}),
-            rec("moe_path", on, "stages", dict(p, pdl="on"), 9.0, extra=stages),
+            rec("moe-path", off, "stages", p, 10.5, stages=stages, extra=variants),
+            rec("moe-path", off, "stages", dict(p, tokens=4096), 400.0, gbps=900.0),
+            rec("moe-path", on, "stages", p, 9.0, pdl="on", stages=stages, extra=variants),
         ]
         md = self.render("moe-path", rs)
         t = tables_of(md)

@@ -76,7 +76,9 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
       rec.variant = std::string(v.info.name);
       rec.params = {{"tokens", T},        {"E", c.E},          {"K", c.K},    {"H", c.H},
                     {"layout", name(c.layout)}, {"B", c.layout == Layout::padded ? c.B : 1},
-                    {"dtype", "bf16"},    {"pdl", pdl ? "on" : "off"}};
+                    {"dtype", "bf16"}};
+      rec.dtype = "bfloat16";
+      rec.pdl = p.pdl ? "on" : "off";
       rec.extra = {{"auto_pick", auto_pick}};
       bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         permute::DeviceBuffers d(p, {hidden.data, ids32, {}}, WorkspaceNeed::of(v, p, caps), SetOptions::run(copies));

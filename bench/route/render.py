@@ -45,7 +45,7 @@ def route_table(title, recs):
         row.append(a.variant if a is not None else "")
         if a is not None and a.measured:
             floor = f"{a.us / EMPTY_KERNEL_US:.1f}x launch"
-            copy = a.derived.get("pct_copy")
+            copy = a.pct_of_peak
             if copy is not None and copy >= 1:
                 floor += f", {copy:.0f}% of copy"
             row.append(floor)
@@ -58,7 +58,7 @@ def route_table(title, recs):
 
 def render(records):
     out = header("route", records, "bench/route/bench_route.cpp")
-    copy = ordered(r.derived.get("copy_gbps") for r in records if r.derived.get("copy_gbps"))
+    copy = ordered(r.peak_gbps for r in records if r.peak_gbps)
     if copy:
         out.append(f"- Measured device copy bandwidth (cudaMemcpy D2D 512 MiB, read + write): **{copy[0]:.0f} GB/s**")
     out.append("- Cells: " + timing_sentence(records).replace("Median", "median") +
@@ -78,19 +78,19 @@ def render(records):
             if a is None or not a.measured:
                 continue
             p = a.params
-            if p.get("then_align"):
+            if p.get("then_align") == "yes":
                 if t <= 64:
                     fused.append((title, t, a))
-            elif t >= 16384 and a.derived.get("gbps"):
+            elif t >= 16384 and a.gbps:
                 big.append((title, t, a))
-            elif t <= 64 and p.get("E", 0) <= 512 and p.get("pdl") == "off":
+            elif t <= 64 and p.get("E", 0) <= 512 and a.pdl == "off":
                 small.append((title, t, a))
     if big:
-        worst = min(big, key=lambda x: x[2].derived["gbps"])
-        out.append(f"- T >= 16384: auto reaches {worst[2].derived['gbps'] / 1000:.2f} TB/s at worst ({worst[0]}, "
+        worst = min(big, key=lambda x: x[2].gbps)
+        out.append(f"- T >= 16384: auto reaches {worst[2].gbps / 1000:.2f} TB/s at worst ({worst[0]}, "
                    f"T = {worst[1]}); goal {GOAL_TBS} TB/s: "
-                   f"{'met' if worst[2].derived['gbps'] / 1000 >= GOAL_TBS else 'missed'} "
-                   f"({sum(1 for b in big if b[2].derived['gbps'] / 1000 >= GOAL_TBS)} of {len(big)} cells)")
+                   f"{'met' if worst[2].gbps / 1000 >= GOAL_TBS else 'missed'} "
+                   f"({sum(1 for b in big if b[2].gbps / 1000 >= GOAL_TBS)} of {len(big)} cells)")
     if small:
         worst = max(small, key=lambda x: x[2].us)
         out.append(f"- T <= 64, E <= 512, PDL off: auto at most {worst[2].us:.2f} µs ({worst[0]}, T = {worst[1]}); "

@@ -13,17 +13,17 @@ class FamilyRenderTest(RenderTest):
         rs = []
         title = "DeepSeek-V3, PDL off"
         for t, us_regs in ((1, 1.5), (16384, 10.0)):
-            p = {"tokens": t, "E": 256, "K": 8, "pdl": "off", "then_align": False}
+            p = {"tokens": t, "E": 256, "K": 8, "then_align": "no"}
             gb = 2600.0 if t > 1 else 50.0
             rs.append(rec("route", title, "warp-smem", p, us_regs * 2,
-                          derived={"bytes": 1.0, "gbps": gb / 2, "copy_gbps": 3000.0, "pct_copy": gb / 60},
+                          gbps=gb / 2, peak_gbps=3000.0, pct_of_peak=gb / 60,
                           extra={"auto_pick": "warp-regs"}))
             rs.append(rec("route", title, "warp-regs", p, us_regs,
-                          derived={"bytes": 1.0, "gbps": gb, "copy_gbps": 3000.0, "pct_copy": gb / 30},
+                          gbps=gb, peak_gbps=3000.0, pct_of_peak=gb / 30,
                           extra={"auto_pick": "warp-regs"}))
-        fp = {"tokens": 16, "E": 256, "K": 8, "pdl": "off", "then_align": True}
+        fp = {"tokens": 16, "E": 256, "K": 8, "then_align": "yes"}
         rs.append(rec("route", "DeepSeek-V3, then align, PDL off", "warp-regs", fp, 3.5,
-                      derived={"bytes": 1.0, "gbps": 10.0}, extra={"auto_pick": "warp-regs"}))
+                      gbps=10.0, extra={"auto_pick": "warp-regs"}))
         md = self.render("route", rs)
         t = tables_of(md)
         every = t[title]

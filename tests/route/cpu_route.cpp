@@ -12,6 +12,7 @@
 #include "npy.hpp"
 #include "route/gen.hpp"
 #include "route/buffers.hpp"
+#include "route/then_align.hpp"
 #include "route/reference.hpp"
 #include "temp_dir.hpp"
 
@@ -191,16 +192,16 @@ TEST_CASE("route gen: deterministic; load-shaped logits pick experts in proporti
 
 // The GB/s of the CLI and bench_route count this traffic: T = 3 tokens of
 // E = 8 f32 logits (96 bytes) and the 8-entry bias (32) read, 3 x 2 ids and
-// weights written (48); with align after it (B 4: 20 sorted ids, 5 expert
-// ids, the count) 4 x 26 = 104 bytes more.
+// weights written (48); with align after it (B 4: 6 slots + min(6, E) x 3
+// padding = 24 sorted ids, 6 expert ids, the count) 4 x 31 = 124 bytes more.
 TEST_CASE("route bytes moved: logits and bias read once, ids and weights (and align's outputs) written once") {
   Problem p{.tokens = 3, .experts = 8, .topk = 2, .bias = true};
   CHECK(route::bytes_moved(p) == 176.0);
   p.bias = false;
   p.dtype = route::DType::bf16;  // 48 bytes of logits
   CHECK(route::bytes_moved(p) == 96.0);
-  p.align_block = 4;
-  p.align_rows = 20;
-  p.align_blocks = 5;
-  CHECK(route::bytes_moved(p) == 200.0);
+  (void)route::plan_then_align(p, 4);
+  CHECK(p.align_rows == 24);
+  CHECK(p.align_blocks == 6);
+  CHECK(route::bytes_moved(p) == 220.0);
 }
