@@ -79,7 +79,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
       rec.params = {{"tokens", T}, {"K", c.K},       {"H", c.H},
                     {"rows", p.rows}, {"scaling", 1.0}, {"dtype", "bf16"}};
       rec.dtype = "bfloat16";
-      rec.pdl = p.pdl ? "on" : "off";
+      rec.pdl = use_pdl ? "on" : "off";
       rec.extra = {{"auto_pick", auto_pick}};
       bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         combine::DeviceBuffers d(p, {x.data, inv, w}, WorkspaceNeed::of(v, p, caps), SetOptions::run(copies));

@@ -87,7 +87,7 @@ void measure(bench::Writer& out, const Model& m, std::int64_t T, std::uint64_t s
                     {"K", m.K},         {"H", m.H},            {"layout", "compact"},
                     {"scaling", double(m.scaling)}, {"dtype", "bf16"}};
       rec.dtype = "bfloat16";
-      rec.pdl = p.pdl ? "on" : "off";
+      rec.pdl = use_pdl ? "on" : "off";
       bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         moe_path::DeviceBuffers d(p, {logits.data, bias, hidden.data, {}, {}}, WorkspaceNeed::of(v, p, caps),
                                   SetOptions::run(copies));

@@ -78,7 +78,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
                     {"layout", name(c.layout)}, {"B", c.layout == Layout::padded ? c.B : 1},
                     {"dtype", "bf16"}};
       rec.dtype = "bfloat16";
-      rec.pdl = p.pdl ? "on" : "off";
+      rec.pdl = use_pdl ? "on" : "off";
       rec.extra = {{"auto_pick", auto_pick}};
       bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         permute::DeviceBuffers d(p, {hidden.data, ids32, {}}, WorkspaceNeed::of(v, p, caps), SetOptions::run(copies));

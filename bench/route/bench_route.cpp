@@ -93,7 +93,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
                   {"G", c.G},             {"KG", c.KG},      {"scoring", c.scoring == route::Scoring::softmax ? "softmax" : "sigmoid"},
                   {"bias", c.bias},       {"renorm", c.renorm}, {"scaling", double(c.scaling)},
                   {"dtype", name(c.dtype)}, {"then_align", then_align}};
-    rec.pdl = p.pdl ? "on" : "off";  // the record's own field, as a --pdl run reports it
+    rec.pdl = use_pdl ? "on" : "off";  // the record's own field, as a --pdl run reports it
     rec.dtype = c.dtype == route::DType::f32 ? "float32" : c.dtype == route::DType::bf16 ? "bfloat16" : "float16";
     rec.extra = {{"auto_pick", auto_pick}};
     if (const char* why = v.not_applicable(p, device_caps())) {
