@@ -74,12 +74,12 @@ void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatu
   }
 }
 
-void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage>& stages, int copies) {
+void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage>& stages, int copies, bool pdl) {
   if (!c.bench) return;
   for (const Job::Stage& st : stages) {
     LaunchStatus first = 0;
     auto keep = [&](Stream s, int copy) {
-      const LaunchStatus e = st.launch(s, copy);
+      const LaunchStatus e = st.launch(s, pdl, copy);
       if (first == 0) first = e;
     };
     TimingStats t = time_launches(keep, copies, timing_options(c));

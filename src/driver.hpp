@@ -30,6 +30,10 @@ Format parse_format(const std::string& s);
 // `auto` falls back to the CPU reference and notes why in the report.
 bool decide_gpu(const CommonOpts& c, Report& r);
 
+// The run's one PDL decision (run.cpp hands it to Job::resolve, launch and
+// stages): --pdl on and a device with PDL (DeviceCaps::pdl).
+inline bool launch_pdl(const CommonOpts& c, const DeviceCaps& caps) { return c.pdl == "on" && caps.pdl; }
+
 // Timing and ncu profiling of a GPU launch, per the options. `launch(stream, copy)`
 // reads input copy `copy` of `copies`; the first launch error it returns is
 // thrown as CudaError once the timing or profiling is over.
@@ -37,8 +41,8 @@ void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatu
                  int copies);
 
 // With --bench, times each stage of a job's launch alone (Job::stages), with
-// the options and input copies of the whole launch, into r.stage_timings.
-void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage>& stages, int copies);
+// the options, input copies and `pdl` of the whole launch, into r.stage_timings.
+void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage>& stages, int copies, bool pdl);
 
 // Times a CPU reference run with the host clock (median of c.iters runs, at most ~2 s).
 void measure_cpu(const CommonOpts& c, Report& r, const std::function<void()>& run);
@@ -55,23 +59,24 @@ std::vector<std::string> write_outputs(
 int finish(const CommonOpts& c, Report& r);
 
 // The variant a job runs: --variant resolved against a family's registry
-// (auto = the family's pick for this problem), and its workspace.
+// (auto = the family's pick for this problem and `pdl`), and its workspace.
 template <class V>
 struct ResolvedVariant {
   const V* v = nullptr;
   DeviceBuffer workspace;
 
-  // Throws InputError when the name is unknown or the variant does not apply.
+  // For launches with `pdl` (Job::resolve). Throws InputError when the name is
+  // unknown or the variant does not apply.
   template <class R, class P>
-  std::pair<std::string, bool> resolve(std::string_view op, const std::string& requested, const P& p,
-                                       const DeviceCaps& caps, const R& registry) {
+  Resolved resolve(std::string_view op, const std::string& requested, const P& p, const DeviceCaps& caps, bool pdl,
+                   const R& registry) {
     caps_ = &caps;
-    v = requested == "auto" ? &registry.pick_auto(p, caps) : registry.find(requested);
+    v = requested == "auto" ? &registry.pick_auto(p, caps, pdl) : registry.find(requested);
     if (!v)
       throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", op, printable(requested), op));
     if (const char* why = v->not_applicable(p, caps))
       throw InputError(fmt::format("{} variant '{}' does not apply to this input: {}", op, v->info.name, why));
-    return {std::string(v->info.name), v->stable_order};
+    return {std::string(v->info.name), v->stable_order, launches_with_pdl(*v, pdl, caps)};
   }
   // Allocates the workspace; zeroes it once when the variant keeps it zero.
   template <class P>

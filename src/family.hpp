@@ -46,12 +46,23 @@ struct CommonOpts {
   std::vector<std::string> inputs;
   // Programmatic dependent launch (sm_90+): "on" (default, as serving engines
   // run) lets every kernel launch overlap the previous kernel's tail where the
-  // device has PDL; "off" launches without it. See Job::pdl().
+  // device has PDL; "off" launches without it. The skeleton turns it into the
+  // one `pdl` its launches get (launch_pdl in driver.hpp).
   std::string pdl = "on";
 };
 
 // How the report names a PDL mode.
 inline std::string_view pdl_name(bool on) { return on ? "on" : "off"; }
+
+// What Job::resolve() found.
+struct Resolved {
+  std::string name;          // the variant that runs (a composed "<v>+<w>" included)
+  bool exact_order = false;  // it promises the reference's order bit for bit
+  // Whether its launches carry the PDL attribute (launches_with_pdl,
+  // common/variant.hpp: the skeleton's pdl, or a variant's always_pdl, where
+  // the device has PDL): the run report's "pdl".
+  bool pdl = false;
+};
 
 // One line of `moekit variants`.
 struct VariantRow {
@@ -66,6 +77,8 @@ using NamedArray = std::pair<std::string, npy::Array>;  // output file name, con
 // options are parsed and the input is read (or generated) and validated.
 // The skeleton calls, in order: reference() when needed; then either
 // adopt_reference() (CPU run) or resolve() .. download() (GPU run); outputs().
+// The skeleton decides PDL once per run (launch_pdl: --pdl and the device)
+// and hands the same `pdl` to resolve(), launch() and every stage.
 class Job {
  public:
   virtual ~Job() = default;
@@ -74,14 +87,17 @@ class Job {
   virtual void adopt_reference() = 0;  // the reference becomes the run's output
 
   // Picks the variant (a registry name or "auto") for this problem on this
-  // device; throws InputError when unknown or not applicable. Returns the
-  // resolved name and whether it promises the reference's order bit for bit.
-  // CPU runs call it with a caps object of no device: device-independent
-  // limits then refuse what a GPU run would. `caps` outlives the job.
-  virtual std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) = 0;
+  // device, for launches with `pdl` (an auto pick may depend on it); throws
+  // InputError when unknown or not applicable (ResolvedVariant::resolve).
+  // CPU runs call it with a caps object of no device and pdl false:
+  // device-independent limits then refuse what a GPU run would. `caps`
+  // outlives the job.
+  virtual Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) = 0;
   virtual std::size_t input_bytes() const = 0;  // one input copy (for rotation)
   virtual void upload(int copies) = 0;          // device inputs, outputs (poisoned), workspace
-  virtual LaunchStatus launch(Stream s, int copy) = 0;  // one launch of the resolved variant
+  // One launch of the resolved variant on `s`, with PDL when `pdl`
+  // (Variant::launch), reading input copy `copy`.
+  virtual LaunchStatus launch(Stream s, bool pdl, int copy) = 0;
   virtual void download() = 0;                  // device outputs -> host outputs
   virtual double bytes_moved() const = 0;       // per launch: inputs read once + outputs written once
 
@@ -93,50 +109,23 @@ class Job {
   // The written files read back, against the reference (CPU runs).
   virtual CheckResult check_files(const std::vector<std::string>& paths) = 0;
 
-  // What the resolved variant's launches do about programmatic dependent
-  // launch, for the report: "on" (its kernels carry the PDL attribute) or
-  // "off". Asked after resolve() on a GPU run; a CPU run reports "n/a".
-  virtual std::string_view pdl() const = 0;
-
-  // --pdl (CommonOpts::pdl), set by the skeleton before resolve().
-  // ProblemJob::resolve() sets its Problem's pdl to pdl_for(caps).
-  void request_pdl(bool on) { pdl_requested_ = on; }
-
   // Named stages of launch(): launch sequences that together make one launch,
   // each able to run alone once launch() has run (the later stages read what
   // the earlier ones wrote). With --bench the skeleton times each as its own
   // graph, like the whole launch, and reports the times. Empty: no stages.
   struct Stage {
     std::string name;
-    std::function<LaunchStatus(Stream, int copy)> launch;
+    std::function<LaunchStatus(Stream, bool pdl, int copy)> launch;  // as launch()
   };
   virtual std::vector<Stage> stages() { return {}; }
-
- protected:
-  // Whether launches carry the PDL attribute: --pdl on and a device with PDL.
-  bool pdl_for(const DeviceCaps& caps) const { return pdl_requested_ && caps.pdl; }
-
- private:
-  bool pdl_requested_ = true;
 };
 
-// A Job over one family Problem `P` (a struct with a `pdl` field): the PDL
-// plumbing written once. resolve() sets p_.pdl (--pdl on and a device with
-// PDL) before the family's pick_variant(); pdl() reports it unless the family
-// knows better (a variant that launches with PDL whatever --pdl says).
+// A Job over one family Problem `P`, kept in p_ (the family's resolve() picks
+// for it, its launch() launches it).
 template <class P>
 class ProblemJob : public Job {
- public:
-  std::pair<std::string, bool> resolve(const std::string& requested, const DeviceCaps& caps) final {
-    p_.pdl = pdl_for(caps);
-    return pick_variant(requested, caps);
-  }
-  std::string_view pdl() const override { return pdl_name(p_.pdl); }
-
  protected:
   explicit ProblemJob(const P& p) : p_(p) {}
-  // resolve() once p_.pdl is set: the family's variant pick (ResolvedVariant::resolve).
-  virtual std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) = 0;
 
   P p_;
 };

@@ -54,7 +54,7 @@ int run_family(Family& f, const CommonOpts& c, std::string* ran_variant) {
   r.op = std::string(f.command());
   r.variant_requested = c.variant;
   r.build = build_describe();
-  // "n/a" on the CPU; a GPU run says what its launches did (Job::pdl()).
+  // "n/a" on the CPU; a GPU run says what its launches did (Resolved::pdl).
   r.pdl = "n/a";
 
   // An unknown name is an error on every machine, before any input is read:
@@ -67,7 +67,6 @@ int run_family(Family& f, const CommonOpts& c, std::string* ran_variant) {
   }
 
   std::unique_ptr<Job> job = f.prepare(c, r);
-  job->request_pdl(c.pdl == "on");
   const bool gpu = decide_gpu(c, r);
   if (!gpu || c.check) reference_with_progress(*job);
 
@@ -75,7 +74,7 @@ int run_family(Family& f, const CommonOpts& c, std::string* ran_variant) {
     // Applicability is judged the same way on every machine, as far as it
     // does not depend on the device.
     static const DeviceCaps no_device;
-    if (c.variant != "auto") (void)job->resolve(c.variant, no_device);
+    if (c.variant != "auto") (void)job->resolve(c.variant, no_device, false);
     r.variant = "reference";
     r.check_status = "n/a";
     if (c.variant != "auto" && c.format == "json") {
@@ -89,16 +88,19 @@ int run_family(Family& f, const CommonOpts& c, std::string* ran_variant) {
     measure_cpu(c, r, [&] { job->reference(); });
     job->adopt_reference();
   } else {
-    const auto [name, exact_order] = job->resolve(c.variant, device_caps());
-    r.variant = name;
-    r.pdl = std::string(job->pdl());
+    // The one PDL decision of the run: every launch below, stages included, gets it.
+    const bool pdl = launch_pdl(c, device_caps());
+    const Resolved picked = job->resolve(c.variant, device_caps(), pdl);
+    const bool exact_order = picked.exact_order;
+    r.variant = picked.name;
+    r.pdl = pdl_name(picked.pdl);
     const int copies = c.bench ? rotation_copies(job->input_bytes(), c.cold) : 1;
     job->upload(copies);
     const std::string what = fmt::format("{} kernel ({})", r.op, r.variant);
     std::vector<LaunchRecord> launches;
     {
       const LaunchLogScope log(launches);
-      cuda_check(job->launch(process_stream(), 0), what.c_str());
+      cuda_check(job->launch(process_stream(), pdl, 0), what.c_str());
     }
     cuda_sync(what.c_str());
     if (c.format == "json") r.resources_json = json_array(launch_resource_rows(r.op, r.variant, launches, device_caps()));
@@ -109,8 +111,8 @@ int run_family(Family& f, const CommonOpts& c, std::string* ran_variant) {
       if (exact_order) r.notes.push_back("checked bit for bit: the variant promises the reference's order");
     }
     r.bytes = job->bytes_moved();
-    measure_gpu(c, r, [&](Stream s, int copy) { return job->launch(s, copy); }, copies);
-    measure_stages(c, r, job->stages(), copies);
+    measure_gpu(c, r, [&](Stream s, int copy) { return job->launch(s, pdl, copy); }, copies);
+    measure_stages(c, r, job->stages(), copies, pdl);
   }
 
   r.summary = job->summary();

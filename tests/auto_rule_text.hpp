@@ -44,7 +44,8 @@ inline std::vector<RuleItem> parse_rule_text(std::string_view text) {
 }
 
 // Every row in order, each with its condition's text exactly when it has a
-// condition (an unconditional row still needs its variant to apply).
+// condition (a predicate, or PDL: pdl_only) (an unconditional row still needs
+// its variant to apply).
 template <class Problem>
 void check_rule_text(std::string_view text, std::span<const AutoRow<Problem>> rows) {
   const std::vector<RuleItem> items = parse_rule_text(text);
@@ -53,7 +54,7 @@ void check_rule_text(std::string_view text, std::span<const AutoRow<Problem>> ro
     CAPTURE(i);
     CHECK(items[i].variant == rows[i].variant);
     CHECK(items[i].when == rows[i].when);
-    const bool conditional = rows[i].holds != nullptr;
+    const bool conditional = rows[i].holds != nullptr || rows[i].pdl_only;
     CHECK(rows[i].when.empty() == !conditional);
   }
 }

@@ -127,7 +127,7 @@ class Workspace {
 // Runs `launch` (a variant's launch on the default stream) `times` times
 // back to back, then waits. Returns "" on success, else what went wrong: the
 // status a launch returned, an error it left pending without returning it, or
-// one the kernels raised. With times = 2 and a problem whose pdl is set, the
+// one the kernels raised. With times = 2 and a launch with pdl set, the
 // second launch may start while the first finishes (programmatic dependent
 // launch): its kernels must wait before touching what the first one writes.
 template <class Launch>

@@ -121,11 +121,9 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
     opt.samples = 30;
     opt.launches_per_graph = 5;
   }
-  // Every variant launches as its name says (p.pdl false: spread and flat
+  // Every variant launches as its name says (pdl false: spread and flat
   // without PDL); auto picks as the CLI does by default (--pdl on).
-  Problem with_pdl = p;
-  with_pdl.pdl = device_caps().pdl;
-  const std::string auto_pick(act::registry().pick_auto(with_pdl).info.name);
+  const std::string auto_pick(act::registry().pick_auto(p, device_caps().pdl).info.name);
   for (const auto& v : vs) {
     bench::Record rec;
     rec.table = table;
@@ -138,7 +136,7 @@ void measure(bench::Writer& out, const std::string& table, DType dt, Activation 
     rec.extra = {{"auto_pick", auto_pick}};
     try {
       dev.replace_workspace(WorkspaceNeed::of(v, p, device_caps()));
-      auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, dev.buffers(copy), s), "launch"); };
+      auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, dev.buffers(copy), s, false), "launch"); };
       dev.poison();
       launch(process_stream(), 0);
       cuda_check_last("launch");  // launch() checks its status

@@ -57,7 +57,7 @@ std::vector<std::int32_t> make_ids(const Config& c, int tokens, std::mt19937_64&
 // Whether v's output must equal the reference bit for bit (the registry says
 // it promises stable order, or it is `auto` and picks a variant that does).
 bool exact_order(const align::Variant& v, const align::Problem& p) {
-  return v.stable_order || (v.info.name == "auto" && align::registry().pick_auto(p).stable_order);
+  return v.stable_order || (v.info.name == "auto" && align::registry().pick_auto(p, false).stable_order);
 }
 
 bool wanted(std::string_view n) {
@@ -97,7 +97,7 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
     rec.params = params;
     rec.dtype = "int32";
     if (v.info.name == "auto") {
-      rec.extra = {{"picks", std::string(align::registry().pick_auto(p).info.name)},
+      rec.extra = {{"picks", std::string(align::registry().pick_auto(p, false).info.name)},
                    {"auto_rule", align::registry().auto_rule()}};
     }
     if (const char* na = v.not_applicable(p, caps)) {
@@ -111,7 +111,7 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
     d.poison();
     bool ok = false;
     try {
-      cuda_check(v.launch(p, d.buffers(0), process_stream()), v.info.name.data());
+      cuda_check(v.launch(p, d.buffers(0), process_stream(), false), v.info.name.data());
       cuda_sync(v.info.name.data());
       align::Outputs got;
       (void)d.download(got);  // no guards in a run's set
@@ -129,7 +129,7 @@ void run_cells(const std::string& table, const bench::Fields& params, const std:
     opt.samples = 25;
     opt.launches_per_graph = 20;
     rec.m = bench::measure(
-        [&](Stream s, int copy) { cuda_check(v.launch(p, d.buffers(copy), s), v.info.name.data()); }, d.copies(),
+        [&](Stream s, int copy) { cuda_check(v.launch(p, d.buffers(copy), s, false), v.info.name.data()); }, d.copies(),
         opt);
     if (rec.m.status == "error") std::fprintf(stderr, "bench_align: %s: %s\n", v.info.name.data(), rec.m.reason.c_str());
     if (rec.m.status == "ok" && !ok) rec.m.status = "fail";

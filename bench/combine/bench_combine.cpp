@@ -69,9 +69,9 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
   const int copies = rotation_copies(x.data.size(), false);
 
   for (bool pdl : {false, true}) {
-    combine::Problem p = p0;
-    p.pdl = pdl && caps.pdl;
-    const std::string auto_pick(combine::registry().pick_auto(p, caps).info.name);
+    const combine::Problem& p = p0;
+    const bool use_pdl = pdl && caps.pdl;  // every launch's pdl
+    const std::string auto_pick(combine::registry().pick_auto(p, caps, use_pdl).info.name);
     for (const combine::Variant& v : combine::registry().variants()) {
       bench::Record rec;
       rec.table = fmt::format("{}, PDL {}", c.name, pdl ? "on" : "off");
@@ -79,13 +79,13 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
       rec.params = {{"tokens", T}, {"K", c.K},       {"H", c.H},
                     {"rows", p.rows}, {"scaling", 1.0}, {"dtype", "bf16"}};
       rec.dtype = "bfloat16";
-      rec.pdl = p.pdl ? "on" : "off";
+      rec.pdl = use_pdl ? "on" : "off";
       rec.extra = {{"auto_pick", auto_pick}};
       bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         combine::DeviceBuffers d(p, {x.data, inv, w}, WorkspaceNeed::of(v, p, caps), SetOptions::run(copies));
         std::vector<combine::Buffers> bufs;
         for (int k = 0; k < copies; ++k) bufs.push_back(d.buffers(k));
-        auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, bufs[copy], s), "combine launch"); };
+        auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, bufs[copy], s, use_pdl), "combine launch"); };
         bench::launch_once(launch);
         std::vector<unsigned char> got(ref.size());
         std::string why = d.download(got.data());

@@ -75,15 +75,15 @@ struct Bench {
     d.emplace(p, host, WorkspaceNeed{}, moekit::SetOptions::run(moekit::rotation_copies(host.size() * 4, false)));
   }
 
-  // Checks the output once (unless verify is false), then times the launches.
+  // Checks the output once (unless verify is false), then times the launches (without PDL).
   moekit::bench::Measurement time(moekit::LaunchStatus (*launch)(const dd::Problem&, const dd::Buffers&,
-                                                                 moekit::Stream),
+                                                                 moekit::Stream, bool pdl),
                                   WorkspaceNeed ws, bool verify = true) {
     bool ok = true;
     try {
       d->replace_workspace(ws);
       d->poison();
-      moekit::cuda_check(launch(p, d->buffers(0), moekit::process_stream()), "dedup launch");
+      moekit::cuda_check(launch(p, d->buffers(0), moekit::process_stream(), false), "dedup launch");
       moekit::cuda_sync("dedup kernel");
       std::vector<std::int32_t> got;
       (void)d->download(got);  // no guards in a run's set
@@ -95,7 +95,7 @@ struct Bench {
       return m;
     }
     moekit::bench::Measurement m = moekit::bench::measure(
-        [&](moekit::Stream s, int copy) { moekit::cuda_check(launch(p, d->buffers(copy), s), "dedup launch"); },
+        [&](moekit::Stream s, int copy) { moekit::cuda_check(launch(p, d->buffers(copy), s, false), "dedup launch"); },
         d->copies(), moekit::TimingOptions{});
     if (m.status == "ok" && !ok) m.status = "fail";
     return m;

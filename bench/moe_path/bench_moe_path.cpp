@@ -77,8 +77,8 @@ void measure(bench::Writer& out, const Model& m, std::int64_t T, std::uint64_t s
   const int copies = rotation_copies(logits.data.size() + hidden.data.size(), false);
 
   for (bool pdl : {false, true}) {
-    moe_path::Problem p = p0;
-    p.pdl = pdl && caps.pdl;
+    const moe_path::Problem& p = p0;
+    const bool use_pdl = pdl && caps.pdl;  // every launch's pdl, every stage's
     for (const moe_path::Variant& v : moe_path::registry().variants()) {
       bench::Record rec;
       rec.table = fmt::format("{}, compact, PDL {}", m.name, pdl ? "on" : "off");
@@ -87,13 +87,13 @@ void measure(bench::Writer& out, const Model& m, std::int64_t T, std::uint64_t s
                     {"K", m.K},         {"H", m.H},            {"layout", "compact"},
                     {"scaling", double(m.scaling)}, {"dtype", "bf16"}};
       rec.dtype = "bfloat16";
-      rec.pdl = p.pdl ? "on" : "off";
+      rec.pdl = use_pdl ? "on" : "off";
       bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         moe_path::DeviceBuffers d(p, {logits.data, bias, hidden.data, {}, {}}, WorkspaceNeed::of(v, p, caps),
                                   SetOptions::run(copies));
         std::vector<moe_path::Buffers> bufs;
         for (int k = 0; k < copies; ++k) bufs.push_back(d.buffers(k));
-        auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, bufs[copy], s), "moe-path launch"); };
+        auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, bufs[copy], s, use_pdl), "moe-path launch"); };
         bench::launch_once(launch);
         moe_path::Outputs got;
         std::string why = d.download(got);
@@ -106,7 +106,7 @@ void measure(bench::Writer& out, const Model& m, std::int64_t T, std::uint64_t s
         // Each stage alone, as its own graph: the record's stage_us, as `moekit moe-path --bench` reports it.
         for (moe_path::Stage st : moe_path::stages(p)) {
           const std::string sn(moe_path::stage_name(st));
-          auto stage = [&](Stream s, int copy) { cuda_check(moe_path::launch_stage(p, bufs[copy], st, s), "stage launch"); };
+          auto stage = [&](Stream s, int copy) { cuda_check(moe_path::launch_stage(p, bufs[copy], st, s, use_pdl), "stage launch"); };
           const bench::Measurement sm = bench::measure(stage, copies, TimingOptions{});
           if (sm.stats) r.stages.emplace_back(sn, *sm.stats);
           r.extra.push_back({"stage_variant." + sn, std::string(moe_path::stage_variant(p, st, caps))});

@@ -66,9 +66,9 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
   const int copies = rotation_copies(hidden.data.size() + ids.data.size(), false);
 
   for (bool pdl : {false, true}) {
-    permute::Problem p = p0;
-    p.pdl = pdl && caps.pdl;
-    const std::string auto_pick(permute::registry().pick_auto(p, caps).info.name);
+    const permute::Problem& p = p0;
+    const bool use_pdl = pdl && caps.pdl;  // every launch's pdl
+    const std::string auto_pick(permute::registry().pick_auto(p, caps, use_pdl).info.name);
     for (const permute::Variant& v : permute::registry().variants()) {
       bench::Record rec;
       rec.table = fmt::format("{}, {}{}, PDL {}", c.name, name(c.layout),
@@ -78,13 +78,13 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, std::uint64_t 
                     {"layout", name(c.layout)}, {"B", c.layout == Layout::padded ? c.B : 1},
                     {"dtype", "bf16"}};
       rec.dtype = "bfloat16";
-      rec.pdl = p.pdl ? "on" : "off";
+      rec.pdl = use_pdl ? "on" : "off";
       rec.extra = {{"auto_pick", auto_pick}};
       bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
         permute::DeviceBuffers d(p, {hidden.data, ids32, {}}, WorkspaceNeed::of(v, p, caps), SetOptions::run(copies));
         std::vector<permute::Buffers> bufs;
         for (int k = 0; k < copies; ++k) bufs.push_back(d.buffers(k));
-        auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, bufs[copy], s), "permute launch"); };
+        auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, bufs[copy], s, use_pdl), "permute launch"); };
         bench::launch_once(launch);
         permute::Outputs got;
         std::string why = d.download(got);

@@ -60,8 +60,8 @@ const char* name(route::DType d) { return d == route::DType::f32 ? "f32" : d == 
 
 void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool then_align, std::uint64_t seed) {
   Problem p{.tokens = T, .experts = c.E, .topk = c.K, .groups = c.G, .topk_groups = c.KG, .scoring = c.scoring,
-            .bias = c.bias, .renormalize = c.renorm, .scaling = c.scaling, .dtype = c.dtype,
-            .pdl = pdl && device_caps().pdl};
+            .bias = c.bias, .renormalize = c.renorm, .scaling = c.scaling, .dtype = c.dtype};
+  const bool use_pdl = pdl && device_caps().pdl;  // every launch's pdl (route's and align's)
   // The CLI's generator: standard-normal logits, 0.1 x normal bias.
   const npy::Array logits = gen::route_logits(T, c.E, c.dtype == route::DType::f32 ? npy::DType::f4 : npy::DType::bf16,
                                               "uniform", seed);
@@ -75,7 +75,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
   std::optional<WorkspaceNeed> align_ws;
   if (then_align) {
     ap = route::plan_then_align(p, 64);
-    av = &align::registry().pick_auto(ap);
+    av = &align::registry().pick_auto(ap, use_pdl);
     align_ws = WorkspaceNeed::of(*av, ap, device_caps());
   }
   // The logits in rotated copies, the bias, the outputs (the align outputs
@@ -84,7 +84,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
                            align_ws);
   const double bytes = route::bytes_moved(p);
 
-  const std::string auto_pick(route::registry().pick_auto(p).info.name);
+  const std::string auto_pick(route::registry().pick_auto(p, use_pdl).info.name);
   for (const route::Variant& v : route::registry().variants()) {
     bench::Record rec;
     rec.table = fmt::format("{}{}, PDL {}", c.name, then_align ? ", then align (B 64)" : "", pdl ? "on" : "off");
@@ -93,7 +93,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
                   {"G", c.G},             {"KG", c.KG},      {"scoring", c.scoring == route::Scoring::softmax ? "softmax" : "sigmoid"},
                   {"bias", c.bias},       {"renorm", c.renorm}, {"scaling", double(c.scaling)},
                   {"dtype", name(c.dtype)}, {"then_align", then_align}};
-    rec.pdl = p.pdl ? "on" : "off";  // the record's own field, as a --pdl run reports it
+    rec.pdl = use_pdl ? "on" : "off";  // the record's own field, as a --pdl run reports it
     rec.dtype = c.dtype == route::DType::f32 ? "float32" : c.dtype == route::DType::bf16 ? "bfloat16" : "float16";
     rec.extra = {{"auto_pick", auto_pick}};
     if (const char* why = v.not_applicable(p, device_caps())) {
@@ -108,9 +108,10 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
       auto launch = [&](Stream s, int copy) {
         const route::Buffers b = dev.buffers(copy);
         if (then_align)
-          cuda_check(route::launch_then_align(v, p, av, ap, b, dev.align_buffers().workspace, s), "route + align launch");
+          cuda_check(route::launch_then_align(v, p, av, ap, b, dev.align_buffers().workspace, s, use_pdl),
+                     "route + align launch");
         else
-          cuda_check(v.launch(p, b, s), "route launch");
+          cuda_check(v.launch(p, b, s, use_pdl), "route launch");
       };
       dev.poison();
       launch(process_stream(), 0);

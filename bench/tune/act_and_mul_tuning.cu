@@ -28,7 +28,7 @@ bool aligned_to(const void* p, std::uintptr_t bytes) { return reinterpret_cast<s
 // 0 launches one block per chunk. Rows that do not split into whole vectors
 // take the element-gather kernel with the same kN and block.
 template <int kN, int kUnroll, unsigned kBlock, int kPersist>
-LaunchStatus launch_candidate(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_candidate(const Problem& p, const Buffers& b, Stream s, bool) {  // never PDL
   if (p.tokens <= 0 || p.d <= 0 || p.dtype != DType::bf16 || p.act != kAct) return cudaSuccess;
   auto in = static_cast<const T*>(b.input);
   auto out = static_cast<T*>(b.out);

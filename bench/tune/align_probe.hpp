@@ -51,6 +51,7 @@ struct Setup {
   std::vector<DeviceBuffer> ids;
   DeviceBuffer sorted, eids, total, ws;
   int copies = 1;
+  bool pdl = false;  // every launch's pdl (Variant::launch's argument)
   Setup(const Shape& c, int tokens, std::mt19937_64& rng, int block_size = 128);
   // The relay kernel's last block holds kRelayLoads slots per thread.
   bool numel_ok(int threads) const;

@@ -68,7 +68,7 @@ int cluster_mode(const char*) {
     if (!token_in_range(r.tokens)) continue;
     Setup su(r.sh, r.tokens, rng);
     for (bool pdl : {false, true}) {
-      su.p.pdl = pdl;
+      su.pdl = pdl;
       const auto prod = [&](const char* v) { return time_product(su, v); };
       const ad::ClusterPlan pl = ad::cluster_plan<std::int32_t>(su.p, device_caps());
       std::printf("| %d, %d | %d | %s | %dx%d | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E, r.sh.topk, r.tokens,

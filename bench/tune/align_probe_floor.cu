@@ -85,7 +85,7 @@ int floor_mode(const char*) {
     const int n = static_cast<int>(su.p.numel), rows = static_cast<int>(su.p.max_num_tokens_padded);
     const int nb = static_cast<int>(su.p.max_num_blocks);
     for (bool pdl : {false, true}) {
-      su.p.pdl = pdl;
+      su.pdl = pdl;
       const prim::LaunchAttrs at{pdl, false};
       const double t_empty = bench_like(
           [&](cudaStream_t s, int) { prim::launch_ex(floor_empty_kernel, dim3(1), dim3(32), 0, s, at); }, 1);

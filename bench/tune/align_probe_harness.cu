@@ -91,7 +91,7 @@ bool Setup::verify(const Launch& launch) {
 Launch variant_launch(const Setup& su, const char* name) {
   const align::Variant* v = align::registry().find(name);
   return [&su, v](cudaStream_t s, int c) {
-    v->launch(su.p, su.buffers(c), reinterpret_cast<Stream>(s));
+    v->launch(su.p, su.buffers(c), reinterpret_cast<Stream>(s), su.pdl);
   };
 }
 

@@ -132,9 +132,9 @@ cudaError_t launch_micro1(const Setup& su, int c, cudaStream_t s) {
   const int rows = static_cast<int>(std::max<std::int64_t>(su.p.max_num_tokens_padded, 1));
   const int grid = (rows + chunk - 1) / chunk;
   const ad::Args a = ad::make_args(su.p, su.buffers(c));
-  const bool late = su.p.pdl && su.p.numel <= align::policy_for(device_caps()).micro_late_trigger_max_slots;
-  return late ? prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, true>, dim3(grid), dim3(128), 0, s, prim::pdl_attrs(su.p), a, chunk)
-              : prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, false>, dim3(grid), dim3(128), 0, s, prim::pdl_attrs(su.p), a, chunk);
+  const bool late = su.pdl && su.p.numel <= align::policy_for(device_caps()).micro_late_trigger_max_slots;
+  return late ? prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, true>, dim3(grid), dim3(128), 0, s, prim::pdl_attrs(su.pdl), a, chunk)
+              : prim::launch_ex(micro1_kernel<kMode, kBits, kMaxN, false>, dim3(grid), dim3(128), 0, s, prim::pdl_attrs(su.pdl), a, chunk);
 }
 
 template <int kBits>
@@ -189,7 +189,7 @@ int micro1_mode(const char*) {
                         Cell{{128, 1, false}, 32, 16}}) {
     Setup su(c.sh, c.tokens, rng, c.block);
     for (bool pdl : {false, true}) {
-      su.p.pdl = pdl;
+      su.pdl = pdl;
       const auto timed = [&](auto launch, bool check) { return time_copy(su, launch, check); };
       int bits = 0;
       while ((1 << bits) < c.sh.E) ++bits;  // key_bits, host side

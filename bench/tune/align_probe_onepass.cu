@@ -36,7 +36,7 @@ ad::OnePassPlan onepass_plan_at(const align::Problem& p, int threads, int loads,
 // what the attribute costs; the grid fits one wave either way).
 cudaError_t launch_onepass_as(const Setup& su, int copy, cudaStream_t s, const ad::OnePassPlan& pl,
                               bool cooperative) {
-  if (cooperative) return ad::launch_onepass<std::int32_t>(su.p, su.buffers(copy), s, pl);
+  if (cooperative) return ad::launch_onepass<std::int32_t>(su.p, su.buffers(copy), s, su.pdl, pl);
   const ad::Args a = ad::make_args(su.p, su.buffers(copy));
   unsigned* ws = static_cast<unsigned*>(su.buffers(copy).workspace);
   const auto go = [&](auto kernel) {

@@ -109,7 +109,7 @@ template <int kThreads, int kP, int kMode>
 cudaError_t launch_solo1(const Setup& su, int c, cudaStream_t s) {
   const ad::Args a = ad::make_args(su.p, su.buffers(c));
   return prim::launch_with_smem(solo1_kernel<kThreads, kP, kMode>, dim3(1), dim3(kThreads),
-                                ad::expert_table_smem(su.p.num_experts), s, prim::pdl_attrs(su.p), a);
+                                ad::expert_table_smem(su.p.num_experts), s, prim::pdl_attrs(su.pdl), a);
 }
 
 template <int kThreads, int kP>
@@ -151,11 +151,11 @@ int solo_mode(const char*) {
     Setup su(r.sh, r.tokens, rng);
     const auto prod = [&](const char* v) { return time_product(su, v); };
     const auto at = [&](int threads) {
-      ad::SoloPlan pl = ad::solo_plan(su.p, device_caps());
+      ad::SoloPlan pl = ad::solo_plan(su.p, device_caps(), su.pdl);
       if (pl.threads == 0 || (pl.per_thread > 1 && threads != 1024)) return 1e9;
       if (threads < pl.threads) return 1e9;  // fewer threads than slots (or experts for the block scan)
       pl.threads = threads;
-      const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_solo<std::int32_t>(su.p, su.buffers(c), s, pl); };
+      const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_solo<std::int32_t>(su.p, su.buffers(c), s, su.pdl, pl); };
       return su.verify(f) ? bench_like(f, su.copies) : 1e9;
     };
     std::printf("| %d, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.sh.E, r.sh.topk,
@@ -176,7 +176,7 @@ int solo1_mode(const char*) {
                         Cell{{8, 2, false}, 256, 128}, Cell{{64, 6, false}, 16, 64}, Cell{{64, 6, false}, 64, 64}}) {
     Setup su(c.sh, c.tokens, rng, c.block);
     for (bool pdl : {false, true}) {
-      su.p.pdl = pdl;
+      su.pdl = pdl;
       const int n = static_cast<int>(su.p.numel);
       if (c.sh.E <= 32) {
         if (n <= 256) solo1_row<256, 1>(su, c, pdl);

@@ -36,7 +36,7 @@ int stripe_mode(const char*) {
         if (threads < pl.threads) return 1e9;
         pl.threads = threads;
       }
-      const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_stripe<std::int32_t>(su.p, su.buffers(c), s, pl); };
+      const auto f = [&su, pl](cudaStream_t s, int c) { ad::launch_stripe<std::int32_t>(su.p, su.buffers(c), s, su.pdl, pl); };
       return su.verify(f) ? bench_like(f, su.copies) : 1e9;
     };
     const int def_rows = align::policy_for(device_caps()).stripe_rows_per_block;

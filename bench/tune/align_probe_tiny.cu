@@ -17,7 +17,7 @@ namespace {
 
 std::function<void(cudaStream_t, int)> tiny_launch(const Setup& su, ad::TinyPlan pl) {
   return [&su, pl](cudaStream_t s, int c) {
-    ad::launch_tiny<std::int32_t>(su.p, su.buffers(c), s, pl);
+    ad::launch_tiny<std::int32_t>(su.p, su.buffers(c), s, su.pdl, pl);
   };
 }
 

@@ -34,7 +34,7 @@ int twopass_mode(const char*) {
       Setup su(sh, tok, rng);
       const auto time_plan = [&](const ad::TwoPassPlan& pl) {
         const auto f = [&su, pl](cudaStream_t s, int c) {
-          ad::launch_twopass<std::int32_t>(su.p, su.buffers(c), s, pl);
+          ad::launch_twopass<std::int32_t>(su.p, su.buffers(c), s, su.pdl, pl);
         };
         return su.verify(f) ? bench_like(f, su.copies) : 1e9;
       };

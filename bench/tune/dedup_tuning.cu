@@ -50,10 +50,10 @@ struct MergeSort {
 
 template <int THREADS, int IPT, int RB, bool BITMAP, bool BUCKETS = false,
           template <int, int, int> class SORT = MatchRadixSort>
-LaunchStatus launch_cfg(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_cfg(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   using K = FastKernel<THREADS, IPT, RB, BITMAP, BUCKETS, SORT>;
   return detail::launch_rows<detail::dedup_fast_kernel<THREADS, IPT, RB, BITMAP, BUCKETS, SORT>, typename K::Storage,
-                             THREADS>(p, b, s);
+                             THREADS>(p, b, s, pdl);
 }
 
 // The floor of a one-CTA-per-row kernel: vector load of the row, one block
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(THREADS) io_floor_kernel(const std::int32_t* _
 }
 
 template <int THREADS, int IPT>
-LaunchStatus launch_floor(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_floor(const Problem& p, const Buffers& b, Stream s, bool) {
   if (p.batch <= 0) return cudaSuccess;
   io_floor_kernel<THREADS, IPT>
       <<<static_cast<unsigned>(p.batch), THREADS, 0, s>>>(b.indices, b.out, static_cast<int>(p.row_len()));

@@ -13,7 +13,7 @@ namespace moekit::dedup::tune {
 struct Config {
   const char* name;
   int tile;  // row length the configuration is built for (timed at M = tile / 2048, k = 2048)
-  LaunchStatus (*launch)(const Problem& p, const Buffers& b, Stream s);
+  LaunchStatus (*launch)(const Problem& p, const Buffers& b, Stream s, bool pdl);  // as Variant::launch
   bool checks = true;  // false: not a dedup (the I/O floor), output not compared
 };
 

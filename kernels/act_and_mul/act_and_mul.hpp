@@ -21,12 +21,11 @@ struct Problem {
   std::int64_t d = 0;       // output width; input rows are 2*d wide
   DType dtype = DType::bf16;
   Activation act = Activation::silu;
-  // Launch with programmatic dependent launch (sm_90+; primitives/pdl.cuh):
-  // set only where the device has it (DeviceCaps::pdl). The plain variants
-  // follow it (spread and flat then launch exactly as spread-pdl and
-  // flat-pdl do); spread-pdl and flat-pdl always launch with PDL.
-  bool pdl = false;
 };
+// PDL is Variant::launch's `pdl` argument (common/variant.hpp). The plain
+// variants follow it (spread and flat with pdl launch exactly as spread-pdl
+// and flat-pdl do); spread-pdl and flat-pdl always launch with PDL (their
+// entries' always_pdl).
 
 struct Buffers {
   const void* input = nullptr;  // [tokens, 2d]
@@ -38,9 +37,5 @@ using Variant = moekit::Variant<Problem, Buffers>;
 
 using Registry = moekit::Registry<Problem, Buffers>;
 const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
-// Whether v's launches for p carry the PDL attribute: p.pdl, or always for
-// spread-pdl and flat-pdl (the attribute does nothing where the device has
-// no PDL).
-bool launches_with_pdl(const Variant& v, const Problem& p);
 
 }  // namespace moekit::act

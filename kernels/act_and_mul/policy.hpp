@@ -62,9 +62,9 @@ inline const Policy& policy_for(const DeviceCaps& caps) {
 }
 
 // Outputs (tokens * d) up to which a problem is latency-bound on `caps`: one
-// wave of spread blocks (0 without a device). pdl: the --pdl on wave
-// (spread_pdl_blocks_per_sm).
-inline std::int64_t small_max_outputs(const DeviceCaps& caps, bool pdl = false) {
+// wave of spread blocks (0 without a device). pdl: the wave of launches with
+// PDL (spread_pdl_blocks_per_sm; Variant::launch's pdl, --pdl on).
+inline std::int64_t small_max_outputs(const DeviceCaps& caps, bool pdl) {
   const Policy& pol = policy_for(caps);
   const std::int64_t wave = std::int64_t{kSpreadElemsPerThread} * kSpreadThreads *
                             (pdl ? pol.spread_pdl_blocks_per_sm : pol.spread_blocks_per_sm) * caps.sm_count;

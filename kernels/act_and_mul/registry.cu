@@ -55,7 +55,7 @@ cudaError_t launch_plain(bool pdl, Kernel kernel, unsigned grid, unsigned block,
 }
 
 // ---- scalar ------------------------------------------------------------------
-LaunchStatus launch_scalar(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_scalar(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (empty(p)) return cudaSuccess;
   return dispatch(p, [&]<class T, Activation A>() {
     const std::int64_t n = p.tokens * p.d;
@@ -63,20 +63,20 @@ LaunchStatus launch_scalar(const Problem& p, const Buffers& b, Stream s) {
     const unsigned grid = clamp_grid(ceil_div<std::int64_t>(n, kBlock));
     auto in = static_cast<const T*>(b.input);
     auto out = static_cast<T*>(b.out);
-    if (n < kU32Limit) return launch_plain(p.pdl, detail::scalar_kernel<T, A, false>, grid, kBlock, s, in, out, n, p.d);
-    return launch_plain(p.pdl, detail::scalar_kernel<T, A, true>, grid, kBlock, s, in, out, n, p.d);
+    if (n < kU32Limit) return launch_plain(pdl, detail::scalar_kernel<T, A, false>, grid, kBlock, s, in, out, n, p.d);
+    return launch_plain(pdl, detail::scalar_kernel<T, A, true>, grid, kBlock, s, in, out, n, p.d);
   });
 }
 
 // ---- vectorized: one block per token -------------------------------------------
-LaunchStatus launch_vectorized(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_vectorized(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (empty(p)) return cudaSuccess;
   return dispatch(p, [&]<class T, Activation A>() {
     constexpr std::int64_t V = 16 / sizeof(T);
     // One thread per vector of the row, at most 1024.
     const unsigned block = static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(p.d / V, 1024)));
     const unsigned grid = clamp_grid(p.tokens);
-    return launch_plain(p.pdl, detail::row_block_kernel<T, A>, grid, block, s, static_cast<const T*>(b.input),
+    return launch_plain(pdl, detail::row_block_kernel<T, A>, grid, block, s, static_cast<const T*>(b.input),
                         static_cast<T*>(b.out), p.tokens, p.d, rows_aligned(p, b, V, sizeof(T)));
   });
 }
@@ -129,23 +129,25 @@ cudaError_t launch_flat_grid(const Problem& p, const Buffers& b, Stream s) {
 }
 
 // flat: 16-byte vectors, one per thread, 256 threads: the bandwidth layout.
-// With p.pdl it launches as flat-pdl.
-LaunchStatus launch_flat(const Problem& p, const Buffers& b, Stream s) {
-  if (p.pdl) return launch_flat_grid<0, 256, detail::kPdlLate>(p, b, s);
+// With pdl it launches as flat-pdl.
+LaunchStatus launch_flat(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  if (pdl) return launch_flat_grid<0, 256, detail::kPdlLate>(p, b, s);
   return launch_flat_grid<0, 256, detail::kPdlNone>(p, b, s);
 }
-// flat-pdl: flat, launched with PDL; dependents may launch only as blocks finish.
-LaunchStatus launch_flat_pdl(const Problem& p, const Buffers& b, Stream s) {
-  return launch_flat_grid<0, 256, detail::kPdlLate>(p, b, s);
+// flat-pdl: flat, launched with PDL whatever `pdl` says (its registry entry's
+// always_pdl); dependents may launch only as blocks finish.
+LaunchStatus launch_flat_pdl(const Problem& p, const Buffers& b, Stream s, bool) {
+  return launch_flat(p, b, s, true);
 }
 // spread: 2 elements per thread (4-byte loads for 16-bit types), 128 threads:
-// math chain is short. With p.pdl it launches as spread-pdl.
-LaunchStatus launch_spread(const Problem& p, const Buffers& b, Stream s) {
-  if (p.pdl) return launch_flat_grid<kSpreadElemsPerThread, kSpreadThreads, detail::kPdlEarly>(p, b, s);
+// math chain is short. With pdl it launches as spread-pdl.
+LaunchStatus launch_spread(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  if (pdl) return launch_flat_grid<kSpreadElemsPerThread, kSpreadThreads, detail::kPdlEarly>(p, b, s);
   return launch_flat_grid<kSpreadElemsPerThread, kSpreadThreads, detail::kPdlNone>(p, b, s);
 }
-LaunchStatus launch_spread_pdl(const Problem& p, const Buffers& b, Stream s) {
-  return launch_flat_grid<kSpreadElemsPerThread, kSpreadThreads, detail::kPdlEarly>(p, b, s);
+// spread-pdl: spread, launched with PDL whatever `pdl` says (always_pdl).
+LaunchStatus launch_spread_pdl(const Problem& p, const Buffers& b, Stream s, bool) {
+  return launch_spread(p, b, s, true);
 }
 
 const char* any_shape(const Problem&, const DeviceCaps&) { return nullptr; }
@@ -173,21 +175,19 @@ const std::array<Variant, 6> kVariants{{
     {{"spread-pdl",
       "spread launched with Hopper programmatic dependent launch whatever --pdl says (overlaps the previous "
       "kernel's tail; no effect before sm_90); plain spread launches so with --pdl on", "flat_kernel flat_unaligned_kernel"},
-     false, any_limits, any_shape, no_workspace, launch_spread_pdl},
+     false, any_limits, any_shape, no_workspace, launch_spread_pdl, nullptr, /*always_pdl=*/true},
     {{"flat-pdl",
       "flat launched with Hopper programmatic dependent launch whatever --pdl says; the next grid may launch "
       "only as this one's blocks finish, so its launch overlaps this grid's tail without taking SM slots it "
       "needs (no effect before sm_90); plain flat launches so with --pdl on", "flat_kernel flat_unaligned_kernel"},
-     false, any_limits, any_shape, no_workspace, launch_flat_pdl},
+     false, any_limits, any_shape, no_workspace, launch_flat_pdl, nullptr, /*always_pdl=*/true},
 }};
 
 // Latency-bound up to one wave of spread blocks (act_and_mul/policy.hpp).
-bool small(const Problem& p, const DeviceCaps& caps) { return p.tokens * p.d <= small_max_outputs(caps); }
-// p.pdl: --pdl on and the device has PDL (the job sets it from DeviceCaps::pdl).
-bool small_pdl(const Problem& p, const DeviceCaps& caps) {
-  return p.pdl && p.tokens * p.d <= small_max_outputs(caps, true);
-}
-bool has_pdl(const Problem& p, const DeviceCaps&) { return p.pdl; }
+bool small(const Problem& p, const DeviceCaps& caps) { return p.tokens * p.d <= small_max_outputs(caps, false); }
+// The wave with PDL: its rows are pdl_only (picks for launches with PDL, the
+// CLI's --pdl on where the device has it).
+bool small_pdl(const Problem& p, const DeviceCaps& caps) { return p.tokens * p.d <= small_max_outputs(caps, true); }
 
 // flat-pdl measured no slower than flat in any bandwidth-bound cell on the
 // H100 and up to 9% faster at 128-1024 tokens (its launch overlaps the
@@ -196,8 +196,8 @@ const std::array<AutoRow<Problem>, 4> kAutoRows = {{
     {"spread-pdl",
      "PDL (--pdl on, sm_90+) and tokens*d <= one PDL wave of spread outputs (2 x 128 x "
      "policy.spread_pdl_blocks_per_sm x SMs)",
-     small_pdl},
-    {"flat-pdl", "PDL (--pdl on, sm_90+; past the PDL wave)", has_pdl},
+     small_pdl, /*pdl_only=*/true},
+    {"flat-pdl", "PDL (--pdl on, sm_90+; past the PDL wave)", nullptr, /*pdl_only=*/true},
     {"spread",
      "tokens*d <= one wave of spread outputs (2 x 128 x policy.spread_blocks_per_sm x SMs: "
      "latency-bound)",
@@ -210,10 +210,6 @@ const std::array<AutoRow<Problem>, 4> kAutoRows = {{
 const Registry& registry() {
   static const Registry r{kVariants, kAutoRows};
   return r;
-}
-
-bool launches_with_pdl(const Variant& v, const Problem& p) {
-  return p.pdl || v.launch == launch_spread_pdl || v.launch == launch_flat_pdl;
 }
 
 }  // namespace moekit::act

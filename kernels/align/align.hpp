@@ -67,10 +67,6 @@ struct Problem {
   std::int64_t max_num_blocks = 0;         // length of expert_ids
   Invalid invalid = Invalid::reject;       // kernels treat reject as drop
   MapSemantics map_semantics = MapSemantics::local;
-  // Launch every kernel with programmatic dependent launch (sm_90+;
-  // primitives/pdl.cuh): the launch may overlap the previous kernel's tail.
-  // The caller sets it only where the device has PDL (DeviceCaps::pdl).
-  bool pdl = false;
 };
 
 // Device pointers. Without launch_ep, ids outside [0, E) (after the map) and
@@ -142,8 +138,9 @@ std::size_t ep_variant_workspace_bytes(const Variant& v, const Problem& p, const
 // workspace once; every launch leaves the first ep_variant_workspace_bytes
 // zero (the pre-pass's part is scratch, rewritten by every launch).
 bool ep_zeroed_workspace(const Variant& v, const Problem& p, const DeviceCaps& caps);
-// One launch of v on p with the passes above; the first CUDA error of its
-// launches (0: all were issued). Capturable like a variant's launch.
-LaunchStatus launch_ep(const Variant& v, const Problem& p, const Buffers& b, Stream stream);
+// One launch of v on p with the passes above, every kernel with PDL when
+// `pdl` (as Variant::launch); the first CUDA error of its launches (0: all
+// were issued). Capturable like a variant's launch.
+LaunchStatus launch_ep(const Variant& v, const Problem& p, const Buffers& b, Stream stream, bool pdl);
 
 }  // namespace moekit::align

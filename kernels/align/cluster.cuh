@@ -199,10 +199,10 @@ inline const char* cluster_not_applicable(const Problem& p, const DeviceCaps& ca
 }
 
 template <class IdT>
-inline cudaError_t launch_cluster(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+inline cudaError_t launch_cluster(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl) {
   const ClusterPlan pl = cluster_plan<IdT>(p, device_caps());
   if (pl.blocks == 0) return cudaErrorInvalidValue;  // not applicable
-  prim::LaunchAttrs at = prim::pdl_attrs(p);
+  prim::LaunchAttrs at = prim::pdl_attrs(pdl);
   at.cluster = pl.blocks;
   const Args a = make_args(p, bufs);
   return with_warp_scan_width(warp_scan_per_lane(p.num_experts), [&](auto width) {

@@ -158,9 +158,9 @@ __device__ __forceinline__ void load_experts(const Args& a, std::int64_t first, 
 // slower for longer ones (micro at 256 slots 2.83 -> 2.95, solo at 384
 // slots of E = 64 1.58 -> 1.65, at 2048 slots 2.06 -> 2.32; stripe at 512
 // slots 1.84 -> 2.02): align-notes.md "PDL trigger". Only with PDL on (the
-// trigger does nothing without it). Host side.
-inline bool pdl_late_trigger(const Problem& p, std::int64_t late_max_slots) {
-  return p.pdl && p.numel <= late_max_slots;
+// trigger does nothing without it: `pdl`, the launch's). Host side.
+inline bool pdl_late_trigger(const Problem& p, bool pdl, std::int64_t late_max_slots) {
+  return pdl && p.numel <= late_max_slots;
 }
 
 __device__ __forceinline__ int padded(int count, int block_size) {

@@ -51,8 +51,8 @@ bool ep_zeroed_workspace(const Variant& v, const Problem& p, const DeviceCaps& c
   return needs_zeroed_workspace(v, variant_problem(p), caps);
 }
 
-LaunchStatus launch_ep(const Variant& v, const Problem& p, const Buffers& b, Stream stream) {
-  if (!has_ep_passes(p)) return v.launch(p, b, stream);
+LaunchStatus launch_ep(const Variant& v, const Problem& p, const Buffers& b, Stream stream, bool pdl) {
+  if (!has_ep_passes(p)) return v.launch(p, b, stream, pdl);
   const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   const Problem vp = variant_problem(p);
   Buffers vb = b;
@@ -71,18 +71,18 @@ LaunchStatus launch_ep(const Variant& v, const Problem& p, const Buffers& b, Str
       const Args a = make_args(mp, b);
       const cudaError_t e =
           p.ids_int64 ? prim::launch_ex(detail::ep_group_kernel<std::int64_t>, pass_grid(p.numel), kPassThreads, 0,
-                                        s, prim::pdl_attrs(p), a, bucket, groups)
+                                        s, prim::pdl_attrs(pdl), a, bucket, groups)
                       : prim::launch_ex(detail::ep_group_kernel<std::int32_t>, pass_grid(p.numel), kPassThreads, 0,
-                                        s, prim::pdl_attrs(p), a, bucket, groups);
+                                        s, prim::pdl_attrs(pdl), a, bucket, groups);
       if (e != cudaSuccess) return e;
     }
     vb.topk_ids = groups;
   }
-  if (const LaunchStatus e = v.launch(vp, vb, stream); e != 0) return e;
+  if (const LaunchStatus e = v.launch(vp, vb, stream, pdl); e != 0) return e;
   if (p.max_num_blocks == 0) return cudaSuccess;
   const std::int32_t* map = vllm_map(p) ? b.expert_map : nullptr;
   return prim::launch_ex(detail::ep_relabel_kernel, pass_grid(p.max_num_blocks), kPassThreads, 0, s,
-                         prim::pdl_attrs(p), b.expert_ids, b.num_tokens_post_pad, p.block_size,
+                         prim::pdl_attrs(pdl), b.expert_ids, b.num_tokens_post_pad, p.block_size,
                          static_cast<std::int32_t>(p.max_num_blocks), bucket, map, map != nullptr ? p.map_size : 0);
 }
 

@@ -265,7 +265,8 @@ inline int micro_chunk(const Problem& p, const DeviceCaps& caps) {
 }
 
 template <class IdT>
-inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, int chunk, bool late_trigger) {
+inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl, int chunk,
+                                bool late_trigger) {
   const std::int64_t rows = std::max<std::int64_t>(p.max_num_tokens_padded, 1);
   const int grid = static_cast<int>(ceil_div<std::int64_t>(rows, chunk));
   const bool p2 = is_pow2(p.block_size);
@@ -275,7 +276,7 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
     constexpr int kT = kMicroThreads<S>;
     const auto kernel = late_trigger ? (p2 ? micro_kernel<IdT, S, true, kT, true> : micro_kernel<IdT, S, false, kT, true>)
                                      : (p2 ? micro_kernel<IdT, S, true> : micro_kernel<IdT, S, false>);
-    return prim::launch_ex(kernel, grid, kT, 0, s, prim::pdl_attrs(p), make_args(p, bufs), chunk);
+    return prim::launch_ex(kernel, grid, kT, 0, s, prim::pdl_attrs(pdl), make_args(p, bufs), chunk);
   };
   switch (micro_per_lane(p.numel, p.block_size)) {
     case 0: return go(std::integral_constant<int, 0>{});
@@ -287,10 +288,10 @@ inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStrea
 }
 
 template <class IdT>
-inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+inline cudaError_t launch_micro(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl) {
   const DeviceCaps& caps = device_caps();
-  return launch_micro<IdT>(p, bufs, s, micro_chunk(p, caps),
-                           pdl_late_trigger(p, policy_for(caps).micro_late_trigger_max_slots));
+  return launch_micro<IdT>(p, bufs, s, pdl, micro_chunk(p, caps),
+                           pdl_late_trigger(p, pdl, policy_for(caps).micro_late_trigger_max_slots));
 }
 
 }  // namespace moekit::align::detail

@@ -258,12 +258,12 @@ inline const char* onepass_not_applicable(const Problem& p, const DeviceCaps& ca
 }
 
 template <class IdT>
-inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s,
+inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl,
                                   const OnePassPlan& pl) {
   const Args a = make_args(p, bufs);
   unsigned* ws = static_cast<unsigned*>(bufs.workspace);
   const auto go = [&](auto kernel) {
-    return prim::launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, p.pdl, a, ws, pl.chunk);
+    return prim::launch_cooperative(kernel, pl.grid, pl.threads, pl.smem, s, pdl, a, ws, pl.chunk);
   };
   switch (pl.loads) {
     case 1: return go(onepass_kernel<IdT, 1>);
@@ -273,8 +273,8 @@ inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStr
 }
 
 template <class IdT>
-inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_onepass<IdT>(p, bufs, s, onepass_plan<IdT>(p, device_caps()));
+inline cudaError_t launch_onepass(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl) {
+  return launch_onepass<IdT>(p, bufs, s, pdl, onepass_plan<IdT>(p, device_caps()));
 }
 
 }  // namespace moekit::align::detail

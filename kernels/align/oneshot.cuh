@@ -121,11 +121,11 @@ inline const char* oneshot_not_applicable(const Problem& p, const DeviceCaps& ca
 }
 
 template <class IdT>
-inline cudaError_t launch_oneshot(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+inline cudaError_t launch_oneshot(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl) {
   const Args a = make_args(p, bufs);
   const OneshotPlan pl = oneshot_plan(p);
   const std::size_t smem = oneshot_smem(p.num_experts);
-  return prim::launch_with_smem(oneshot_kernel<IdT>, pl.grid, kOneshotThreads, smem, s, prim::pdl_attrs(p), a,
+  return prim::launch_with_smem(oneshot_kernel<IdT>, pl.grid, kOneshotThreads, smem, s, prim::pdl_attrs(pdl), a,
                                 pl.slots_per_block);
 }
 

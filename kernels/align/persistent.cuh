@@ -205,13 +205,13 @@ inline const char* persistent_not_applicable(const Problem& p, const DeviceCaps&
 }
 
 template <class IdT>
-inline cudaError_t launch_persistent(const Problem& p, const Buffers& bufs, cudaStream_t s) {
+inline cudaError_t launch_persistent(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl) {
   Args a = make_args(p, bufs);
   const PersistentPlan pl = persistent_plan<IdT>(p, device_caps());
   if (pl.status != cudaSuccess) return pl.status;
   int* H = static_cast<int*>(bufs.workspace);
   int* tot = H + static_cast<std::size_t>(pl.grid) * p.num_experts;
-  return prim::launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, p.pdl, a, H, tot,
+  return prim::launch_cooperative(persistent_kernel<IdT>, pl.grid, pl.threads, pl.smem, s, pdl, a, H, tot,
                                   pl.rows, pl.tile, pl.subtile);
 }
 

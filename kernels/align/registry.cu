@@ -37,14 +37,14 @@ using namespace detail;
 cudaStream_t cu(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
 
 // The one registry launcher of every variant: a design's launcher template
-// (`launch_<design><IdT>(p, b, stream)`, in its header or below) for int32
-// and int64 ids, dispatched on the id dtype.
+// (`launch_<design><IdT>(p, b, stream, pdl)`, in its header or below) for
+// int32 and int64 ids, dispatched on the id dtype.
 using I32 = std::int32_t;
 using I64 = std::int64_t;
-using Launcher = cudaError_t (*)(const Problem&, const Buffers&, cudaStream_t);
+using Launcher = cudaError_t (*)(const Problem&, const Buffers&, cudaStream_t, bool);
 template <Launcher L32, Launcher L64>
-LaunchStatus by_ids(const Problem& p, const Buffers& b, Stream s) {
-  return static_cast<LaunchStatus>(p.ids_int64 ? L64(p, b, cu(s)) : L32(p, b, cu(s)));
+LaunchStatus by_ids(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  return static_cast<LaunchStatus>(p.ids_int64 ? L64(p, b, cu(s), pdl) : L32(p, b, cu(s), pdl));
 }
 
 std::size_t cursor_workspace(const Problem& p, const DeviceCaps&) {
@@ -156,9 +156,9 @@ std::string any_limits(const DeviceCaps&) { return "any"; }
 
 // ---- baseline ------------------------------------------------------------------
 template <class IdT>
-cudaError_t launch_baseline(const Problem& p, const Buffers& b, cudaStream_t s) {
+cudaError_t launch_baseline(const Problem& p, const Buffers& b, cudaStream_t s, bool pdl) {
   const Args a = make_args(p, b);
-  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  const prim::LaunchAttrs at = prim::pdl_attrs(pdl);
   int* cursor = static_cast<int*>(b.workspace);
   if (const cudaError_t e = prim::launch_ex(fill_sorted_scalar_kernel,
                                             clamp_grid(ceil_div<long long>(a.max_padded, 256), 1024), 256, 0, s,
@@ -184,16 +184,16 @@ const char* small_batch_na(const Problem& p, const DeviceCaps&) {
   return small_batch_fits(p) ? nullptr : "needs numel < 1024 and E <= 64";
 }
 template <class IdT>
-cudaError_t launch_small_batch(const Problem& p, const Buffers& b, cudaStream_t s) {
+cudaError_t launch_small_batch(const Problem& p, const Buffers& b, cudaStream_t s, bool pdl) {
   return prim::launch_ex(small_batch_kernel<IdT, 0>, 1, kSmallBatchThreads, small_batch_smem(p.num_experts), s,
-                         prim::pdl_attrs(p), make_args(p, b));
+                         prim::pdl_attrs(pdl), make_args(p, b));
 }
 
 // ---- vecpad --------------------------------------------------------------------
 template <class IdT>
-cudaError_t launch_vecpad(const Problem& p, const Buffers& b, cudaStream_t s) {
+cudaError_t launch_vecpad(const Problem& p, const Buffers& b, cudaStream_t s, bool pdl) {
   const Args a = make_args(p, b);
-  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  const prim::LaunchAttrs at = prim::pdl_attrs(pdl);
   int* cursor = static_cast<int*>(b.workspace);
   if (const cudaError_t e =
           prim::launch_with_smem(vecpad_count_kernel<IdT>, 1, kCountThreads, scan_smem(p), s, at, a, cursor);
@@ -204,9 +204,9 @@ cudaError_t launch_vecpad(const Problem& p, const Buffers& b, cudaStream_t s) {
 
 // ---- blelloch ------------------------------------------------------------------
 template <class IdT>
-cudaError_t launch_blelloch(const Problem& p, const Buffers& b, cudaStream_t s) {
+cudaError_t launch_blelloch(const Problem& p, const Buffers& b, cudaStream_t s, bool pdl) {
   const Args a = make_args(p, b);
-  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  const prim::LaunchAttrs at = prim::pdl_attrs(pdl);
   int* cursor = static_cast<int*>(b.workspace);
   if (const cudaError_t e = prim::launch_with_smem(blelloch_count_kernel<IdT>, 1, kCountThreads, blelloch_smem(p),
                                                    s, at, a, cursor, next_pow2(p.num_experts));
@@ -220,9 +220,9 @@ const char* blelloch_na(const Problem& p, const DeviceCaps& caps) {
 
 // ---- warpscan ------------------------------------------------------------------
 template <class IdT>
-cudaError_t launch_warpscan(const Problem& p, const Buffers& b, cudaStream_t s) {
+cudaError_t launch_warpscan(const Problem& p, const Buffers& b, cudaStream_t s, bool pdl) {
   const Args a = make_args(p, b);
-  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  const prim::LaunchAttrs at = prim::pdl_attrs(pdl);
   int* cursor = static_cast<int*>(b.workspace);
   if (const cudaError_t e = prim::launch_with_smem(warpscan_count_kernel<IdT, false>, 1, kCountThreads,
                                                    scan_smem(p), s, at, a, cursor);
@@ -233,9 +233,9 @@ cudaError_t launch_warpscan(const Problem& p, const Buffers& b, cudaStream_t s) 
 
 // ---- fill-overlap --------------------------------------------------------------
 template <class IdT>
-cudaError_t launch_fill_overlap(const Problem& p, const Buffers& b, cudaStream_t s) {
+cudaError_t launch_fill_overlap(const Problem& p, const Buffers& b, cudaStream_t s, bool pdl) {
   const Args a = make_args(p, b);
-  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  const prim::LaunchAttrs at = prim::pdl_attrs(pdl);
   if (small_batch_fits(p))  // one launch: fill threads + compute threads
     return prim::launch_ex(small_batch_kernel<IdT, kOverlapFillThreads>, 1,
                            kOverlapFillThreads + kSmallBatchThreads, small_batch_smem(p.num_experts), s, at, a);
@@ -338,8 +338,8 @@ const char* stable_na(const Problem& p, const DeviceCaps& caps) {
 std::size_t stable_ws(const Problem& p, const DeviceCaps& caps) {
   return stable_pick(p, caps).workspace_bytes(p, caps);
 }
-LaunchStatus stable_launch(const Problem& p, const Buffers& b, Stream s) {
-  return stable_pick(p, moekit::device_caps()).launch(p, b, s);
+LaunchStatus stable_launch(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  return stable_pick(p, moekit::device_caps()).launch(p, b, s, pdl);
 }
 
 const Variant& auto_pick(const Problem& p, const DeviceCaps& caps);
@@ -349,8 +349,8 @@ const char* auto_na(const Problem& p, const DeviceCaps& caps) {
 std::size_t auto_ws(const Problem& p, const DeviceCaps& caps) {
   return auto_pick(p, caps).workspace_bytes(p, caps);
 }
-LaunchStatus auto_launch(const Problem& p, const Buffers& b, Stream s) {
-  return auto_pick(p, moekit::device_caps()).launch(p, b, s);
+LaunchStatus auto_launch(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  return auto_pick(p, moekit::device_caps()).launch(p, b, s, pdl);
 }
 bool auto_zeroed(const Problem& p, const DeviceCaps& caps) {
   return needs_zeroed_workspace(auto_pick(p, caps), p, caps);
@@ -512,7 +512,10 @@ const std::array<AutoRow<Problem>, 15> kAutoRows = {{
     {"warpscan", "", nullptr},
 }};
 
-const Variant& auto_pick(const Problem& p, const DeviceCaps& caps) { return registry().pick_auto(p, caps); }
+// align's auto rows read no PDL (none is pdl_only; tests/align/cpu_auto_rule.cpp
+// checks), so one pick, asked without it, answers for the workspace, the
+// applicability and the launch alike.
+const Variant& auto_pick(const Problem& p, const DeviceCaps& caps) { return registry().pick_auto(p, caps, false); }
 
 const Variant& stable_pick(const Problem& p, const DeviceCaps& caps) {
   const char* name = stable_choice(p, caps);

@@ -137,12 +137,12 @@ inline const char* relay_not_applicable(const Problem& p, const DeviceCaps& caps
 }
 
 template <class IdT>
-inline cudaError_t launch_relay(const Problem& p, const Buffers& bufs, cudaStream_t s, const RelayPlan& pl) {
+inline cudaError_t launch_relay(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl, const RelayPlan& pl) {
   const Args a = make_args(p, bufs);
   unsigned* ws = static_cast<unsigned*>(bufs.workspace);
   const std::size_t smem = expert_table_smem(p.num_experts);
   const auto go = [&](auto kernel) {
-    return prim::launch_cooperative(kernel, pl.grid, pl.threads, smem, s, p.pdl, a, ws, pl.chunk);
+    return prim::launch_cooperative(kernel, pl.grid, pl.threads, smem, s, pdl, a, ws, pl.chunk);
   };
   switch (pl.threads) {
     case 128: return go(relay_kernel<IdT, 128>);
@@ -153,8 +153,8 @@ inline cudaError_t launch_relay(const Problem& p, const Buffers& bufs, cudaStrea
 }
 
 template <class IdT>
-inline cudaError_t launch_relay(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_relay<IdT>(p, bufs, s, relay_plan(p, device_caps()));
+inline cudaError_t launch_relay(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl) {
+  return launch_relay<IdT>(p, bufs, s, pdl, relay_plan(p, device_caps()));
 }
 
 }  // namespace moekit::align::detail

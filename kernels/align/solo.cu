@@ -6,7 +6,7 @@
 namespace moekit::align::detail {
 
 template <class IdT>
-cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, const SoloPlan& pl) {
+cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl, const SoloPlan& pl) {
   if (pl.threads == 0) return cudaErrorInvalidValue;  // not applicable: one block cannot hold the slots
   const Args a = make_args(p, bufs);
   const std::size_t smem = expert_table_smem(p.num_experts);  // counts, then first blocks
@@ -17,7 +17,7 @@ cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, c
     const auto by_lane = [&](auto per_lane) {
       constexpr int kP = decltype(per_lane)::value;
       const auto kernel = p2 ? solo_kernel<IdT, kT, kL, kP, true, kLate> : solo_kernel<IdT, kT, kL, kP, false, kLate>;
-      return prim::launch_with_smem(kernel, 1, kT, smem, s, prim::pdl_attrs(p), a);
+      return prim::launch_with_smem(kernel, 1, kT, smem, s, prim::pdl_attrs(pdl), a);
     };
     return with_warp_scan_width(pl.per_lane, by_lane);
   };
@@ -41,7 +41,7 @@ cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, c
   }
 }
 
-template cudaError_t launch_solo<std::int32_t>(const Problem&, const Buffers&, cudaStream_t, const SoloPlan&);
-template cudaError_t launch_solo<std::int64_t>(const Problem&, const Buffers&, cudaStream_t, const SoloPlan&);
+template cudaError_t launch_solo<std::int32_t>(const Problem&, const Buffers&, cudaStream_t, bool, const SoloPlan&);
+template cudaError_t launch_solo<std::int64_t>(const Problem&, const Buffers&, cudaStream_t, bool, const SoloPlan&);
 
 }  // namespace moekit::align::detail

@@ -103,13 +103,13 @@ struct SoloPlan {
   bool late_trigger = false;  // pdl_late_trigger (instantiated for 256 threads, one slot each)
 };
 
-// Threads: one per slot (2, 4 or 8 per thread past 1024 slots) and, past 128
+// For launches with `pdl`. Threads: one per slot (2, 4 or 8 per thread past 1024 slots) and, past 128
 // experts, one per expert (the block scan), a power of two in
 // [solo_min_threads, 1024]. More threads for more padding rows did not help
 // (1024 threads for 8,256 rows took 2.26 us where 256 took 1.99), nor did a
 // thread block cluster whose other blocks fill (0.35-0.45 us more launch
 // cost; align-notes.md "solo").
-inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
+inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps, bool pdl) {
   SoloPlan pl;
   if (p.numel > kSoloMaxNumel) return pl;
   while (pl.per_thread < kSoloMaxPerThread && p.numel > std::int64_t{pl.per_thread} * kSoloMaxThreads) pl.per_thread *= 2;
@@ -121,7 +121,7 @@ inline SoloPlan solo_plan(const Problem& p, const DeviceCaps& caps) {
   while (threads < kSoloMaxThreads && threads < want) threads *= 2;
   pl.threads = threads;
   pl.late_trigger = pl.per_thread == 1 && threads == kSoloMinThreads &&
-                    pdl_late_trigger(p, policy_for(caps).solo_late_trigger_max_slots);
+                    pdl_late_trigger(p, pdl, policy_for(caps).solo_late_trigger_max_slots);
   return pl;
 }
 
@@ -139,11 +139,11 @@ inline const char* solo_not_applicable(const Problem& p, const DeviceCaps& caps)
 
 // Launches (solo.cu: its instantiations compile apart from the registry's).
 template <class IdT>
-cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, const SoloPlan& pl);
+cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl, const SoloPlan& pl);
 
 template <class IdT>
-inline cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_solo<IdT>(p, bufs, s, solo_plan(p, device_caps()));
+inline cudaError_t launch_solo(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl) {
+  return launch_solo<IdT>(p, bufs, s, pdl, solo_plan(p, device_caps(), pdl));
 }
 
 }  // namespace moekit::align::detail

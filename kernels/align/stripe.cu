@@ -5,7 +5,7 @@
 namespace moekit::align::detail {
 
 template <class IdT>
-cudaError_t launch_stripe(const Problem& p, const Buffers& bufs, cudaStream_t s, const StripePlan& pl) {
+cudaError_t launch_stripe(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl, const StripePlan& pl) {
   if (pl.threads == 0) return cudaErrorInvalidValue;  // not applicable: one block cannot hold the slots
   const Args a = make_args(p, bufs);
   const bool p2 = is_pow2(p.block_size);
@@ -14,7 +14,7 @@ cudaError_t launch_stripe(const Problem& p, const Buffers& bufs, cudaStream_t s,
     const auto by_lane = [&](auto per_lane) {
       constexpr int kP = decltype(per_lane)::value;
       const auto kernel = p2 ? stripe_kernel<IdT, kT, kP, true> : stripe_kernel<IdT, kT, kP, false>;
-      return prim::launch_with_smem(kernel, pl.grid, kT, pl.smem, s, prim::pdl_attrs(p), a, pl.stripe_rows);
+      return prim::launch_with_smem(kernel, pl.grid, kT, pl.smem, s, prim::pdl_attrs(pdl), a, pl.stripe_rows);
     };
     return with_warp_scan_width(pl.per_lane, by_lane);
   };
@@ -25,7 +25,7 @@ cudaError_t launch_stripe(const Problem& p, const Buffers& bufs, cudaStream_t s,
   }
 }
 
-template cudaError_t launch_stripe<std::int32_t>(const Problem&, const Buffers&, cudaStream_t, const StripePlan&);
-template cudaError_t launch_stripe<std::int64_t>(const Problem&, const Buffers&, cudaStream_t, const StripePlan&);
+template cudaError_t launch_stripe<std::int32_t>(const Problem&, const Buffers&, cudaStream_t, bool, const StripePlan&);
+template cudaError_t launch_stripe<std::int64_t>(const Problem&, const Buffers&, cudaStream_t, bool, const StripePlan&);
 
 }  // namespace moekit::align::detail

@@ -184,11 +184,11 @@ inline const char* stripe_not_applicable(const Problem& p, const DeviceCaps& cap
 
 // Launches (stripe.cu: its instantiations compile apart from the registry's).
 template <class IdT>
-cudaError_t launch_stripe(const Problem& p, const Buffers& bufs, cudaStream_t s, const StripePlan& pl);
+cudaError_t launch_stripe(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl, const StripePlan& pl);
 
 template <class IdT>
-inline cudaError_t launch_stripe(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_stripe<IdT>(p, bufs, s, stripe_plan(p, device_caps()));
+inline cudaError_t launch_stripe(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl) {
+  return launch_stripe<IdT>(p, bufs, s, pdl, stripe_plan(p, device_caps()));
 }
 
 }  // namespace moekit::align::detail

@@ -58,11 +58,11 @@ inline cudaError_t launch_tiny_threads(const Args& a, const TinyPlan& pl, std::s
 }
 
 template <class IdT>
-inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s,
+inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl,
                                const TinyPlan& pl) {
   const Args a = make_args(p, bufs);
   const std::size_t smem = tiny_smem(p.numel, p.num_experts);
-  const prim::LaunchAttrs at = prim::pdl_attrs(p);
+  const prim::LaunchAttrs at = prim::pdl_attrs(pdl);
   switch (pl.threads) {
     case 512: return launch_tiny_threads<IdT, 512>(a, pl, smem, s, at);
     case 1024: return launch_tiny_threads<IdT, 1024>(a, pl, smem, s, at);
@@ -71,8 +71,8 @@ inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream
 }
 
 template <class IdT>
-inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_tiny<IdT>(p, bufs, s, tiny_plan(p, device_caps()));
+inline cudaError_t launch_tiny(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl) {
+  return launch_tiny<IdT>(p, bufs, s, pdl, tiny_plan(p, device_caps()));
 }
 
 }  // namespace moekit::align::detail

@@ -6,9 +6,9 @@
 //          own shared row (shared atomics; 16-byte id loads, 4 in flight per
 //          lane); the block's totals go to H[block][e]. It lets the next
 //          kernel launch at once (once its own grid dependency is met: with
-//          Problem::pdl `count` itself overlaps the previous kernel, and waits
-//          for it before touching the ids or H).
-//   place  (G blocks, launched early through PDL whatever Problem::pdl
+//          the launch's pdl `count` itself overlaps the previous kernel, and
+//          waits for it before touching the ids or H).
+//   place  (G blocks, launched early through PDL whatever the launch's pdl
 //          says): recomputes the same rows for its tile WHILE `count` still
 //          runs (safe: `count` triggers only after its own wait, so whatever
 //          wrote the ids has completed; primitives/pdl.cuh), then waits for it
@@ -188,7 +188,7 @@ inline const char* twopass_not_applicable(const Problem& p, const DeviceCaps& ca
 }
 
 template <class IdT>
-inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStream_t s,
+inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl,
                                   const TwoPassPlan& pl) {
   const Args a = make_args(p, bufs);
   int* H = static_cast<int*>(bufs.workspace);
@@ -197,7 +197,7 @@ inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStr
   if (const cudaError_t e = prim::opt_in_smem(twopass_kernel<IdT, true>, pl.smem_place); e != cudaSuccess)
     return e;
   if (const cudaError_t e = prim::launch_ex(twopass_kernel<IdT, false>, dim3(pl.grid), dim3(pl.threads),
-                                            pl.smem_count, s, prim::pdl_attrs(p), a, H, pl.rows, pl.tile, pl.subtile);
+                                            pl.smem_count, s, prim::pdl_attrs(pdl), a, H, pl.rows, pl.tile, pl.subtile);
       e != cudaSuccess)
     return e;
   return prim::launch_ex(twopass_kernel<IdT, true>, dim3(pl.grid), dim3(pl.threads), pl.smem_place, s,
@@ -205,8 +205,8 @@ inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStr
 }
 
 template <class IdT>
-inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStream_t s) {
-  return launch_twopass<IdT>(p, bufs, s, twopass_plan<IdT>(p, device_caps()));
+inline cudaError_t launch_twopass(const Problem& p, const Buffers& bufs, cudaStream_t s, bool pdl) {
+  return launch_twopass<IdT>(p, bufs, s, pdl, twopass_plan<IdT>(p, device_caps()));
 }
 
 }  // namespace moekit::align::detail

@@ -22,9 +22,6 @@ struct Problem {
   std::int64_t hidden = 0;  // H
   DType dtype = DType::bf16;
   float scaling = 1.0f;     // routed scaling factor S
-  // Launch with programmatic dependent launch (sm_90+; primitives/pdl.cuh):
-  // set only where the device has it (DeviceCaps::pdl).
-  bool pdl = false;
 };
 
 // Device pointers.

@@ -25,7 +25,7 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 
 
 template <class T>
-cudaError_t launch_typed(const Problem& p, const Buffers& b, Stream s) {
+cudaError_t launch_typed(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   constexpr int V = static_cast<int>(16 / sizeof(T));
   auto x = static_cast<const T*>(b.expert_out);
   auto out = static_cast<T*>(b.out);
@@ -35,20 +35,20 @@ cudaError_t launch_typed(const Problem& p, const Buffers& b, Stream s) {
       static_cast<unsigned>(std::clamp<std::int64_t>((p.hidden / per_thread + 31) / 32 * 32, 32, 512));
   const unsigned grid = clamp_grid(p.tokens);
   if (vec)
-    return prim::launch_ex(detail::gather_combine_kernel<T, V>, grid, threads, 0, s, prim::pdl_attrs(p), x, b.inverse,
+    return prim::launch_ex(detail::gather_combine_kernel<T, V>, grid, threads, 0, s, prim::pdl_attrs(pdl), x, b.inverse,
                            b.weights, out, p.tokens, p.topk, p.hidden, p.scaling);
-  return prim::launch_ex(detail::gather_combine_kernel<T, 1>, grid, threads, 0, s, prim::pdl_attrs(p), x, b.inverse, b.weights,
+  return prim::launch_ex(detail::gather_combine_kernel<T, 1>, grid, threads, 0, s, prim::pdl_attrs(pdl), x, b.inverse, b.weights,
                          out, p.tokens, p.topk, p.hidden, p.scaling);
 }
 
 // The element type behind p.dtype, for one launcher template.
 template <template <class> class L>
-LaunchStatus by_dtype(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus by_dtype(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (p.tokens <= 0 || p.hidden <= 0) return cudaSuccess;
   switch (p.dtype) {
-    case DType::f32: return L<float>::run(p, b, s);
-    case DType::bf16: return L<__nv_bfloat16>::run(p, b, s);
-    case DType::f16: return L<__half>::run(p, b, s);
+    case DType::f32: return L<float>::run(p, b, s, pdl);
+    case DType::bf16: return L<__nv_bfloat16>::run(p, b, s, pdl);
+    case DType::f16: return L<__half>::run(p, b, s, pdl);
   }
   return cudaErrorInvalidValue;
 }
@@ -62,7 +62,7 @@ std::string topk_limits(const DeviceCaps&) { return "K <= " + std::to_string(det
 
 template <class T>
 struct Gather {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) { return launch_typed<T>(p, b, s); }
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl) { return launch_typed<T>(p, b, s, pdl); }
 };
 
 // slices: (token, slice) items, 16-byte loads of kSliceRows rows ahead. (Two
@@ -71,19 +71,19 @@ struct Gather {
 template <class T>
 struct Slices {
   template <int kVec>
-  static cudaError_t as(const Problem& p, const Buffers& b, Stream s) {
+  static cudaError_t as(const Problem& p, const Buffers& b, Stream s, bool pdl) {
     const std::int64_t slices = ceil_div<std::int64_t>(p.hidden, std::int64_t{detail::kSliceThreads} * kVec);
     const DeviceCaps& caps = device_caps();
     const unsigned grid = clamp_grid(
         std::min<std::int64_t>(p.tokens * slices, std::int64_t{policy_for(caps).slices_blocks_per_sm} * caps.sm_count));
-    return prim::launch_ex(detail::slices_combine_kernel<T, kVec>, grid, detail::kSliceThreads, 0, s, prim::pdl_attrs(p),
+    return prim::launch_ex(detail::slices_combine_kernel<T, kVec>, grid, detail::kSliceThreads, 0, s, prim::pdl_attrs(pdl),
                            static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out), p.tokens,
                            p.topk, p.hidden, slices, p.scaling);
   }
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl) {
     constexpr int V = static_cast<int>(16 / sizeof(T));
     const bool vec = p.hidden % V == 0 && aligned16(b.expert_out) && aligned16(b.out);
-    return vec ? as<V>(p, b, s) : as<1>(p, b, s);
+    return vec ? as<V>(p, b, s, pdl) : as<1>(p, b, s, pdl);
   }
 };
 
@@ -100,9 +100,9 @@ std::int64_t tma_segment_elems(const Problem& p, const DeviceCaps& caps) {
 
 template <class T>
 struct Tma {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl) {
     // Bulk copies need 16-byte aligned rows: a misaligned tensor takes slices' path.
-    if (!aligned16(b.expert_out)) return Slices<T>::run(p, b, s);
+    if (!aligned16(b.expert_out)) return Slices<T>::run(p, b, s, pdl);
     const DeviceCaps& caps = device_caps();
     const std::int64_t seg = tma_segment_elems(p, caps);
     const std::int64_t segs = ceil_div<std::int64_t>(p.hidden, seg);
@@ -110,7 +110,7 @@ struct Tma {
     const Policy& pol = policy_for(caps);
     const unsigned grid =
         clamp_grid(std::min<std::int64_t>(p.tokens * segs, std::int64_t{pol.tma_blocks_per_sm} * caps.sm_count));
-    return prim::launch_with_smem(detail::tma_combine_kernel<T>, grid, detail::kTmaThreads, smem, s, prim::pdl_attrs(p),
+    return prim::launch_with_smem(detail::tma_combine_kernel<T>, grid, detail::kTmaThreads, smem, s, prim::pdl_attrs(pdl),
                                   static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out),
                                   p.tokens, p.topk, p.hidden, seg, segs, p.scaling);
   }
@@ -136,7 +136,7 @@ std::size_t scatter_workspace(const Problem& p, const DeviceCaps&) {
 
 template <class T>
 struct Scatter {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl) {
     auto* row_slot = static_cast<std::int32_t*>(b.workspace);
     auto* acc = reinterpret_cast<float*>(static_cast<char*>(b.workspace) + scatter_map_bytes(p));
     const std::int64_t n = p.tokens * p.hidden;
@@ -161,15 +161,15 @@ struct Scatter {
       const std::int32_t* map = row_slot;
       const cudaError_t e =
           p.hidden % 4 == 0
-              ? prim::launch_ex(detail::scatter_rows_kernel<T, 4>, grid, threads, 0, s, prim::pdl_attrs(p), x, map, b.weights,
+              ? prim::launch_ex(detail::scatter_rows_kernel<T, 4>, grid, threads, 0, s, prim::pdl_attrs(pdl), x, map, b.weights,
                                 acc, p.rows, p.topk, p.hidden)
-              : prim::launch_ex(detail::scatter_rows_kernel<T, 1>, grid, threads, 0, s, prim::pdl_attrs(p), x, map, b.weights,
+              : prim::launch_ex(detail::scatter_rows_kernel<T, 1>, grid, threads, 0, s, prim::pdl_attrs(pdl), x, map, b.weights,
                                 acc, p.rows, p.topk, p.hidden);
       if (e != cudaSuccess) return e;
     }
     return prim::launch_ex(detail::finish_kernel<T>,
                            clamp_grid(std::min<std::int64_t>(ceil_div<std::int64_t>(n, 256), 8 * sms)), 256, 0, s,
-                           prim::pdl_attrs(p), static_cast<const float*>(acc), static_cast<T*>(b.out), n, p.scaling);
+                           prim::pdl_attrs(pdl), static_cast<const float*>(acc), static_cast<T*>(b.out), n, p.scaling);
   }
 };
 std::string any_limits(const DeviceCaps&) { return "any (inverse one-to-one, as permute writes it)"; }

@@ -16,15 +16,20 @@ struct AutoRow {
   std::string_view variant;  // registry name
   std::string_view when;     // text of the condition, e.g. "numel <= 32"; "" = always
   bool (*holds)(const Problem&, const DeviceCaps&) = nullptr;  // nullptr = always
+  // The row holds only for launches with PDL (the `pdl` a pick is asked for,
+  // which Variant::launch will be given); its `when` text says so.
+  bool pdl_only = false;
 };
 
 // The variant of the first row whose condition holds and whose variant applies
-// to p on caps; without one, the last row's variant (the table's "else").
-// Rows must name registered variants (the family's tests check that).
+// to p on caps, for launches with `pdl`; without one, the last row's variant
+// (the table's "else"). Rows must name registered variants (the family's tests
+// check that).
 template <class V, class Problem>
 const V& pick_from_rows(std::span<const AutoRow<Problem>> rows, std::span<const V> registry,
-                        const Problem& p, const DeviceCaps& caps) {
+                        const Problem& p, const DeviceCaps& caps, bool pdl) {
   for (const AutoRow<Problem>& r : rows) {
+    if (r.pdl_only && !pdl) continue;
     if (r.holds != nullptr && !r.holds(p, caps)) continue;
     const V* v = find_variant(registry, r.variant);
     if (v != nullptr && v->not_applicable(p, caps) == nullptr) return *v;

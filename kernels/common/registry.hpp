@@ -31,11 +31,20 @@ class Registry {
   const Variant* find(std::string_view name) const {             // nullptr if unknown (no fallback)
     return find_variant(variants_, name);
   }
-  // The `auto` choice for p on `caps` / on the current device: from auto_rows().
-  const Variant& pick_auto(const Problem& p, const DeviceCaps& caps) const {
-    return pick_from_rows<Variant, Problem>(auto_rows_, variants_, p, caps);
+  // The `auto` choice for p on `caps` / on the current device, for launches
+  // with `pdl` (Variant::launch's argument): from auto_rows().
+  const Variant& pick_auto(const Problem& p, const DeviceCaps& caps, bool pdl) const {
+    return pick_from_rows<Variant, Problem>(auto_rows_, variants_, p, caps, pdl);
   }
-  const Variant& pick_auto(const Problem& p) const { return pick_auto(p, device_caps()); }
+  const Variant& pick_auto(const Problem& p, bool pdl) const { return pick_auto(p, device_caps(), pdl); }
+  // Whether some auto row depends on PDL (AutoRow::pdl_only): where none
+  // does, the pick is the same for both and a caller that has no `pdl` (a
+  // workspace size, an applicability check) may ask for either.
+  bool auto_reads_pdl() const {
+    for (const Row& r : auto_rows_)
+      if (r.pdl_only) return true;
+    return false;
+  }
   std::span<const Row> auto_rows() const { return auto_rows_; }  // the table itself (docs, tests)
   std::string auto_rule() const { return auto_rule_text<Problem>(auto_rows_); }
 

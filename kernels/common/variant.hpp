@@ -33,12 +33,21 @@ struct VariantInfo {
 
 // A registry entry. Problem and Buffers are per-family structs.
 //
-// Contract for launch(): asynchronous on `stream`, and capturable into a CUDA
-// graph: no allocation, no synchronisation, no host<->device copies. All scratch
-// memory comes from Buffers::workspace (workspace_bytes(problem, caps) bytes,
-// contents undefined on entry unless zeroed_workspace says otherwise). Returns
-// the first CUDA error of its launches (0: all were issued), never erasing an
-// error produced before it.
+// Contract for launch(p, b, stream, pdl): asynchronous on `stream`, and
+// capturable into a CUDA graph: no allocation, no synchronisation, no
+// host<->device copies. All scratch memory comes from Buffers::workspace
+// (workspace_bytes(problem, caps) bytes, contents undefined on entry unless
+// zeroed_workspace says otherwise). Returns the first CUDA error of its
+// launches (0: all were issued), never erasing an error produced before it.
+//
+// `pdl` is how the launch is made, not what is computed, so it travels beside
+// the stream rather than in the Problem (as FlashInfer's enable_pdl does):
+// true = its kernels launch with programmatic dependent launch
+// (primitives/pdl.cuh) and may overlap the previous kernel's tail. The caller
+// passes true only where the device has PDL (DeviceCaps::pdl; the CLI: --pdl
+// on, decided once in src/run.cpp). A launch that composes others (passes
+// around a variant, another family's pick, stages) passes it down. A variant
+// that launches with PDL whatever `pdl` says says so in always_pdl.
 template <class Problem, class Buffers>
 struct Variant {
   VariantInfo info;
@@ -54,14 +63,26 @@ struct Variant {
   // CPU-only run rejects what a GPU run would.
   const char* (*not_applicable)(const Problem& p, const DeviceCaps& caps);
   std::size_t (*workspace_bytes)(const Problem& p, const DeviceCaps& caps);
-  LaunchStatus (*launch)(const Problem& p, const Buffers& b, Stream stream);
+  LaunchStatus (*launch)(const Problem& p, const Buffers& b, Stream stream, bool pdl);
   // Non-null and true for `p`: the workspace must be all zero bytes before the
   // first launch, and every launch that completes leaves it all zero again
   // (kernels that agree through counters in it; the caller zeroes it once at
   // allocation, so graph replays need no memset node). Such a workspace must
   // not be shared with variants that leave data in theirs.
   bool (*zeroed_workspace)(const Problem& p, const DeviceCaps& caps) = nullptr;
+  // True: launch() sets the PDL attribute whatever its `pdl` argument says
+  // (a variant named after the mode). The run report's "pdl" reads it
+  // (launches_with_pdl below), nothing else.
+  bool always_pdl = false;
 };
+
+// Whether v's launches carry the PDL attribute when launched with `pdl` on a
+// device with `caps` (the attribute does nothing where the device lacks PDL,
+// so there the answer is false): what the run report's "pdl" says.
+template <class V>
+bool launches_with_pdl(const V& v, bool pdl, const DeviceCaps& caps) {
+  return caps.pdl && (pdl || v.always_pdl);
+}
 
 // Whether the caller must zero the workspace once before launching v on p.
 template <class V, class Problem>

@@ -7,11 +7,11 @@ namespace moekit::dedup::detail {
 const char* cub_sort_not_applicable(const Problem& p, const DeviceCaps&) { return block_shape_check(p, kMaxTile); }
 std::size_t cub_sort_workspace_bytes(const Problem&, const DeviceCaps&) { return 0; }
 
-LaunchStatus cub_sort_launch(const Problem& p, const Buffers& b, Stream stream) {
+LaunchStatus cub_sort_launch(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
   return dispatch_tile(p.row_len(), [&](auto tile) {
     using T = decltype(tile);
     using K = CubSortKernel<T::kThreads, T::kItems>;
-    return launch_rows<dedup_cub_sort_kernel<T::kThreads, T::kItems>, typename K::Storage, T::kThreads>(p, b, stream);
+    return launch_rows<dedup_cub_sort_kernel<T::kThreads, T::kItems>, typename K::Storage, T::kThreads>(p, b, stream, pdl);
   });
 }
 

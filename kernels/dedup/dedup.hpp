@@ -20,9 +20,6 @@ struct Problem {
   // Exclusive upper bound on all values when known (checked by the host), else
   // -1: values are any non-negative int32. Negative inputs are always ignored.
   std::int64_t max_index = -1;
-  // Launch with programmatic dependent launch (sm_90+; primitives/pdl.cuh):
-  // set only where the device has it (DeviceCaps::pdl).
-  bool pdl = false;
   std::int64_t row_len() const { return std::int64_t(mtp_step) * k; }
 };
 

@@ -31,21 +31,25 @@ cudaError_t dispatch_fast_tile(std::int64_t n, F&& f) {
 }
 
 template <bool SMART>
-cudaError_t fast_launch_impl(const Problem& p, const Buffers& b, Stream stream) {
+cudaError_t fast_launch_impl(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
   return dispatch_fast_tile<SMART>(p.row_len(), [&](auto tile) {
     using T = decltype(tile);
     using K = FastKernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SMART>;
     return launch_rows<dedup_fast_kernel<T::kThreads, T::kItems, kFastRadixBits, SMART, SMART>,
-                typename K::Storage, T::kThreads>(p, b, stream);
+                typename K::Storage, T::kThreads>(p, b, stream, pdl);
   });
 }
 
 const char* range_sort_not_applicable(const Problem& p, const DeviceCaps&) { return block_shape_check(p, kMaxTile); }
 std::size_t range_sort_workspace_bytes(const Problem&, const DeviceCaps&) { return 0; }
-LaunchStatus range_sort_launch(const Problem& p, const Buffers& b, Stream stream) { return fast_launch_impl<false>(p, b, stream); }
+LaunchStatus range_sort_launch(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
+  return fast_launch_impl<false>(p, b, stream, pdl);
+}
 
 const char* fast_not_applicable(const Problem& p, const DeviceCaps&) { return block_shape_check(p, kMaxTile); }
 std::size_t fast_workspace_bytes(const Problem&, const DeviceCaps&) { return 0; }
-LaunchStatus fast_launch(const Problem& p, const Buffers& b, Stream stream) { return fast_launch_impl<true>(p, b, stream); }
+LaunchStatus fast_launch(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
+  return fast_launch_impl<true>(p, b, stream, pdl);
+}
 
 }  // namespace moekit::dedup::detail

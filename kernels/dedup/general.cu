@@ -55,7 +55,7 @@ std::size_t general_workspace_bytes(const Problem& p, const DeviceCaps&) {
   return layout(p).total;
 }
 
-LaunchStatus general_launch(const Problem& p, const Buffers& b, Stream stream) {
+LaunchStatus general_launch(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
   if (p.batch <= 0) return cudaSuccess;
   const Layout l = layout(p);
   auto* base = static_cast<unsigned char*>(b.workspace);
@@ -65,7 +65,7 @@ LaunchStatus general_launch(const Problem& p, const Buffers& b, Stream stream) {
   // The two kernels around CUB's sort launch with PDL when asked; the sort's
   // own launches are CUB's (its kernels wait for the offsets as a stream
   // would, and the unique pass waits for the sort in its pdl_wait()).
-  const prim::LaunchAttrs at{p.pdl, false};
+  const prim::LaunchAttrs at{pdl, false};
   if (const cudaError_t e = prim::launch_ex(dedup_segment_offsets_kernel,
                                             clamp_grid(ceil_div<long long>(p.batch + 1LL, 256)), 256, 0, stream, at,
                                             offsets, p.batch, n);

@@ -13,11 +13,11 @@
 namespace moekit::dedup::detail {
 
 template <auto Kernel, class Storage, int THREADS>
-inline cudaError_t launch_rows(const Problem& p, const Buffers& b, Stream stream) {
+inline cudaError_t launch_rows(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
   if (p.batch <= 0) return cudaSuccess;
   constexpr std::size_t smem = sizeof(Storage);
   return prim::launch_with_smem(Kernel, static_cast<unsigned>(p.batch), THREADS, smem, stream,
-                                prim::pdl_attrs(p), b.indices, b.out, static_cast<int>(p.row_len()));
+                                prim::pdl_attrs(pdl), b.indices, b.out, static_cast<int>(p.row_len()));
 }
 
 }  // namespace moekit::dedup::detail

@@ -12,7 +12,7 @@ namespace moekit::dedup::detail {
 // (each defined in <variant>.cu).
 using NotApplicable = const char*(const Problem& p, const DeviceCaps& caps);
 using WorkspaceBytes = std::size_t(const Problem& p, const DeviceCaps& caps);
-using Launch = LaunchStatus(const Problem& p, const Buffers& b, Stream stream);
+using Launch = LaunchStatus(const Problem& p, const Buffers& b, Stream stream, bool pdl);
 
 NotApplicable hash_not_applicable, cub_sort_not_applicable, vectorized_not_applicable, bitmask_not_applicable,
     range_sort_not_applicable, fast_not_applicable, general_not_applicable;

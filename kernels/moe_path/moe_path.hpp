@@ -31,11 +31,9 @@ struct Problem {
   route::Problem route;      // when routed
   permute::Problem permute;  // T, K, E, B, layout, row bytes
   combine::Problem combine;  // rows = permute's row capacity (expert_out = permuted)
-  // Every stage launches with programmatic dependent launch (sm_90+;
-  // primitives/pdl.cuh), so each overlaps the previous stage's tail: set only
-  // where the device has it. The stages' own pdl fields are not read.
-  bool pdl = false;
 };
+// The launch's pdl (Variant::launch, launch_stage) goes to every stage, so
+// with it each stage overlaps the previous stage's tail.
 
 // Device pointers.
 struct Buffers {
@@ -78,6 +76,7 @@ std::span<const Stage> stages(const Problem& p);
 std::string_view stage_name(Stage s);
 // The variant a stage runs on `caps` ("block-rank", "gather", ...).
 std::string_view stage_variant(const Problem& p, Stage s, const DeviceCaps& caps);
-LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage s, Stream stream);
+// One stage alone, with PDL when `pdl` (as Variant::launch).
+LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl);
 
 }  // namespace moekit::moe_path

@@ -15,12 +15,16 @@ namespace {
 constexpr std::size_t kSliceAlign = 256;
 std::size_t round_up(std::size_t n) { return (n + kSliceAlign - 1) / kSliceAlign * kSliceAlign; }
 
-const route::Variant& route_pick(const Problem& p, const DeviceCaps& caps) { return route::registry().pick_auto(p.route, caps); }
+// The stages' families' auto rows read no PDL (tests/moe_path/cpu_moe_path.cpp
+// checks), so the picks asked without it size the workspace and launch alike.
+const route::Variant& route_pick(const Problem& p, const DeviceCaps& caps) {
+  return route::registry().pick_auto(p.route, caps, false);
+}
 const permute::Variant& permute_pick(const Problem& p, const DeviceCaps& caps) {
-  return permute::registry().pick_auto(p.permute, caps);
+  return permute::registry().pick_auto(p.permute, caps, false);
 }
 const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps) {
-  return combine::registry().pick_auto(p.combine, caps);
+  return combine::registry().pick_auto(p.combine, caps, false);
 }
 
 // Workspace bytes of each stage and where its slice starts.
@@ -71,9 +75,9 @@ int zero_kind(const Slices& s) {  // 0: no stage needs zeros, 1: all that have o
 constexpr std::array<Stage, 3> kRouted = {Stage::route, Stage::permute, Stage::combine};
 constexpr std::array<Stage, 2> kGiven = {Stage::permute, Stage::combine};
 
-LaunchStatus launch_stages(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_stages(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   for (Stage st : stages(p))
-    if (const LaunchStatus e = launch_stage(p, b, st, s); e != 0) return e;
+    if (const LaunchStatus e = launch_stage(p, b, st, s, pdl); e != 0) return e;
   return 0;
 }
 
@@ -131,24 +135,20 @@ std::string_view stage_variant(const Problem& p, Stage s, const DeviceCaps& caps
   return "?";
 }
 
-LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s) {
+LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s, bool pdl) {
   const DeviceCaps& caps = device_caps();
   const Slices sl = slices(p, caps);
   switch (st) {
     case Stage::route: {
-      route::Problem rp = p.route;
-      rp.pdl = p.pdl;
       route::Buffers rb;
       rb.logits = b.logits;
       rb.bias = b.bias;
       rb.topk_ids = b.topk_ids;
       rb.topk_weights = b.topk_weights;
       rb.workspace = slice(b.workspace, sl, 0);
-      return route_pick(p, caps).launch(rp, rb, s);
+      return route_pick(p, caps).launch(p.route, rb, s, pdl);
     }
     case Stage::permute: {
-      permute::Problem pp = p.permute;
-      pp.pdl = p.pdl;
       permute::Buffers pb;
       pb.hidden = b.hidden;
       pb.topk_ids = b.topk_ids;
@@ -159,18 +159,16 @@ LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s
       pb.num_tokens_post_pad = b.num_tokens_post_pad;
       pb.expert_offsets = b.expert_offsets;
       pb.workspace = slice(b.workspace, sl, 1);
-      return permute_pick(p, caps).launch(pp, pb, s);
+      return permute_pick(p, caps).launch(p.permute, pb, s, pdl);
     }
     case Stage::combine: {
-      combine::Problem cp = p.combine;
-      cp.pdl = p.pdl;
       combine::Buffers cb;
       cb.expert_out = b.permuted;  // identity experts: their output is their input
       cb.inverse = b.inverse;
       cb.weights = b.topk_weights;
       cb.out = b.out;
       cb.workspace = slice(b.workspace, sl, 2);
-      return combine_pick(p, caps).launch(cp, cb, s);
+      return combine_pick(p, caps).launch(p.combine, cb, s, pdl);
     }
   }
   return 1;  // cudaErrorInvalidValue

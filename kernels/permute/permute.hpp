@@ -28,11 +28,8 @@ struct Problem {
   // slots, the expert map's length and align's expert-parallel modes
   // (align.invalid, align.map_semantics; docs/permute.md). A slot align drops
   // gets no row and inverse -1; the bucket's slots are rows like any other.
-  // align.pdl is not read: pdl below decides for every kernel, align's too.
+  // The launch's pdl decides for every kernel, align's too.
   align::Problem align;
-  // Launch with programmatic dependent launch (sm_90+; primitives/pdl.cuh):
-  // set only where the device has it (DeviceCaps::pdl).
-  bool pdl = false;
 };
 
 // Device pointers.

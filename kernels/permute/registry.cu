@@ -32,18 +32,19 @@ int word_bytes(const Problem& p, const Buffers& b) {
 
 // `first`: the launch attributes of L's first kernel (after_align).
 template <template <class> class L>
-cudaError_t by_word(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs first) {
+cudaError_t by_word(const Problem& p, const Buffers& b, Stream s, bool pdl, prim::LaunchAttrs first) {
   switch (word_bytes(p, b)) {
-    case 16: return L<uint4>::run(p, b, s, first);
-    case 4: return L<unsigned>::run(p, b, s, first);
-    default: return L<unsigned short>::run(p, b, s, first);
+    case 16: return L<uint4>::run(p, b, s, pdl, first);
+    case 4: return L<unsigned>::run(p, b, s, pdl, first);
+    default: return L<unsigned short>::run(p, b, s, pdl, first);
   }
 }
 
-// Every kernel launches with PDL when p.pdl, except the one right after
-// run_align's memset of inverse: a memset node cannot be a programmatic
-// predecessor (primitives/pdl.cuh), so that kernel waits for it as usual.
-prim::LaunchAttrs after_align(const Problem& p) { return prim::LaunchAttrs{p.pdl && p.align.numel == 0, false}; }
+// Every kernel launches with PDL when the launch's pdl says so, except the
+// one right after run_align's memset of inverse: a memset node cannot be a
+// programmatic predecessor (primitives/pdl.cuh), so that kernel waits for it
+// as usual.
+prim::LaunchAttrs after_align(const Problem& p, bool pdl) { return prim::LaunchAttrs{pdl && p.align.numel == 0, false}; }
 
 unsigned copy_grid(std::int64_t items) {
   return clamp_grid(std::min<std::int64_t>(
@@ -54,12 +55,14 @@ unsigned copy_grid(std::int64_t items) {
 // ---- the steps the multi-launch variants share ----
 
 // align's auto pick for the problem its variant runs (align::variant_problem:
-// the bucket and vllm's map are passes around it, align::launch_ep).
+// the bucket and vllm's map are passes around it, align::launch_ep). align's
+// auto rows read no PDL (tests/align/cpu_auto_rule.cpp checks), so the pick
+// asked without it sizes the workspace and launches alike.
 const align::Variant& align_step(const Problem& p, const DeviceCaps& caps) {
-  return align::registry().pick_auto(align::variant_problem(p.align), caps);
+  return align::registry().pick_auto(align::variant_problem(p.align), caps, false);
 }
 
-LaunchStatus run_align(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus run_align(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   align::Buffers ab;
   ab.topk_ids = b.topk_ids;
   ab.expert_map = p.align.map_size > 0 ? b.expert_map : nullptr;
@@ -67,9 +70,7 @@ LaunchStatus run_align(const Problem& p, const Buffers& b, Stream s) {
   ab.expert_ids = b.expert_ids;
   ab.num_tokens_post_pad = b.num_tokens_post_pad;
   ab.workspace = b.workspace;
-  align::Problem ap = p.align;
-  ap.pdl = p.pdl;
-  if (const LaunchStatus e = align::launch_ep(align_step(p, device_caps()), ap, ab, s); e != 0) return e;
+  if (const LaunchStatus e = align::launch_ep(align_step(p, device_caps()), p.align, ab, s, pdl); e != 0) return e;
   const std::size_t slots = static_cast<std::size_t>(p.align.numel);
   if (slots > 0) return cudaMemsetAsync(b.inverse, 0xff, slots * 4, s);  // dropped slots stay -1
   return cudaSuccess;
@@ -78,11 +79,11 @@ LaunchStatus run_align(const Problem& p, const Buffers& b, Stream s) {
 bool has_rows(const Problem& p) { return p.row_bytes > 0 && p.align.max_num_tokens_padded > 0; }
 
 // After the rows kernels, or right after run_align when there are none.
-cudaError_t run_offsets(const Problem& p, const Buffers& b, Stream s) {
+cudaError_t run_offsets(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (p.layout != Layout::compact) return cudaSuccess;
   const int E = p.align.num_experts;
   return prim::launch_ex(detail::compact_offsets_kernel, clamp_grid(ceil_div(E + 1, 256)), 256, 0, s,
-                         has_rows(p) ? prim::pdl_attrs(p) : after_align(p), static_cast<const std::int32_t*>(b.expert_ids),
+                         has_rows(p) ? prim::pdl_attrs(pdl) : after_align(p, pdl), static_cast<const std::int32_t*>(b.expert_ids),
                          static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.expert_offsets, E);
 }
 
@@ -102,7 +103,7 @@ struct RowsPass {
 
 template <class V>
 struct GatherRows {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs at) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool, prim::LaunchAttrs at) {
     const std::int64_t row_vecs = p.row_bytes / static_cast<std::int64_t>(sizeof(V));
     const std::int64_t rows = p.align.max_num_tokens_padded;
     const unsigned threads = static_cast<unsigned>(std::clamp<std::int64_t>((row_vecs + 31) / 32 * 32, 32, 256));
@@ -115,48 +116,48 @@ struct GatherRows {
   }
 };
 
-LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s) {
-  if (const LaunchStatus e = run_align(p, b, s); e != 0) return e;
+LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
   if (has_rows(p)) {
-    if (const cudaError_t e = by_word<GatherRows>(p, b, s, after_align(p)); e != cudaSuccess) return e;
+    if (const cudaError_t e = by_word<GatherRows>(p, b, s, pdl, after_align(p, pdl)); e != cudaSuccess) return e;
   }
-  return run_offsets(p, b, s);
+  return run_offsets(p, b, s, pdl);
 }
 
 // ---- scatter ----
 
 template <class V>
 struct ScatterTokens {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs first) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl, prim::LaunchAttrs first) {
     const std::int64_t row_vecs = p.row_bytes / static_cast<std::int64_t>(sizeof(V));
     const std::int64_t slices =
         ceil_div<std::int64_t>(row_vecs, std::int64_t{detail::kScatterThreads} * detail::kScatterUnroll);
     if (const cudaError_t e = RowsPass<V>::run(p, b, s, first); e != cudaSuccess) return e;
     if (p.tokens == 0) return cudaSuccess;
     return prim::launch_ex(detail::scatter_tokens_kernel<V>, copy_grid(p.tokens * slices), detail::kScatterThreads, 0,
-                           s, prim::pdl_attrs(p), static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
+                           s, prim::pdl_attrs(pdl), static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
                            static_cast<const std::int32_t*>(b.inverse), p.tokens, p.topk, row_vecs, slices);
   }
 };
 
-LaunchStatus launch_scatter(const Problem& p, const Buffers& b, Stream s) {
-  if (const LaunchStatus e = run_align(p, b, s); e != 0) return e;
+LaunchStatus launch_scatter(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
   if (has_rows(p)) {
-    if (const cudaError_t e = by_word<ScatterTokens>(p, b, s, after_align(p)); e != cudaSuccess) return e;
+    if (const cudaError_t e = by_word<ScatterTokens>(p, b, s, pdl, after_align(p, pdl)); e != cudaSuccess) return e;
   }
-  return run_offsets(p, b, s);
+  return run_offsets(p, b, s, pdl);
 }
 
 // ---- tma ----
 
-LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s) {
-  if (const LaunchStatus e = run_align(p, b, s); e != 0) return e;
+LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
   if (has_rows(p)) {
     // Bulk copies need 16-byte aligned rows: otherwise scatter's copy.
     if (word_bytes(p, b) != 16) {
-      if (const cudaError_t e = by_word<ScatterTokens>(p, b, s, after_align(p)); e != cudaSuccess) return e;
+      if (const cudaError_t e = by_word<ScatterTokens>(p, b, s, pdl, after_align(p, pdl)); e != cudaSuccess) return e;
     } else {
-      if (const cudaError_t e = RowsPass<uint4>::run(p, b, s, after_align(p)); e != cudaSuccess) return e;
+      if (const cudaError_t e = RowsPass<uint4>::run(p, b, s, after_align(p, pdl)); e != cudaSuccess) return e;
       if (p.tokens > 0) {
         const DeviceCaps& caps = device_caps();
         const std::int64_t seg = std::min<std::int64_t>(p.row_bytes, detail::kTmaSegment);
@@ -165,7 +166,7 @@ LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s) {
         const unsigned grid = clamp_grid(std::min<std::int64_t>(
             p.tokens * segs, std::int64_t{policy_for(caps).tma_blocks_per_sm} * std::max(caps.sm_count, 1)));
         if (const cudaError_t e = prim::launch_with_smem(
-                detail::tma_tokens_kernel, grid, 32, smem, s, prim::pdl_attrs(p), static_cast<const char*>(b.hidden),
+                detail::tma_tokens_kernel, grid, 32, smem, s, prim::pdl_attrs(pdl), static_cast<const char*>(b.hidden),
                 static_cast<char*>(b.permuted), static_cast<const std::int32_t*>(b.inverse), p.tokens, p.topk,
                 p.row_bytes, segs);
             e != cudaSuccess)
@@ -173,7 +174,7 @@ LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s) {
       }
     }
   }
-  return run_offsets(p, b, s);
+  return run_offsets(p, b, s, pdl);
 }
 
 // ---- fused ----
@@ -200,7 +201,7 @@ FusedPlan fused_plan(const Problem& p, const DeviceCaps& caps) {
 }
 
 template <class V, int kThreads, bool kWide>
-cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, const FusedPlan& f) {
+cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, bool pdl, const FusedPlan& f) {
   using Place = detail::PermutePlace<V>;
   auto kernel = align::tiny_kernel<std::int32_t, kThreads, kWide, Place>;
   align::Buffers ab;
@@ -217,27 +218,27 @@ cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, const 
   pp.topk = p.topk;
   pp.row_vecs = static_cast<std::uint32_t>(p.row_bytes / std::int64_t(sizeof(V)));
   pp.div_row_vecs = prim::FastDivU32(std::max<std::uint32_t>(pp.row_vecs, 1));
-  return prim::launch_with_smem(kernel, f.tiny.grid, kThreads, f.smem, s, prim::pdl_attrs(p),
+  return prim::launch_with_smem(kernel, f.tiny.grid, kThreads, f.smem, s, prim::pdl_attrs(pdl),
                                 align::make_args(p.align, ab), f.tiny.chunk, pp);
 }
 
 template <class V>
 struct Fused {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl, prim::LaunchAttrs) {
     const FusedPlan f = fused_plan(p, device_caps());
     const bool wide = align::tiny_wide(p.align.numel, f.tiny.threads);
     if (f.tiny.threads == 256)
-      return wide ? launch_fused_as<V, 256, true>(p, b, s, f) : launch_fused_as<V, 256, false>(p, b, s, f);
-    return wide ? launch_fused_as<V, 512, true>(p, b, s, f) : launch_fused_as<V, 512, false>(p, b, s, f);
+      return wide ? launch_fused_as<V, 256, true>(p, b, s, pdl, f) : launch_fused_as<V, 256, false>(p, b, s, pdl, f);
+    return wide ? launch_fused_as<V, 512, true>(p, b, s, pdl, f) : launch_fused_as<V, 512, false>(p, b, s, pdl, f);
   }
 };
 
-LaunchStatus launch_fused(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_fused(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   // No early exit at zero rows: num_tokens_post_pad (0) and the offsets are still written.
   if (p.row_bytes == 0) {  // no data: the index half alone, with a 2-byte word
-    return Fused<unsigned short>::run(p, b, s, prim::pdl_attrs(p));
+    return Fused<unsigned short>::run(p, b, s, pdl, prim::pdl_attrs(pdl));
   }
-  return by_word<Fused>(p, b, s, prim::pdl_attrs(p));
+  return by_word<Fused>(p, b, s, pdl, prim::pdl_attrs(pdl));
 }
 
 // ---- variant facts ----

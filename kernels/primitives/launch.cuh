@@ -27,12 +27,10 @@ struct LaunchAttrs {
   int cluster = 0;           //!< blocks per thread block cluster (x); 0: no cluster
 };
 
-//! The attributes of a family's plain launch: PDL when its problem asks
-//! (`p.pdl`, which the caller sets only where the device has PDL), nothing else.
-template <class Problem>
-inline LaunchAttrs pdl_attrs(const Problem& p) {
-  return LaunchAttrs{p.pdl, false};
-}
+//! The attributes of a family's plain launch: PDL when the launch asks
+//! (Variant::launch's `pdl`, which the caller sets only where the device has
+//! PDL; common/variant.hpp), nothing else.
+inline LaunchAttrs pdl_attrs(bool pdl) { return LaunchAttrs{pdl, false}; }
 
 //! Launches kernel<<<grid, block, smem, s>>>(args...) with `attrs`; returns the
 //! launch error (no opt-in: see launch_with_smem). Notes the launch in

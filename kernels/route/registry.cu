@@ -67,14 +67,14 @@ constexpr int kSmemWarpsPerBlock = 4;
 
 std::size_t warp_smem_per_warp(const Problem& p) { return 4 * static_cast<std::size_t>(detail::warp_smem_floats(p)); }
 
-LaunchStatus launch_warp_smem(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_warp_smem(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (empty(p)) return cudaSuccess;
   return dispatch(p, [&]<class T, Scoring S>() {
     const int words = detail::warp_smem_floats(p);
     const int warps = kSmemWarpsPerBlock;
     const unsigned grid = clamp_grid(ceil_div<std::int64_t>(p.tokens, warps));
     return prim::launch_with_smem(detail::warp_smem_kernel<T, S>, dim3(grid), dim3(32 * warps),
-                                  warp_smem_per_warp(p) * warps, s, prim::pdl_attrs(p), detail::make_args(p, b), warps,
+                                  warp_smem_per_warp(p) * warps, s, prim::pdl_attrs(pdl), detail::make_args(p, b), warps,
                                   words);
   });
 }
@@ -117,13 +117,13 @@ RegsShape regs_shape(const Problem& p) {
 }
 
 template <class T, Scoring S, int N, int kLanes>
-cudaError_t launch_regs_typed(const Problem& p, const Buffers& b, Stream s) {
+cudaError_t launch_regs_typed(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   constexpr int W = detail::kRegsWarpsPerBlock;
   const unsigned grid = clamp_grid(ceil_div<std::int64_t>(p.tokens, std::int64_t{W} * (32 / kLanes)));
   const bool lg = kLanes == 32 && lane_groups(p, N);
   const std::size_t smem = p.groups > 1 && !lg ? 4 * std::size_t(p.experts + 2 * p.groups) * W : 0;
   auto go = [&](auto kernel) {
-    return prim::launch_with_smem(kernel, dim3(grid), dim3(32 * W), smem, s, prim::pdl_attrs(p), detail::make_args(p, b));
+    return prim::launch_with_smem(kernel, dim3(grid), dim3(32 * W), smem, s, prim::pdl_attrs(pdl), detail::make_args(p, b));
   };
   if constexpr (kLanes == 32) {
     if constexpr (detail::kVectorChunk<T, N>) {
@@ -139,17 +139,17 @@ cudaError_t launch_regs_typed(const Problem& p, const Buffers& b, Stream s) {
   }
 }
 
-LaunchStatus launch_warp_regs(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_warp_regs(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (empty(p)) return cudaSuccess;
   const RegsShape rs = regs_shape(p);
   return dispatch(p, [&]<class T, Scoring S>() -> cudaError_t {
     constexpr int V = 16 / sizeof(T);
     switch (rs.lanes) {
-      case 2: return launch_regs_typed<T, S, V, 2>(p, b, s);
-      case 4: return launch_regs_typed<T, S, V, 4>(p, b, s);
-      case 8: return launch_regs_typed<T, S, V, 8>(p, b, s);
-      case 16: return launch_regs_typed<T, S, V, 16>(p, b, s);
-      default: return by_width(p.experts, 32, [&]<int N>() { return launch_regs_typed<T, S, N, 32>(p, b, s); });
+      case 2: return launch_regs_typed<T, S, V, 2>(p, b, s, pdl);
+      case 4: return launch_regs_typed<T, S, V, 4>(p, b, s, pdl);
+      case 8: return launch_regs_typed<T, S, V, 8>(p, b, s, pdl);
+      case 16: return launch_regs_typed<T, S, V, 16>(p, b, s, pdl);
+      default: return by_width(p.experts, 32, [&]<int N>() { return launch_regs_typed<T, S, N, 32>(p, b, s, pdl); });
     }
   });
 }
@@ -164,14 +164,14 @@ std::string warp_regs_limits(const DeviceCaps&) {
 }
 
 // ---- block --------------------------------------------------------------------
-LaunchStatus launch_block(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_block(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (empty(p)) return cudaSuccess;
   return dispatch(p, [&]<class T, Scoring S>() {
     return by_width(p.experts, detail::kBlockThreads, [&]<int N>() {
       const unsigned grid = clamp_grid(p.tokens);
       const std::size_t smem = detail::block_smem_bytes(p);
       auto go = [&](auto kernel) {
-        return prim::launch_with_smem(kernel, dim3(grid), dim3(detail::kBlockThreads), smem, s, prim::pdl_attrs(p),
+        return prim::launch_with_smem(kernel, dim3(grid), dim3(detail::kBlockThreads), smem, s, prim::pdl_attrs(pdl),
                                       detail::make_args(p, b));
       };
       if constexpr (detail::kVectorChunk<T, N>) {
@@ -193,27 +193,27 @@ std::string block_limits(const DeviceCaps&) {
 
 // ---- block-rank ------------------------------------------------------------------
 template <bool kAlign>
-LaunchStatus launch_rank(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_rank(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (empty(p)) return cudaSuccess;
   Problem q = p;
   if (!kAlign) q.align_block = 0;  // smem for the route part only
   return dispatch(p, [&]<class T, Scoring S>() {
     return prim::launch_with_smem(detail::block_rank_kernel<T, S, kAlign>, dim3(clamp_grid(p.tokens)),
-                                  dim3(detail::rank_threads(p)), detail::rank_smem_bytes(q), s, prim::pdl_attrs(p),
+                                  dim3(detail::rank_threads(p)), detail::rank_smem_bytes(q), s, prim::pdl_attrs(pdl),
                                   detail::make_args(p, b));
   });
 }
-LaunchStatus launch_block_rank(const Problem& p, const Buffers& b, Stream s) { return launch_rank<false>(p, b, s); }
+LaunchStatus launch_block_rank(const Problem& p, const Buffers& b, Stream s, bool pdl) { return launch_rank<false>(p, b, s, pdl); }
 
 // block-rank-align: T = 0 still owes align's outputs (nothing routed).
-LaunchStatus launch_block_rank_align(const Problem& p, const Buffers& b, Stream s) {
+LaunchStatus launch_block_rank_align(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (p.tokens == 0) {
     cudaError_t e = cudaMemsetAsync(b.num_tokens_post_pad, 0, 4, s);
     if (e == cudaSuccess && p.align_rows > 0) e = cudaMemsetAsync(b.sorted_token_ids, 0, 4 * p.align_rows, s);
     if (e == cudaSuccess && p.align_blocks > 0) e = cudaMemsetAsync(b.expert_ids, 0xff, 4 * p.align_blocks, s);
     return e;
   }
-  return launch_rank<true>(p, b, s);
+  return launch_rank<true>(p, b, s, pdl);
 }
 
 const char* block_rank_na(const Problem& p, const DeviceCaps&);

@@ -32,7 +32,6 @@ struct Problem {
   bool renormalize = false;
   float scaling = 1.0f;          // routed scaling factor
   DType dtype = DType::f32;      // logits dtype
-  bool pdl = false;              // launch with programmatic dependent launch (sm_90+)
   // --then-align: align's block size and output lengths (align::make_problem
   // of T*K slots and E experts), for the variants that fuse align; 0 = none.
   std::int32_t align_block = 0;

@@ -13,8 +13,9 @@ align::Problem plan_then_align(Problem& p, std::int32_t block_size) {
 }
 
 LaunchStatus launch_then_align(const Variant& v, const Problem& p, const align::Variant* av,
-                               const align::Problem& ap, const Buffers& b, void* align_workspace, Stream stream) {
-  const LaunchStatus e = v.launch(p, b, stream);
+                               const align::Problem& ap, const Buffers& b, void* align_workspace, Stream stream,
+                               bool pdl) {
+  const LaunchStatus e = v.launch(p, b, stream, pdl);
   if (e != 0 || fuses_align(v)) return e;
   constexpr LaunchStatus kInvalidValue = 1;  // cudaErrorInvalidValue: no align variant given
   if (av == nullptr) return kInvalidValue;
@@ -24,9 +25,7 @@ LaunchStatus launch_then_align(const Variant& v, const Problem& p, const align::
   ab.expert_ids = b.expert_ids;
   ab.num_tokens_post_pad = b.num_tokens_post_pad;
   ab.workspace = align_workspace;
-  align::Problem run = ap;
-  run.pdl = p.pdl;
-  return av->launch(run, ab, stream);
+  return av->launch(ap, ab, stream, pdl);
 }
 
 }  // namespace moekit::route

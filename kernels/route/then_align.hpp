@@ -22,12 +22,13 @@ align::Problem plan_then_align(Problem& p, std::int32_t block_size);
 // align variant `av` on `ap` (plan_then_align's) with route's ids as its
 // input, b's align outputs as its outputs and `align_workspace` as its
 // workspace (av->workspace_bytes(ap, caps) bytes, zeroed once where av says
-// so); b.workspace is route's own. align launches with p.pdl (ap.pdl is not
-// read). av may be nullptr only when v fuses align: the caller picks it
-// (align::registry().pick_auto(ap), or a named one). Returns the first CUDA
-// error of the launches (0: all were issued); capturable like a variant's
-// launch.
+// so); b.workspace is route's own. Both launch with `pdl` (as
+// Variant::launch). av may be nullptr only when v fuses align: the caller
+// picks it (align::registry().pick_auto(ap, pdl), or a named one). Returns the
+// first CUDA error of the launches (0: all were issued); capturable like a
+// variant's launch.
 LaunchStatus launch_then_align(const Variant& v, const Problem& p, const align::Variant* av,
-                               const align::Problem& ap, const Buffers& b, void* align_workspace, Stream stream);
+                               const align::Problem& ap, const Buffers& b, void* align_workspace, Stream stream,
+                               bool pdl);
 
 }  // namespace moekit::route

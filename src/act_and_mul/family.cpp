@@ -55,19 +55,15 @@ class ActJob final : public ProblemJob<act::Problem> {
   }
   void adopt_reference() override { out_ = ref_; }
 
-  // p_.pdl is already set (ProblemJob::resolve): auto takes the -pdl variants only with PDL.
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    auto rv = var_.resolve("act-and-mul", requested, p_, caps, act::registry());
-    // spread-pdl and flat-pdl launch with PDL whatever --pdl says (where the device has it).
-    pdl_ = caps.pdl && act::launches_with_pdl(*var_.v, p_);
-    return rv;
+  // auto takes the -pdl variants only with pdl.
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    return var_.resolve("act-and-mul", requested, p_, caps, pdl, act::registry());
   }
-  std::string_view pdl() const override { return pdl_name(pdl_); }
   std::size_t input_bytes() const override { return in_.data.size(); }
   void upload(int copies) override {
     d_.emplace(p_, in_.data, var_.workspace_need(p_), SetOptions::run(copies));
   }
-  LaunchStatus launch(Stream s, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s); }
+  LaunchStatus launch(Stream s, bool pdl, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s, pdl); }
   void download() override { (void)d_->download(out_.data.data()); }  // no guards in a run's set: always ""
   double bytes_moved() const override { return act::bytes_moved(p_); }
   CheckResult check(bool) override { return act::check(p_, ref_.data.data(), out_.data.data()); }
@@ -82,7 +78,6 @@ class ActJob final : public ProblemJob<act::Problem> {
 
  private:
   npy::Array in_, out_, ref_;
-  bool pdl_ = false;  // what the resolved variant's launches do
   ResolvedVariant<act::Variant> var_;
   std::optional<act::DeviceBuffers> d_;
 };

@@ -73,16 +73,18 @@ class AlignJob final : public ProblemJob<align::Problem> {
 
   // The variant is picked and checked on the problem it runs (align::variant_problem:
   // E + 1 groups with the bucket, the global experts and no map with vllm semantics).
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
     caps_ = &caps;
-    return var_.resolve("align", requested, align::variant_problem(p_), caps, align::registry());
+    return var_.resolve("align", requested, align::variant_problem(p_), caps, pdl, align::registry());
   }
   std::size_t input_bytes() const override { return ids_.data.size(); }
   void upload(int copies) override {
     d_.emplace(p_, align::HostInputs{ids_.data, map_}, align::workspace_need(*var_.v, p_, *caps_),
                SetOptions::run(copies));
   }
-  LaunchStatus launch(Stream s, int copy) override { return align::launch_ep(*var_.v, p_, d_->buffers(copy), s); }
+  LaunchStatus launch(Stream s, bool pdl, int copy) override {
+    return align::launch_ep(*var_.v, p_, d_->buffers(copy), s, pdl);
+  }
   void download() override { (void)d_->download(got_); }  // no guards in a run's set: always ""
   double bytes_moved() const override { return align::bytes_moved(p_); }
   CheckResult check(bool exact_order) override { return align::check(p_, ref_, got_, exact_order); }

@@ -56,14 +56,14 @@ class CombineJob final : public ProblemJob<combine::Problem> {
     combine::reference(p_, x_.data.data(), inv_.data(), w_.data(), ref_.data.data());
   }
   void adopt_reference() override { out_ = ref_; }
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    return var_.resolve("combine", requested, p_, caps, combine::registry());
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    return var_.resolve("combine", requested, p_, caps, pdl, combine::registry());
   }
   std::size_t input_bytes() const override { return x_.data.size(); }
   void upload(int copies) override {
     d_.emplace(p_, combine::HostInputs{x_.data, inv_, w_}, var_.workspace_need(p_), SetOptions::run(copies));
   }
-  LaunchStatus launch(Stream s, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s); }
+  LaunchStatus launch(Stream s, bool pdl, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s, pdl); }
   void download() override { (void)d_->download(out_.data.data()); }  // no guard zones: nothing to report
   double bytes_moved() const override { return combine::bytes_moved(p_, inv_); }
   CheckResult check(bool exact) override {

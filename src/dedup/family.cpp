@@ -43,8 +43,8 @@ class DedupJob final : public ProblemJob<dedup::Problem> {
   void reference() override { ref_ = dedup::reference(p_, in_.as<std::int32_t>()); }
   void adopt_reference() override { got_ = ref_; }
 
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    return var_.resolve("dedup", requested, p_, caps, dedup::registry());
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    return var_.resolve("dedup", requested, p_, caps, pdl, dedup::registry());
   }
   std::size_t input_bytes() const override { return in_.data.size(); }
   void upload(int copies) override {
@@ -52,7 +52,7 @@ class DedupJob final : public ProblemJob<dedup::Problem> {
     d_.emplace(p_, std::span<const std::int32_t>(in.data(), in.size()), var_.workspace_need(p_),
                SetOptions::run(copies));
   }
-  LaunchStatus launch(Stream s, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s); }
+  LaunchStatus launch(Stream s, bool pdl, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s, pdl); }
   void download() override { (void)d_->download(got_); }  // no guards in a run's set: always ""
   double bytes_moved() const override { return dedup::bytes_moved(p_); }
   CheckResult check(bool) override { return dedup::check(p_, ref_, got_); }

@@ -82,16 +82,16 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
   void reference() override { ref_ = moe_path::reference(p_, in_); }
   void adopt_reference() override { got_ = ref_; }
 
-  // p_.pdl (already set by ProblemJob::resolve) applies to every stage (moe_path::Problem::pdl).
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    auto rv = var_.resolve("moe-path", requested, p_, caps, moe_path::registry());
+  // pdl goes to every stage (moe_path::launch_stage).
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    auto rv = var_.resolve("moe-path", requested, p_, caps, pdl, moe_path::registry());
     if (caps.present()) {
       std::string picks;
       for (moe_path::Stage s : moe_path::stages(p_)) {
         picks += fmt::format("{}{} {}", picks.empty() ? "" : ", ", moe_path::stage_name(s),
                              moe_path::stage_variant(p_, s, caps));
         if (s == moe_path::Stage::permute)
-          picks += fmt::format(" (align {})", align::registry().pick_auto(p_.permute.align, caps).info.name);
+          picks += fmt::format(" (align {})", align::registry().pick_auto(p_.permute.align, caps, pdl).info.name);
       }
       report_->notes.push_back("stages: " + picks);
     }
@@ -105,13 +105,15 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
                var_.workspace_need(p_), SetOptions::run(copies));
   }
 
-  LaunchStatus launch(Stream s, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s); }
+  LaunchStatus launch(Stream s, bool pdl, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s, pdl); }
 
   std::vector<Stage> stages() override {
     std::vector<Stage> v;
     for (moe_path::Stage st : moe_path::stages(p_))
       v.push_back({std::string(moe_path::stage_name(st)),
-                   [this, st](Stream s, int copy) { return moe_path::launch_stage(p_, d_->buffers(copy), st, s); }});
+                   [this, st](Stream s, bool pdl, int copy) {
+                     return moe_path::launch_stage(p_, d_->buffers(copy), st, s, pdl);
+                   }});
     return v;
   }
 

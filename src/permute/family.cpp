@@ -42,8 +42,8 @@ class PermuteJob final : public ProblemJob<permute::Problem> {
 
   void reference() override { ref_ = permute::reference(p_, hidden_.data.data(), wide_, map_); }
   void adopt_reference() override { got_ = ref_; }
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    return var_.resolve("permute", requested, p_, caps, permute::registry());
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    return var_.resolve("permute", requested, p_, caps, pdl, permute::registry());
   }
   std::size_t input_bytes() const override { return hidden_.data.size() + ids_.data.size(); }
   void upload(int copies) override {
@@ -51,7 +51,7 @@ class PermuteJob final : public ProblemJob<permute::Problem> {
     d_.emplace(p_, permute::HostInputs{hidden_.data, {ids.data(), ids.size()}, map_}, var_.workspace_need(p_),
                SetOptions::run(copies));
   }
-  LaunchStatus launch(Stream s, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s); }
+  LaunchStatus launch(Stream s, bool pdl, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s, pdl); }
   void download() override { (void)d_->download(got_); }  // a count out of range: check() names it
   double bytes_moved() const override { return permute::bytes_moved(p_); }
   CheckResult check(bool) override { return permute::check(p_, hidden_.data.data(), wide_, ref_, got_, map_); }

@@ -66,17 +66,19 @@ class RouteJob final : public ProblemJob<route::Problem> {
     if (then_align_) aligned_ = align_reference(got_.ids);
   }
 
-  std::pair<std::string, bool> pick_variant(const std::string& requested, const DeviceCaps& caps) override {
-    auto rv = var_.resolve("route", requested, p_, caps, route::registry());
+  // --then-align: align's launches get the same pdl (launch_then_align).
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    Resolved rv = var_.resolve("route", requested, p_, caps, pdl, route::registry());
     if (then_align_ && route::fuses_align(*var_.v)) {
       align_exact_ = false;  // slots inside an expert in atomic order
       if (align_variant_ != "auto")
-        report_->notes.push_back(fmt::format("{} runs align itself: --align-variant {} not used", rv.first,
+        report_->notes.push_back(fmt::format("{} runs align itself: --align-variant {} not used", rv.name,
                                              printable(align_variant_)));
     } else if (then_align_) {
-      const auto [an, exact] = avar_.resolve("align", align_variant_, ap_, caps, align::registry());
-      align_exact_ = exact;
-      rv.first += "+" + an;
+      const Resolved ar = avar_.resolve("align", align_variant_, ap_, caps, pdl, align::registry());
+      align_exact_ = ar.exact_order;
+      rv.name += "+" + ar.name;
+      rv.pdl = rv.pdl || ar.pdl;
     }
     return rv;
   }
@@ -87,10 +89,10 @@ class RouteJob final : public ProblemJob<route::Problem> {
     d_.emplace(p_, route::HostInputs{logits_.data, bias_}, var_.workspace_need(p_),
                SetOptions::run(copies), align_ws);
   }
-  LaunchStatus launch(Stream s, int copy) override {
+  LaunchStatus launch(Stream s, bool pdl, int copy) override {
     const route::Buffers b = d_->buffers(copy);
-    if (!then_align_) return var_.v->launch(p_, b, s);
-    return route::launch_then_align(*var_.v, p_, avar_.v, ap_, b, d_->align_buffers().workspace, s);
+    if (!then_align_) return var_.v->launch(p_, b, s, pdl);
+    return route::launch_then_align(*var_.v, p_, avar_.v, ap_, b, d_->align_buffers().workspace, s, pdl);
   }
   // No guards in a run's set: always "".
   void download() override { (void)d_->download(got_, then_align_ ? &aligned_ : nullptr); }

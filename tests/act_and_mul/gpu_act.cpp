@@ -284,21 +284,21 @@ struct Totals {
 // Launches variant v on d (h's data uploaded `in_offset` elements off, the
 // output `out_offset` elements off, between guard zones) with a workspace of
 // its own, and verifies the result: one assertion. With `pdl` (where the
-// device has it) the problem asks for programmatic dependent launch and v
-// runs twice back to back, the second launch overlapping the first one's tail.
+// device has it) v launches with programmatic dependent launch, twice back to
+// back, the second launch overlapping the first one's tail.
 void run_case(const act::Variant& v, const HostInput& h, Activation a, act::DeviceBuffers& d, std::int64_t in_offset,
               std::int64_t out_offset, const std::vector<std::int64_t>& rows, const unsigned char* ref_rows,
               Totals& tot, bool pdl = false) {
   Problem p = h.p;
   p.act = a;
-  p.pdl = pdl && device_caps().pdl;
+  pdl = pdl && device_caps().pdl;
   d.poison();
   const DeviceCaps& caps = device_caps();
   const WorkspaceNeed need = WorkspaceNeed::of(v, p, caps);
   const bool zeroed = need.zeroed;
   d.replace_workspace(need);  // 0xCD garbage, or zeroed
   const act::Buffers b = d.buffers(0);
-  std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr); }, p.pdl ? 2 : 1);
+  std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1);
   if (why.empty()) {
     std::vector<unsigned char> got(act::out_bytes(p));
     const std::string guard = d.download(got.data());
@@ -321,7 +321,7 @@ void run_case(const act::Variant& v, const HostInput& h, Activation a, act::Devi
   test::expect_ok(std::string(v.info.name) + " " + name(a) + " " + name(p.dtype) + " tokens=" +
                       std::to_string(p.tokens) + " d=" + std::to_string(p.d) + " in+" + std::to_string(in_offset) +
                       " out+" + std::to_string(out_offset) + " seed=" + std::to_string(h.seed) +
-                      (p.pdl ? " pdl (twice back to back)" : ""),
+                      (pdl ? " pdl (twice back to back)" : ""),
                   why);
 }
 
@@ -344,7 +344,7 @@ TEST_CASE("registry: names, lookup, auto") {
     for (std::int64_t d : kDs)
       for (DType dt : kDtypes) {
         Problem p{t, d, dt, Activation::silu};
-        const act::Variant& v = act::registry().pick_auto(p);
+        const act::Variant& v = act::registry().pick_auto(p, false);
         CHECK(act::registry().find(v.info.name) == &v);
         CHECK(v.not_applicable(p, device_caps()) == nullptr);
       }

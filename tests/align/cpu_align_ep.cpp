@@ -83,8 +83,8 @@ TEST_CASE("launch_ep's answers are the variant's on the problem it runs") {
     CHECK(align::ep_workspace_bytes(v, z, caps) == v.workspace_bytes(align::variant_problem(z), caps));
   // auto picks for the problem it runs: a pick on E + 1 experts.
   const align::Problem big = align::make_problem(1 << 20, 1023, 128, false, 0, false, Invalid::bucket);
-  CHECK(align::registry().pick_auto(align::variant_problem(big), caps).info.name ==
-        align::registry().pick_auto(align::make_problem(1 << 20, 1024, 128, false, 0, false), caps).info.name);
+  CHECK(align::registry().pick_auto(align::variant_problem(big), caps, true).info.name ==
+        align::registry().pick_auto(align::make_problem(1 << 20, 1024, 128, false, 0, false), caps, true).info.name);
 }
 
 TEST_CASE("the names of the modes: one spelling, both ways") {

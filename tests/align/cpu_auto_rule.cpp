@@ -126,8 +126,11 @@ TEST_CASE("align auto: the picks of hand-listed cells from docs/align.md") {
     CAPTURE(c.E);
     CAPTURE(c.B);
     CAPTURE(c.i64);
-    CHECK(align::registry().pick_auto(p, kSm90).info.name == std::string_view(c.sm90));
-    CHECK(align::registry().pick_auto(p, kSm80).info.name == std::string_view(c.sm80));
+    for (bool pdl : {false, true}) {  // the same picks for launches with and without PDL
+      CAPTURE(pdl);
+      CHECK(align::registry().pick_auto(p, kSm90, pdl).info.name == std::string_view(c.sm90));
+      CHECK(align::registry().pick_auto(p, kSm80, pdl).info.name == std::string_view(c.sm80));
+    }
   }
 }
 
@@ -136,8 +139,17 @@ TEST_CASE("align auto: on sm_90 the table picks what the hand-written rule picks
     CAPTURE(p.numel);
     CAPTURE(p.num_experts);
     CAPTURE(p.ids_int64);
-    CHECK(align::registry().pick_auto(p, kSm90).info.name == legacy_sm90(p, kSm90));
+    CHECK(align::registry().pick_auto(p, kSm90, true).info.name == legacy_sm90(p, kSm90));
   }
+}
+
+// align's `auto` variant and the families that run align's pick ask for it
+// without a pdl (a workspace size has none): that holds only while no row
+// depends on PDL.
+TEST_CASE("align auto: no row depends on PDL") {
+  CHECK_FALSE(align::registry().auto_reads_pdl());
+  for (const align::Problem& p : grid())
+    CHECK(align::registry().pick_auto(p, kSm90, false).info.name == align::registry().pick_auto(p, kSm90, true).info.name);
 }
 
 TEST_CASE("align auto: the rule's text names every row, and every row a variant") {

@@ -11,7 +11,7 @@
 // workspace zero get it zeroed and must leave it zero after every run). Every
 // variant runs twice per case: once without programmatic dependent launch,
 // then (where the device has PDL) launched twice back to back with
-// Problem::pdl, so the second launch overlaps the first one's tail. Variants that promise stable order (and `auto`
+// pdl, so the second launch overlaps the first one's tail. Variants that promise stable order (and `auto`
 // when it picks one) must match the reference bit for bit. Every (variant,
 // case, run) is one assertion whose failure names the variant, the shape,
 // the id dtype and the seed; each test case ends with a one-line summary.
@@ -218,12 +218,11 @@ void run_case(const Case& c, Stats& st) {
     d.replace_workspace(need);
     const Buffers b = d.buffers(0);
     // The registry's promise: stable order means bit for bit (and `auto` when it picks such a variant).
-    const bool exact = v.stable_order || (name == "auto" && registry().pick_auto(vp).stable_order);
+    const bool exact = v.stable_order || (name == "auto" && registry().pick_auto(vp, false).stable_order);
     for (int rep = 0; rep < 2; ++rep) {
       d.poison();
-      Problem pr = p;
-      pr.pdl = rep == 1 && caps.pdl;
-      std::string why = test::launch_and_sync([&] { return launch_ep(v, pr, b, nullptr); }, pr.pdl ? 2 : 1);
+      const bool pdl = rep == 1 && caps.pdl;
+      std::string why = test::launch_and_sync([&] { return launch_ep(v, p, b, nullptr, pdl); }, pdl ? 2 : 1);
       ++st.runs;
       if (exact) ++st.exact;
       if (why.empty()) {
@@ -237,7 +236,7 @@ void run_case(const Case& c, Stats& st) {
           if (!r.ok) why = r.first_difference;
         }
       }
-      expect_ok(what + " run " + std::to_string(rep) + (pr.pdl ? " (pdl, twice back to back)" : ""), why);
+      expect_ok(what + " run " + std::to_string(rep) + (pdl ? " (pdl, twice back to back)" : ""), why);
       if (!why.empty()) {
         ++st.failed;
         break;

@@ -6,7 +6,9 @@
 #include <set>
 #include <string>
 
+#include "common/auto_rule.hpp"
 #include "common/problem_error.hpp"
+#include "common/registry.hpp"
 #include "driver.hpp"
 #include "errors.hpp"
 #include "planned.hpp"
@@ -67,4 +69,78 @@ TEST_CASE("report renderings carry the stable fields") {
   std::string x = render_report(r, Format::text);
   CHECK(x.find("FAIL: batch 3, column 7") != std::string::npos);
   CHECK(x.find("median 2.00 us") != std::string::npos);
+}
+
+// ---- programmatic dependent launch: decided once per run, handed to every launch ----
+
+TEST_CASE("the run's one PDL decision: --pdl on and a device with PDL") {
+  CommonOpts on, off;
+  off.pdl = "off";
+  CHECK(on.pdl == "on");  // the default, as serving engines run
+  DeviceCaps sm90, sm80;
+  sm90.ordinal = sm80.ordinal = 0;
+  sm90.cc_major = 9;
+  sm90.pdl = true;
+  sm80.cc_major = 8;
+  CHECK(launch_pdl(on, sm90));
+  CHECK_FALSE(launch_pdl(on, sm80));
+  CHECK_FALSE(launch_pdl(off, sm90));
+  CHECK_FALSE(launch_pdl(off, sm80));
+  CHECK_FALSE(launch_pdl(on, DeviceCaps{}));  // no device
+}
+
+namespace {
+
+// A registry of two variants: "plain" launches as asked, "always" with PDL
+// whatever it is asked (Variant::always_pdl); auto takes "always" only for
+// launches with PDL (a pdl_only row), else "plain".
+struct FakeProblem {};
+struct FakeBuffers {};
+using FakeVariant = Variant<FakeProblem, FakeBuffers>;
+std::string any_limits(const DeviceCaps&) { return "any"; }
+const char* applies(const FakeProblem&, const DeviceCaps&) { return nullptr; }
+std::size_t no_ws(const FakeProblem&, const DeviceCaps&) { return 0; }
+LaunchStatus no_launch(const FakeProblem&, const FakeBuffers&, Stream, bool) { return 0; }
+const FakeVariant kFake[] = {
+    {{"plain", "launches as asked", ""}, true, any_limits, applies, no_ws, no_launch},
+    {{"always", "launches with PDL whatever it is asked", ""}, false, any_limits, applies, no_ws, no_launch, nullptr, true},
+};
+const AutoRow<FakeProblem> kFakeRows[] = {
+    {"always", "PDL", nullptr, /*pdl_only=*/true},
+    {"plain", "", nullptr},
+};
+const Registry<FakeProblem, FakeBuffers> kFakeRegistry{kFake, kFakeRows};
+
+}  // namespace
+
+TEST_CASE("PDL in a resolve: auto's pdl_only rows hold only with pdl; the report's pdl is what the launches do") {
+  DeviceCaps sm90, sm80;
+  sm90.ordinal = sm80.ordinal = 0;
+  sm90.cc_major = 9;
+  sm90.pdl = true;
+  sm80.cc_major = 8;
+  CHECK(kFakeRegistry.auto_reads_pdl());
+  // {requested, caps, pdl} -> {name, exact order, report's pdl}, by hand.
+  struct Case {
+    const char* requested;
+    const DeviceCaps* caps;
+    bool pdl;
+    const char* name;
+    bool exact, report_pdl;
+  };
+  const Case cases[] = {
+      {"auto", &sm90, true, "always", false, true},    {"auto", &sm90, false, "plain", true, false},
+      {"auto", &sm80, false, "plain", true, false},    {"plain", &sm90, true, "plain", true, true},
+      {"plain", &sm90, false, "plain", true, false},   {"always", &sm90, false, "always", false, true},
+      {"always", &sm90, true, "always", false, true},  {"always", &sm80, false, "always", false, false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.requested);
+    CAPTURE(c.pdl);
+    ResolvedVariant<FakeVariant> rv;
+    const Resolved r = rv.resolve("fake", c.requested, FakeProblem{}, *c.caps, c.pdl, kFakeRegistry);
+    CHECK(r.name == c.name);
+    CHECK(r.exact_order == c.exact);
+    CHECK(r.pdl == c.report_pdl);
+  }
 }

@@ -69,19 +69,18 @@ TEST_CASE("combine: every variant against the reference") {
           combine::reference(p, x.data(), inv.data(), w.data(), ref.data());
           const std::size_t misalign = (seed & 2) ? es : 0;  // element-aligned, off 16 bytes: the scalar path
           // Each variant once without PDL, and once (where the device has it)
-          // with Problem::pdl, launched twice back to back so that the second
+          // with pdl, launched twice back to back so that the second
           // launch overlaps the first one's tail.
           for (const combine::Variant& v : combine::registry().variants())
-            for (bool pdl : {false, true}) {
+            for (bool ask_pdl : {false, true}) {
             if (v.not_applicable(p, device_caps()) != nullptr) continue;
-            combine::Problem pp = p;
-            pp.pdl = pdl && device_caps().pdl;
-            if (pdl && !pp.pdl) continue;  // no PDL here: the first run covered it
+            const bool pdl = ask_pdl && device_caps().pdl;
+            if (ask_pdl && !pdl) continue;  // no PDL here: the first run covered it
             // Outputs poisoned between guard zones, rows `misalign` bytes off, a garbage workspace.
             combine::DeviceBuffers d(p, {std::as_bytes(std::span(x)), inv, w},
                                      WorkspaceNeed::of(v, p, device_caps()), SetOptions::checked(misalign));
             const combine::Buffers b = d.buffers(0);
-            std::string why = test::launch_and_sync([&] { return v.launch(pp, b, nullptr); }, pp.pdl ? 2 : 1);
+            std::string why = test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1);
             if (why.empty()) {
               std::vector<unsigned char> got(ref.size());
               why = d.download(got.data());
@@ -94,7 +93,7 @@ TEST_CASE("combine: every variant against the reference") {
             test::expect_ok("variant " + std::string(v.info.name) + " T=" + std::to_string(T) + " K=" +
                                 std::to_string(K) + " H=" + std::to_string(H) + " dtype " +
                                 std::to_string(int(dt)) + " misalign " + std::to_string(misalign) + " seed " +
-                                std::to_string(seed) + (pp.pdl ? " pdl (twice back to back)" : ""),
+                                std::to_string(seed) + (pdl ? " pdl (twice back to back)" : ""),
                             why);
             ++runs;
             }

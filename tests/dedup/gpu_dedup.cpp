@@ -169,12 +169,12 @@ std::string describe(const Case& c, const dd::Variant& v, const std::string& ext
 
 // Runs `v` on the case (input at element offset in_off, output at out_off
 // between poisoned guard zones) and compares with `ref`: one assertion. With
-// `pdl` (where the device has it) the problem asks for programmatic dependent
-// launch and v runs twice back to back, the second overlapping the first.
+// `pdl` (where the device has it) v launches with programmatic dependent
+// launch, twice back to back, the second overlapping the first.
 void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, int out_off = 0, bool pdl = false) {
   const moekit::DeviceCaps& caps = moekit::device_caps();
-  dd::Problem p = c.p;
-  p.pdl = pdl && caps.pdl;
+  const dd::Problem& p = c.p;
+  pdl = pdl && caps.pdl;
   if (v.not_applicable(c.p, caps) != nullptr) {
     ++g_tally.skipped;
     return;
@@ -187,7 +187,7 @@ void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, 
   const bool zeroed = need.zeroed;
   const dd::DeviceBuffers d(c.p, c.in, need, o);
   const dd::Buffers b = d.buffers(0);
-  std::string why = moekit::test::launch_and_sync([&] { return v.launch(p, b, nullptr); }, p.pdl ? 2 : 1);
+  std::string why = moekit::test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1);
   if (why.empty()) {
     V got;
     if (std::string g = d.download(got); !g.empty()) {
@@ -202,7 +202,7 @@ void run_one(const dd::Variant& v, const Case& c, const V& ref, int in_off = 0, 
   const std::string extra = (in_off || out_off ? " (offset in " + std::to_string(in_off) + " out " +
                                                      std::to_string(out_off) + ")"
                                                : std::string()) +
-                            (p.pdl ? " pdl (twice back to back)" : "");
+                            (pdl ? " pdl (twice back to back)" : "");
   moekit::test::expect_ok(describe(c, v, extra), why);
   ++(why.empty() ? g_tally.passed : g_tally.failed);
 }
@@ -212,7 +212,7 @@ void run_all(const Case& c) {
   const V ref = dd::reference(c.p, c.in);
   for (const dd::Variant& v : dd::registry().variants())
     for (bool pdl : {false, true}) run_one(v, c, ref, 0, 0, pdl);
-  const dd::Variant& a = dd::registry().pick_auto(c.p);
+  const dd::Variant& a = dd::registry().pick_auto(c.p, false);
   CHECK_MESSAGE(a.not_applicable(c.p, moekit::device_caps()) == nullptr, "auto picked an inapplicable variant");
 }
 
@@ -234,7 +234,7 @@ TEST_SUITE("gpu") {
     const moekit::DeviceCaps& caps = moekit::device_caps();
     CHECK(dd::registry().find("general")->not_applicable(big, caps) == nullptr);
     CHECK(dd::registry().find("bitmask")->not_applicable(big, caps) != nullptr);
-    CHECK(std::string(dd::registry().pick_auto(big).info.name) == "general");
+    CHECK(std::string(dd::registry().pick_auto(big, false).info.name) == "general");
     CHECK(!dd::registry().auto_rule().empty());
   }
 
@@ -309,7 +309,7 @@ TEST_SUITE("gpu") {
       const Case c = make_case(s[0], s[1], s[2], pat, seed++);
       const V ref = dd::reference(c.p, c.in);
       run_one(*dd::registry().find("general"), c, ref);
-      run_one(dd::registry().pick_auto(c.p), c, ref);
+      run_one(dd::registry().pick_auto(c.p, false), c, ref);
     }
   }
 

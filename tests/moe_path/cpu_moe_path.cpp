@@ -13,6 +13,7 @@
 
 #include "combine/reference.hpp"
 #include "half.hpp"
+#include "moe_path/moe_path.hpp"
 #include "moe_path/reference.hpp"
 
 using namespace moekit;
@@ -241,6 +242,16 @@ TEST_CASE("moe-path identity check: 1 ULP passes, 2 fail (bf16); 1e-5 relative (
   CHECK(moe_path::check_identity(p, fb(xf), w.data(), fb(of)).ok);
   of[3] *= 1.0001f;
   CHECK_FALSE(moe_path::check_identity(p, fb(xf), w.data(), fb(of)).ok);
+}
+
+// The stages' picks size the path's workspace, which has no pdl (the
+// Variant contract), and the same picks launch: that holds only while no
+// stage family's auto row depends on PDL.
+TEST_CASE("moe-path stages: no auto row of route, permute (align) or combine depends on PDL") {
+  CHECK_FALSE(route::registry().auto_reads_pdl());
+  CHECK_FALSE(permute::registry().auto_reads_pdl());
+  CHECK_FALSE(align::registry().auto_reads_pdl());
+  CHECK_FALSE(combine::registry().auto_reads_pdl());
 }
 
 TEST_CASE("moe-path make_problem: route's and align's limits refuse") {

@@ -116,14 +116,15 @@ std::string check_after(const moe_path::Problem& p, const Host& h, moe_path::Dev
   return rep.result.ok ? std::string() : rep.result.first_difference;
 }
 
-std::string run_case(const moe_path::Variant& v, const moe_path::Problem& p, const Host& h) {
+// Every launch below with PDL when `pdl` (every stage).
+std::string run_case(const moe_path::Variant& v, const moe_path::Problem& p, const Host& h, bool pdl) {
   const DeviceCaps& caps = device_caps();
   if (v.not_applicable(p, caps) != nullptr) return {};
   const moe_path::Outputs ref = moe_path::reference(p, inputs(h));
   moe_path::DeviceBuffers d = upload(p, h, v);
   const moe_path::Buffers b = d.buffers(0);
   // 1. the variant's launch (with PDL twice back to back: the second overlaps the first's tail)
-  std::string why = check_after(p, h, d, ref, [&] { return v.launch(p, b, nullptr); }, p.pdl ? 2 : 1);
+  std::string why = check_after(p, h, d, ref, [&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1);
   if (!why.empty()) return "launch: " + why;
   // 2. captured into a graph and replayed (what the CLI times)
   why = check_after(p, h, d, ref, [&] {
@@ -134,7 +135,7 @@ std::string run_case(const moe_path::Variant& v, const moe_path::Problem& p, con
     t.launches_per_graph = 2;
     (void)time_launches(
         [&](Stream s, int) {
-          const int e = v.launch(p, b, s);
+          const int e = v.launch(p, b, s, pdl);
           if (first == 0) first = e;
         },
         1, t);
@@ -144,7 +145,7 @@ std::string run_case(const moe_path::Variant& v, const moe_path::Problem& p, con
   // 3. stage by stage
   why = check_after(p, h, d, ref, [&] {
     for (moe_path::Stage s : moe_path::stages(p))
-      if (const int e = moe_path::launch_stage(p, b, s, nullptr); e != 0) return e;
+      if (const int e = moe_path::launch_stage(p, b, s, nullptr, pdl); e != 0) return e;
     return 0;
   });
   if (!why.empty()) return "stage by stage: " + why;
@@ -179,14 +180,14 @@ TEST_CASE("moe-path: every variant against the path's checker, launched, replaye
           const int B = (seed & 2) ? 16 : 64;
           const float S = (seed & 4) ? 2.5f : 1.0f;
           moe_path::Problem p = moe_path::make_problem(T, r.K, r.E, H, dt, layout, B, S, r.routed ? &router : nullptr);
-          p.pdl = caps.pdl && (seed & 1);  // every stage with PDL, every other case
+          const bool pdl = caps.pdl && (seed & 1);  // every stage with PDL, every other case
           for (const moe_path::Variant& v : moe_path::registry().variants()) {
             const std::string what =
                 "variant " + std::string(v.info.name) + ", " + r.name + " T=" + std::to_string(T) + " H=" +
                 std::to_string(H) + " dtype " + std::to_string(int(dt)) + ", " +
                 (layout == Layout::padded ? "padded B=" + std::to_string(B) : std::string("compact")) + ", S " +
-                std::to_string(S) + (p.pdl ? ", PDL" : "") + ", seed " + std::to_string(seed);
-            test::expect_ok(what, run_case(v, p, h));
+                std::to_string(S) + (pdl ? ", PDL" : "") + ", seed " + std::to_string(seed);
+            test::expect_ok(what, run_case(v, p, h, pdl));
             ++runs;
           }
         }

@@ -37,20 +37,20 @@ const Shape kShapes[] = {{1, 1}, {8, 2}, {64, 6}, {256, 8}, {4096, 8}};
 const std::int64_t kTokens[] = {0, 1, 3, 77, 1000, 5000};
 const std::int64_t kHidden[] = {1, 7, 132, 264, 1030, 7168};
 
-// With `pdl` (where the device has it) the problem asks for programmatic
-// dependent launch and v runs twice back to back, the second launch
-// overlapping the first one's tail.
+// With `pdl` (where the device has it) v launches with programmatic
+// dependent launch, twice back to back, the second launch overlapping the
+// first one's tail.
 std::string run_case(const permute::Variant& v, permute::Problem p, const std::vector<std::byte>& hidden,
                      const std::vector<std::int64_t>& ids, std::size_t misalign,
                      const std::vector<std::int32_t>& map = {}, bool pdl = false) {
   const DeviceCaps& caps = device_caps();
-  p.pdl = pdl && caps.pdl;
+  pdl = pdl && caps.pdl;
   if (v.not_applicable(p, caps) != nullptr) return {};
   std::vector<std::int32_t> ids32(ids.begin(), ids.end());  // the ids fit int32 (the CLI maps others to -1)
   // Outputs poisoned between guard zones, hidden rows `misalign` bytes off, a garbage workspace.
   permute::DeviceBuffers d(p, {hidden, ids32, map}, WorkspaceNeed::of(v, p, caps), SetOptions::checked(misalign));
   const permute::Buffers b = d.buffers(0);
-  if (std::string e = test::launch_and_sync([&] { return v.launch(p, b, nullptr); }, p.pdl ? 2 : 1); !e.empty())
+  if (std::string e = test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1); !e.empty())
     return e;
   permute::Outputs got;
   if (std::string e = d.download(got); !e.empty()) return e;

@@ -30,8 +30,9 @@ TEST_CASE("route auto: block-rank while latency-bound, warp-regs up to E = 512 a
           const bool small = T <= 2 * 132;
           const bool rank = small && E >= 64 && E <= 512 && K >= 2 && K <= 32;
           const bool regs = E <= 512 && K <= 32;
-          CHECK(route::registry().pick_auto(p, sm90).info.name ==
-                (rank ? "block-rank" : regs ? "warp-regs" : small ? "block" : "warp-smem"));
+          for (bool pdl : {false, true})  // the same picks with and without PDL
+            CHECK(route::registry().pick_auto(p, sm90, pdl).info.name ==
+                  (rank ? "block-rank" : regs ? "warp-regs" : small ? "block" : "warp-smem"));
         }
       }
   for (const auto& r : route::registry().auto_rows()) CHECK(route::registry().find(r.variant) != nullptr);

@@ -71,10 +71,9 @@ constexpr std::int64_t kTokens[] = {0, 1, 3, 77, 2000};
 const route::DType kDtypes[] = {route::DType::f32, route::DType::bf16, route::DType::f16};
 
 // The problem of one config at T tokens.
-Problem problem_of(const Config& c, std::int64_t T, route::DType dt, route::Scoring sc, bool pdl) {
+Problem problem_of(const Config& c, std::int64_t T, route::DType dt, route::Scoring sc) {
   const Problem p{.tokens = T, .experts = c.E, .topk = c.K, .groups = c.G, .topk_groups = c.KG, .scoring = sc,
-                  .bias = c.bias, .renormalize = c.renorm, .scaling = c.scaling, .dtype = dt,
-                  .pdl = pdl && device_caps().pdl};
+                  .bias = c.bias, .renormalize = c.renorm, .scaling = c.scaling, .dtype = dt};
   route::validate(p);
   return p;
 }
@@ -118,14 +117,15 @@ route::DeviceBuffers device_run(const Problem& p, const Logits& lg, const std::v
   return route::DeviceBuffers(p, {std::as_bytes(std::span(lg.raw)), bias}, ws, SetOptions::checked(misalign));
 }
 
-std::string run_case(const route::Variant& v, const Problem& p, const Logits& lg, const std::vector<float>& bias,
-                     std::size_t misalign, std::int64_t* near_ties) {
+// With `pdl` v launches with programmatic dependent launch.
+std::string run_case(const route::Variant& v, const Problem& p, bool pdl, const Logits& lg,
+                     const std::vector<float>& bias, std::size_t misalign, std::int64_t* near_ties) {
   const DeviceCaps& caps = device_caps();
   if (v.not_applicable(p, caps) != nullptr) return {};
   const route::DeviceBuffers d = device_run(p, lg, bias, WorkspaceNeed::of(v, p, caps), misalign);
   const route::Buffers b = d.buffers(0);
   // With PDL twice back to back: the second launch overlaps the first one's tail.
-  if (std::string e = test::launch_and_sync([&] { return v.launch(p, b, nullptr); }, p.pdl ? 2 : 1); !e.empty())
+  if (std::string e = test::launch_and_sync([&] { return v.launch(p, b, nullptr, pdl); }, pdl ? 2 : 1); !e.empty())
     return e;
   route::Outputs got;
   if (std::string g = d.download(got); !g.empty()) return g;
@@ -152,7 +152,8 @@ TEST_CASE("route: every variant against the CPU reference") {
       for (route::DType dt : kDtypes) {
         for (route::Scoring sc : {route::Scoring::softmax, route::Scoring::sigmoid}) {
           ++seed;
-          const Problem p = problem_of(c, T, dt, sc, seed & 1);
+          const Problem p = problem_of(c, T, dt, sc);
+          const bool pdl = (seed & 1) && device_caps().pdl;
           const Logits lg = make_logits(T, c.E, dt, seed);
           const std::size_t misalign = (seed & 2) ? 4 : 0;
           for (const route::Variant& v : route::registry().variants()) {
@@ -160,9 +161,9 @@ TEST_CASE("route: every variant against the CPU reference") {
                 "variant " + std::string(v.info.name) + ", E=" + std::to_string(c.E) + " K=" + std::to_string(c.K) +
                 " G=" + std::to_string(c.G) + " KG=" + std::to_string(c.KG) + (c.bias ? " bias" : "") +
                 (c.renorm ? " renorm" : "") + ", T=" + std::to_string(T) + ", " + name(dt) + ", " +
-                (sc == route::Scoring::softmax ? "softmax" : "sigmoid") + (p.pdl ? ", pdl" : "") +
+                (sc == route::Scoring::softmax ? "softmax" : "sigmoid") + (pdl ? ", pdl" : "") +
                 ", misalign " + std::to_string(misalign) + ", seed " + std::to_string(seed);
-            test::expect_ok(what, run_case(v, p, lg, bias, misalign, &near_ties));
+            test::expect_ok(what, run_case(v, p, pdl, lg, bias, misalign, &near_ties));
             ++runs;
           }
         }
@@ -191,7 +192,8 @@ TEST_CASE("route: block-rank-align against the route and align references") {
       for (int B : {1, 16, 64}) {
         ++seed;
         Problem p = problem_of(c, T, seed % 3 == 0 ? route::DType::bf16 : route::DType::f32,
-                               seed % 2 ? route::Scoring::sigmoid : route::Scoring::softmax, seed & 4);
+                               seed % 2 ? route::Scoring::sigmoid : route::Scoring::softmax);
+        const bool pdl = (seed & 4) && caps.pdl;
         const align::Problem ap = route::plan_then_align(p, B);
         const std::string what = "block-rank-align E=" + std::to_string(c.E) + " K=" + std::to_string(c.K) +
                                  " G=" + std::to_string(c.G) + " T=" + std::to_string(T) + " B=" +
@@ -202,7 +204,7 @@ TEST_CASE("route: block-rank-align against the route and align references") {
         const route::Buffers b = d.buffers(0);
         for (int rep = 0; rep < 2; ++rep) {
           d.poison();
-          std::string why = test::launch_and_sync([&] { return v->launch(p, b, nullptr); });
+          std::string why = test::launch_and_sync([&] { return v->launch(p, b, nullptr, pdl); });
           if (why.empty() && !d.workspace_zero()) why = "the workspace was not handed back zeroed";
           route::Outputs got;
           align::Outputs agot;
@@ -240,10 +242,10 @@ TEST_CASE("route --then-align: launch_then_align, every variant then align's aut
     for (std::int64_t T : {1, 77}) {
       for (int B : {1, 16}) {
         for (const route::Variant& v : route::registry().variants()) {
-          Problem p = problem_of(c, T, route::DType::f32, route::Scoring::sigmoid, false);
+          Problem p = problem_of(c, T, route::DType::f32, route::Scoring::sigmoid);
           const align::Problem ap = route::plan_then_align(p, B);
           if (v.not_applicable(p, caps) != nullptr) continue;
-          const align::Variant* av = route::fuses_align(v) ? nullptr : &align::registry().pick_auto(ap, caps);
+          const align::Variant* av = route::fuses_align(v) ? nullptr : &align::registry().pick_auto(ap, caps, false);
           const Logits lg = make_logits(T, c.E, p.dtype, ++seed);
           std::optional<WorkspaceNeed> align_ws;
           if (av) align_ws = WorkspaceNeed::of(*av, ap, caps);
@@ -256,7 +258,7 @@ TEST_CASE("route --then-align: launch_then_align, every variant then align's aut
                                    " B=" + std::to_string(B);
           const route::Buffers b = d.buffers(0);
           std::string why = test::launch_and_sync(
-              [&] { return route::launch_then_align(v, p, av, ap, b, d.align_buffers().workspace, nullptr); });
+              [&] { return route::launch_then_align(v, p, av, ap, b, d.align_buffers().workspace, nullptr, false); });
           route::Outputs got;
           align::Outputs agot;
           if (why.empty()) why = d.download(got, &agot);
@@ -295,7 +297,7 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
     for (std::int64_t T : {1, 77}) {
       for (route::DType dt : kDtypes) {
         for (const route::Variant& v : route::registry().variants()) {
-          Problem p = problem_of(c, T, dt, route::Scoring::sigmoid, false);
+          Problem p = problem_of(c, T, dt, route::Scoring::sigmoid);
           Problem with_align = p;  // the fused variant runs align too
           (void)route::plan_then_align(with_align, 16);
           if (route::fuses_align(v)) p = with_align;
@@ -316,7 +318,7 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
           const std::string what = "variant " + std::string(v.info.name) + ", E=" + std::to_string(c.E) +
                                    " K=" + std::to_string(c.K) + (c.bias ? " bias" : "") + ", T=" +
                                    std::to_string(T) + ", " + name(dt) + ", logits -1000";
-          std::string why = test::launch_and_sync([&] { return v.launch(p, d.buffers(0), nullptr); });
+          std::string why = test::launch_and_sync([&] { return v.launch(p, d.buffers(0), nullptr, false); });
           if (why.empty()) {
             route::Outputs got;
             why = d.download(got);
