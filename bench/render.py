@@ -183,6 +183,39 @@ def time_cell(r, min_gbps=100):
     return s
 
 
+def copy_bandwidth_lines(records):
+    """The measured copy bandwidth bullet (none when no record carries it)."""
+    copy = ordered(r.peak_gbps for r in records if r.peak_gbps)
+    if not copy:
+        return []
+    return [f"- Measured device copy bandwidth (cudaMemcpy D2D 512 MiB, read + write): **{copy[0]:.0f} GB/s**"]
+
+
+def cells_line(records, text):
+    """The "- Cells:" bullet: how the cells were timed (timing_sentence), then the family's `text`."""
+    return "- Cells: " + timing_sentence(records).replace("Median", "median") + text
+
+
+def auto_pick(cells):
+    """The variant name a row's records say `auto` picks ("" when none says)."""
+    picks = ordered(c.extra.get("auto_pick") for c in cells.values() if c.extra.get("auto_pick"))
+    return picks[0] if picks else ""
+
+
+def best_row(lead, cells, variants, text=time_cell):
+    """`lead` then one text(cell) per variant of {variant: record} `cells`, the fastest ok cell in bold."""
+    ok = [c.us for c in cells.values() if c.status == "ok" and c.us is not None]
+    best = min(ok) if ok else None
+    row = list(lead)
+    for v in variants:
+        c = cells.get(v)
+        t = text(c)
+        if c is not None and best is not None and c.status == "ok" and c.us == best:
+            t = f"**{t}**"
+        row.append(t)
+    return row
+
+
 def variant_table(title, recs, key="tokens"):
     """### title, then one row per params[key] value and one column per variant (fastest ok cell in bold),
     and `auto →`: the variant extra["auto_pick"] names."""
@@ -190,22 +223,21 @@ def variant_table(title, recs, key="tokens"):
     rows = {}
     for r in recs:
         rows.setdefault(r.params.get(key), {})[r.variant] = r
-    body = []
-    for k, cells in rows.items():
-        ok = [c.us for c in cells.values() if c.status == "ok" and c.us is not None]
-        best = min(ok) if ok else None
-        row = [k]
-        for v in variants:
-            c = cells.get(v)
-            text = time_cell(c)
-            if c is not None and best is not None and c.status == "ok" and c.us == best:
-                text = f"**{text}**"
-            row.append(text)
-        picks = ordered(c.extra.get("auto_pick") for c in cells.values() if c.extra.get("auto_pick"))
-        row.append(picks[0] if picks else "")
-        body.append(row)
+    body = [best_row([k], cells, variants) + [auto_pick(cells)] for k, cells in rows.items()]
     return ["", f"### {title}", "", md_table([key] + variants + ["auto →"],
                                             ["---:"] + ["---"] * (len(variants) + 1), body)]
+
+
+def variant_page(family, records, bench_src, cells_text, key=None, copy=True):
+    """A family's page of plain variant tables: header, the copy bandwidth (when `copy`), the cells
+    bullet, one variant_table per record table, rows by params[key] (None: each table's first parameter)."""
+    out = header(family, records, bench_src)
+    if copy:
+        out += copy_bandwidth_lines(records)
+    out.append(cells_line(records, cells_text))
+    for title, recs in tables(records):
+        out += variant_table(title, recs, key=key or next(iter(recs[0].params), None))
+    return "\n".join(out) + "\n"
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -217,12 +249,9 @@ def generic_renderer(folder):
     name = folder.replace("_", "-")
 
     def render(records):
-        out = header(name, records, f"bench/{folder}/bench_{folder}.cpp")
-        out.append("- Cells: " + timing_sentence(records).replace("Median", "median") +
-                   ". Bold: fastest. `auto →`: what `auto` picks. FAIL: output differs from the CPU reference.")
-        for title, recs in tables(records):
-            out += variant_table(title, recs, key=next(iter(recs[0].params), None))
-        return "\n".join(out) + "\n"
+        return variant_page(name, records, f"bench/{folder}/bench_{folder}.cpp",
+                            ". Bold: fastest. `auto →`: what `auto` picks. FAIL: output differs from the CPU reference.",
+                            copy=False)
 
     return name, render
 

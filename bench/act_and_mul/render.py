@@ -3,7 +3,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from render import ordered, tables, md_table, header, timing_sentence  # noqa: E402
+from render import (auto_pick, best_row, cells_line, copy_bandwidth_lines, header, md_table, ordered,  # noqa: E402
+                    tables)
 
 NAME = "act-and-mul"
 
@@ -57,35 +58,21 @@ def act_table(title, recs):
     variants = ordered(r.variant for r in recs)
     body = []
     for (t, d), cells in act_rows(recs).items():
-        ok = [c.us for c in cells.values() if c.status == "ok" and c.us is not None]
-        best = min(ok) if ok else None
-        row = [t, d]
-        for v in variants:
-            c = cells.get(v)
-            text = act_cell(c)
-            if c is not None and best is not None and c.status == "ok" and c.us == best:
-                text = f"**{text}**"
-            row.append(text)
-        picks = ordered(c.extra.get("auto_pick") for c in cells.values() if c.extra.get("auto_pick"))
-        row.append(picks[0] if picks else "")
-        body.append(row)
+        body.append(best_row([t, d], cells, variants, act_cell) + [auto_pick(cells)])
     return ["", f"### {title}", "", md_table(["tokens", "d"] + variants + ["auto →"],
                                             ["---:", "---:"] + ["---"] * (len(variants) + 1), body)]
 
 
 def render(records):
     out = header("act-and-mul", records, "bench/act_and_mul/bench_act.cpp")
-    copy = ordered(r.peak_gbps for r in records if r.peak_gbps)
     main = [r for r in records if r.table != ACT_TUNING_TABLE]
     tune = [r for r in records if r.table == ACT_TUNING_TABLE]
-    if copy:
-        out.append(f"- Measured device copy bandwidth (cudaMemcpy D2D 512 MiB, read + write): **{copy[0]:.0f} GB/s**")
-    out.append(
-        "- Cells: " + timing_sentence(records).replace("Median", "median") +
-        ". GB/s = (input read once + "
+    out += copy_bandwidth_lines(records)
+    out.append(cells_line(
+        records, ". GB/s = (input read once + "
         "output written once) / time, and % of the copy bandwidth. Inputs below 2x L2 rotate through copies "
         "so the rotation exceeds L2. Bold: fastest. `auto →`: what `auto` picks. FAIL: output differs from "
-        "the CPU reference on sampled rows.")
+        "the CPU reference on sampled rows."))
     out.append("- Variants: " + " ".join(f"`{v}`" for v in ordered(r.variant for r in main)) +
                " (see docs/act-and-mul.md).")
 

@@ -3,22 +3,15 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from render import header, ordered, tables, timing_sentence, variant_table  # noqa: E402
+from render import variant_page  # noqa: E402
 
 NAME = "combine"
 
 
 def render(records):
-    out = header("combine", records, "bench/combine/bench_combine.cpp")
-    copy = ordered(r.peak_gbps for r in records if r.peak_gbps)
-    if copy:
-        out.append(f"- Measured device copy bandwidth (cudaMemcpy D2D 512 MiB, read + write): **{copy[0]:.0f} GB/s**")
-    out.append("- Cells: " + timing_sentence(records).replace("Median", "median") +
-               ". P = T*K bf16 rows, a shuffled one-to-one inverse map, S = 1. GB/s (shown from 100) = (each used "
-               "row read once + out written once + inverse and weights read) / time. Bold: fastest. `auto →`: "
-               "what `auto` picks. FAIL: output differs from the CPU reference (bit for bit where the variant "
-               "keeps the order, else beyond the order-free tolerance). Earlier CLI sweeps and analysis: "
-               "[combine-notes.md](combine-notes.md).")
-    for title, recs in tables(records):
-        out += variant_table(title, recs)
-    return "\n".join(out) + "\n"
+    return variant_page("combine", records, "bench/combine/bench_combine.cpp",
+                        ". P = T*K bf16 rows, a shuffled one-to-one inverse map, S = 1. GB/s (shown from 100) = (each used "
+                        "row read once + out written once + inverse and weights read) / time. Bold: fastest. `auto →`: "
+                        "what `auto` picks. FAIL: output differs from the CPU reference (bit for bit where the variant "
+                        "keeps the order, else beyond the order-free tolerance). Earlier CLI sweeps and analysis: "
+                        "[combine-notes.md](combine-notes.md).", key="tokens")

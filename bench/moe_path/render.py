@@ -3,7 +3,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from render import header, md_table, ordered, tables, time_cell, timing_sentence  # noqa: E402
+from render import cells_line, header, md_table, tables, time_cell  # noqa: E402
 
 NAME = "moe-path"
 STAGES = ("route", "permute", "combine")
@@ -35,11 +35,11 @@ def path_table(title, recs):
 
 def render(records):
     out = header("moe-path", records, "bench/moe_path/bench_moe_path.cpp")
-    out.append("- Cells: " + timing_sentence(records).replace("Median", "median") +
-               " of the whole path; each stage column is that stage timed alone as its own graph (the variant "
-               "its family's `auto` picked). Compact layout, f32 logits, bf16 hidden rows. GB/s (shown from 100) "
-               "= each stage's least traffic / path time. FAIL: the path's checker (route against its "
-               "reference, permute's rules, combine bit for bit on the run's own rows) failed.")
+    out.append(cells_line(records,
+                          " of the whole path; each stage column is that stage timed alone as its own graph (the variant "
+                          "its family's `auto` picked). Compact layout, f32 logits, bf16 hidden rows. GB/s (shown from 100) "
+                          "= each stage's least traffic / path time. FAIL: the path's checker (route against its "
+                          "reference, permute's rules, combine bit for bit on the run's own rows) failed."))
     goal = [r for r in records if r.measured and r.params.get("tokens") == 1 and r.pdl == "off"
             and str(r.params.get("model", "")).startswith("DeepSeek-V3")]
     if goal:

@@ -3,7 +3,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from render import ordered, tables, md_table, header, time_cell, timing_sentence  # noqa: E402
+from render import (best_row, cells_line, copy_bandwidth_lines, header, md_table, ordered, tables,  # noqa: E402
+                    time_cell)
 
 NAME = "route"
 
@@ -32,15 +33,7 @@ def route_table(title, recs):
         rows.setdefault(r.params.get("tokens"), {})[r.variant] = r
     body = []
     for t, cells in rows.items():
-        ok = [c.us for c in cells.values() if c.status == "ok" and c.us is not None]
-        best = min(ok) if ok else None
-        row = [t]
-        for v in variants:
-            c = cells.get(v)
-            text = cell(c)
-            if c is not None and best is not None and c.status == "ok" and c.us == best:
-                text = f"**{text}**"
-            row.append(text)
+        row = best_row([t], cells, variants, cell)
         a = auto_of(cells)
         row.append(a.variant if a is not None else "")
         if a is not None and a.measured:
@@ -58,14 +51,12 @@ def route_table(title, recs):
 
 def render(records):
     out = header("route", records, "bench/route/bench_route.cpp")
-    copy = ordered(r.peak_gbps for r in records if r.peak_gbps)
-    if copy:
-        out.append(f"- Measured device copy bandwidth (cudaMemcpy D2D 512 MiB, read + write): **{copy[0]:.0f} GB/s**")
-    out.append("- Cells: " + timing_sentence(records).replace("Median", "median") +
-               ". GB/s (shown from 100) = (logits + bias read once + ids and weights written once) / time. "
-               "Bold: fastest. `auto →`: what `auto` picks; `auto vs floors`: its time over an empty kernel's "
-               f"({EMPTY_KERNEL_US} µs in a graph) and its bandwidth as % of the copy bandwidth. FAIL: output "
-               "differs from the CPU reference beyond the near-tie tolerance.")
+    out += copy_bandwidth_lines(records)
+    out.append(cells_line(records,
+                          ". GB/s (shown from 100) = (logits + bias read once + ids and weights written once) / "
+                          "time. Bold: fastest. `auto →`: what `auto` picks; `auto vs floors`: its time over an "
+                          f"empty kernel's ({EMPTY_KERNEL_US} µs in a graph) and its bandwidth as % of the copy "
+                          "bandwidth. FAIL: output differs from the CPU reference beyond the near-tie tolerance."))
 
     out += ["", "## Goals (issue #14)", ""]
     big, small, fused = [], [], []
