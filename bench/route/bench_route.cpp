@@ -108,7 +108,7 @@ void measure(bench::Writer& out, const Config& c, std::int64_t T, bool pdl, bool
       auto launch = [&](Stream s, int copy) {
         const route::Buffers b = dev.buffers(copy);
         if (then_align)
-          cuda_check(route::launch_then_align(v, p, av, ap, b, dev.align_buffers().workspace, s, use_pdl),
+          cuda_check(route::launch_then_align(v, p, av, ap, b, dev.align_workspace(), s, use_pdl),
                      "route + align launch");
         else
           cuda_check(v.launch(p, b, s, use_pdl), "route launch");

@@ -58,16 +58,9 @@ class DeviceBuffers {
     b.workspace = set_.ptr(ws_);
     return b;
   }
-  // An align variant's buffers over route's ids, the align outputs and `align_ws`.
-  align::Buffers align_buffers() const {
-    align::Buffers ab;
-    ab.topk_ids = set_.ptr(ids_);
-    ab.sorted_token_ids = set_.as<std::int32_t>(sorted_);
-    ab.expert_ids = set_.as<std::int32_t>(eids_);
-    ab.num_tokens_post_pad = set_.as<std::int32_t>(ntpp_);
-    ab.workspace = set_.ptr(aws_);
-    return ab;
-  }
+  // The align variant's workspace for --then-align (launch_then_align builds
+  // align's buffers from route's own: its ids in, the align outputs out).
+  void* align_workspace() const { return set_.ptr(aws_); }
   // Every output back to the poison (before a checked launch).
   void poison() { set_.poison(); }
   // The next variant's workspace (the inputs and outputs stay).

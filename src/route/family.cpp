@@ -92,7 +92,7 @@ class RouteJob final : public ProblemJob<route::Problem> {
   LaunchStatus launch(Stream s, bool pdl, int copy) override {
     const route::Buffers b = d_->buffers(copy);
     if (!then_align_) return var_.v->launch(p_, b, s, pdl);
-    return route::launch_then_align(*var_.v, p_, avar_.v, ap_, b, d_->align_buffers().workspace, s, pdl);
+    return route::launch_then_align(*var_.v, p_, avar_.v, ap_, b, d_->align_workspace(), s, pdl);
   }
   // No guards in a run's set: always "".
   void download() override { (void)d_->download(got_, then_align_ ? &aligned_ : nullptr); }

@@ -258,7 +258,7 @@ TEST_CASE("route --then-align: launch_then_align, every variant then align's aut
                                    " B=" + std::to_string(B);
           const route::Buffers b = d.buffers(0);
           std::string why = test::launch_and_sync(
-              [&] { return route::launch_then_align(v, p, av, ap, b, d.align_buffers().workspace, nullptr, false); });
+              [&] { return route::launch_then_align(v, p, av, ap, b, d.align_workspace(), nullptr, false); });
           route::Outputs got;
           align::Outputs agot;
           if (why.empty()) why = d.download(got, &agot);
