@@ -128,13 +128,15 @@ class BasicDeviceSet {
 
   explicit BasicDeviceSet(SetOptions o = {}) : o_(o) {}
 
-  // `bytes` of `host` on the device (in every copy when rotated).
+  // `bytes` of `host` on the device (in every copy when rotated). A null
+  // `host` leaves the body for the family to fill on the device (generated
+  // weights: experts), never poisoned.
   Handle input(std::string name, const void* host, std::size_t bytes, InputHow how = {}) {
     const Handle h = add(plan_input(std::move(name), bytes, how, o_));
     const Slot& s = slots_[h.index];
     for (Memory& m : mem_[h.index]) {
       if (s.front + s.back > 0) m.fill_bytes(o_.input_fill);
-      m.upload(host, bytes, s.front);
+      if (host != nullptr) m.upload(host, bytes, s.front);
     }
     return h;
   }

@@ -1,0 +1,248 @@
+// Launchers and registry of the experts family. Every variant is the same
+// three stages in one stream (experts.hpp): permute's auto pick (the layout),
+// the variant's FFN, combine's auto pick. A variant differs only in its FFN
+// (the kFfns table, by name) and its FFN workspace.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/cuda_check.cuh"
+#include "experts/experts.hpp"
+#include "experts/naive.cuh"
+#include "experts/weights.hpp"
+#include "primitives/launch.cuh"
+
+namespace moekit::experts {
+namespace {
+
+constexpr std::size_t kSliceAlign = 256;
+std::size_t round_up(std::size_t n) { return (n + kSliceAlign - 1) / kSliceAlign * kSliceAlign; }
+
+// ---- the FFN of each variant ----------------------------------------------
+
+using FfnLaunch = LaunchStatus (*)(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl);
+using FfnWorkspace = std::size_t (*)(const Problem& p, const DeviceCaps& caps);
+
+// naive: gemm1 + act into `a` [rows, I] (the FFN workspace), then gemm2.
+std::size_t naive_ws(const Problem& p, const DeviceCaps&) {
+  return std::size_t(p.rows()) * std::size_t(p.inter) * p.element_bytes();
+}
+template <class T>
+LaunchStatus naive_typed(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  const RowMap m = row_map(p, b);
+  T* a = static_cast<T*>(ws);
+  const unsigned rows = static_cast<unsigned>(p.rows());
+  const dim3 g1(rows, static_cast<unsigned>(ceil_div<std::int64_t>(p.inter, naive::kWarps)));
+  if (const cudaError_t e =
+          prim::launch_ex(naive::gemm1_act_kernel<T>, g1, naive::kWarps * 32, 0, s, prim::pdl_attrs(pdl),
+                          static_cast<const T*>(b.permuted), static_cast<const T*>(b.w1), a, m, p.experts, p.hidden,
+                          p.inter, p.act, p.w1_layout);
+      e != cudaSuccess)
+    return e;
+  const dim3 g2(rows, static_cast<unsigned>(ceil_div<std::int64_t>(p.hidden, naive::kWarps)));
+  return prim::launch_ex(naive::gemm2_kernel<T>, g2, naive::kWarps * 32, 0, s, prim::pdl_attrs(pdl),
+                         static_cast<const T*>(a), static_cast<const T*>(b.w2), static_cast<T*>(b.y), m, p.experts,
+                         p.hidden, p.inter);
+}
+LaunchStatus naive_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  return p.dtype == DType::bf16 ? naive_typed<__nv_bfloat16>(p, b, ws, s, pdl) : naive_typed<__half>(p, b, ws, s, pdl);
+}
+
+struct Ffn {
+  std::string_view name;
+  FfnLaunch launch;
+  FfnWorkspace workspace;
+};
+const std::array<Ffn, 1> kFfns{{
+    {"naive", naive_ffn, naive_ws},
+}};
+const Ffn* ffn_of(std::string_view name) {
+  for (const Ffn& f : kFfns)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+// ---- the stages around it ---------------------------------------------------
+
+// The layout and combine stages' families' auto rows read no PDL (as
+// moe_path's), so the picks asked without it size the workspace and launch alike.
+const permute::Variant& permute_pick(const Problem& p, const DeviceCaps& caps) {
+  return permute::registry().pick_auto(p.permute, caps, false);
+}
+const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps) {
+  return combine::registry().pick_auto(p.combine, caps, false);
+}
+
+// Workspace slices: permute's, combine's, the FFN's, each 256-byte aligned.
+struct Slices {
+  std::size_t bytes[3] = {0, 0, 0};
+  std::size_t offset[3] = {0, 0, 0};
+  std::size_t total = 0;
+};
+Slices slices(const Ffn& f, const Problem& p, const DeviceCaps& caps) {
+  Slices s;
+  s.bytes[0] = permute_pick(p, caps).workspace_bytes(p.permute, caps);
+  s.bytes[1] = combine_pick(p, caps).workspace_bytes(p.combine, caps);
+  s.bytes[2] = f.workspace(p, caps);
+  for (int i = 0; i < 3; ++i) {
+    s.offset[i] = s.total;
+    s.total += round_up(s.bytes[i]);
+  }
+  return s;
+}
+void* slice(void* ws, const Slices& s, int i) {
+  return ws != nullptr && s.bytes[i] > 0 ? static_cast<char*>(ws) + s.offset[i] : nullptr;
+}
+
+LaunchStatus run_stage(const Ffn& f, const Problem& p, const Buffers& b, Stage st, Stream s, bool pdl) {
+  const DeviceCaps& caps = device_caps();
+  const Slices sl = slices(f, p, caps);
+  switch (st) {
+    case Stage::layout: {
+      permute::Buffers pb;
+      pb.hidden = b.hidden;
+      pb.topk_ids = b.topk_ids;
+      pb.expert_map = b.expert_map;
+      pb.permuted = b.permuted;
+      pb.inverse = b.inverse;
+      pb.sorted_token_ids = b.sorted_token_ids;
+      pb.expert_ids = b.expert_ids;
+      pb.num_tokens_post_pad = b.num_tokens_post_pad;
+      pb.expert_offsets = b.expert_offsets;
+      pb.workspace = slice(b.workspace, sl, 0);
+      return permute_pick(p, caps).launch(p.permute, pb, s, pdl);
+    }
+    case Stage::ffn:
+      if (p.rows() == 0) return cudaSuccess;
+      return f.launch(p, b, slice(b.workspace, sl, 2), s, pdl);
+    case Stage::combine: {
+      combine::Buffers cb;
+      cb.expert_out = b.y;
+      cb.inverse = b.inverse;
+      cb.weights = b.topk_weights;
+      cb.out = b.out;
+      cb.workspace = slice(b.workspace, sl, 1);
+      return combine_pick(p, caps).launch(p.combine, cb, s, pdl);
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <std::size_t kIndex>
+LaunchStatus launch_variant(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  if (p.tokens == 0) return cudaSuccess;
+  for (Stage st : stages())
+    if (const LaunchStatus e = run_stage(kFfns[kIndex], p, b, st, s, pdl); e != 0) return e;
+  return cudaSuccess;
+}
+template <std::size_t kIndex>
+std::size_t workspace_of(const Problem& p, const DeviceCaps& caps) {
+  return slices(kFfns[kIndex], p, caps).total;
+}
+
+// The stage families' workspaces must not need zeros (none of their auto
+// picks keeps one zero today; a pick that did would be refused, not shared).
+const char* stages_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = permute_pick(p, caps).not_applicable(p.permute, caps)) return why;
+  if (const char* why = combine_pick(p, caps).not_applicable(p.combine, caps)) return why;
+  if (needs_zeroed_workspace(permute_pick(p, caps), p.permute, caps) ||
+      needs_zeroed_workspace(combine_pick(p, caps), p.combine, caps))
+    return "a stage's auto pick keeps a zeroed workspace (not supported)";
+  return nullptr;
+}
+std::string stages_limits(const DeviceCaps& caps) {
+  const combine::Variant* c = combine::registry().find(combine::registry().auto_rows().back().variant);
+  return "any T, E, H, I with 2*I*H < 2^31; permute's and align's limits; combine " +
+         (c != nullptr ? c->limits(caps) : std::string("?"));
+}
+
+const std::array<Variant, 1> kVariants{{
+    {{"naive",
+      "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
+      "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
+      "auto picks",
+      "permute:* experts::naive::gemm1_act_kernel experts::naive::gemm2_kernel combine:*"},
+     false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>},
+}};
+
+const std::array<AutoRow<Problem>, 1> kAutoRows = {{
+    {"naive", "", nullptr},
+}};
+
+constexpr std::array<Stage, 3> kStages = {Stage::layout, Stage::ffn, Stage::combine};
+
+// ---- generated weights --------------------------------------------------------
+
+// One block per matrix row (of all experts), threads over its columns.
+template <class T>
+__global__ void generate_kernel(T* __restrict__ w, std::uint64_t seed, int matrix, std::int64_t experts,
+                                std::int64_t rows, std::int64_t cols, float scale) {
+  for (std::int64_t R = blockIdx.x; R < experts * rows; R += gridDim.x) {
+    const std::int64_t e = R / rows, r = R % rows;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      w[R * cols + c] = from_f32<T>(weight_value(seed, matrix, e, r, c, rows, cols, scale));
+  }
+}
+template <class T>
+LaunchStatus generate_typed(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream s) {
+  const std::int64_t rows1 = p.experts * 2 * p.inter, rows2 = p.experts * p.hidden;
+  const unsigned g1 = static_cast<unsigned>(std::clamp<std::int64_t>(rows1, 1, 1 << 20));
+  const unsigned g2 = static_cast<unsigned>(std::clamp<std::int64_t>(rows2, 1, 1 << 20));
+  generate_kernel<T><<<g1, 256, 0, s>>>(static_cast<T*>(w1), seed, 0, p.experts, 2 * p.inter, p.hidden,
+                                        weight_scale(p.hidden));
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  generate_kernel<T><<<g2, 256, 0, s>>>(static_cast<T*>(w2), seed, 1, p.experts, p.hidden, p.inter,
+                                        weight_scale(p.inter));
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+RowMap row_map(const Problem& p, const Buffers& b) {
+  RowMap m;
+  m.compact = p.permute.layout == permute::Layout::compact;
+  m.offsets = b.expert_offsets;
+  m.sorted_token_ids = b.sorted_token_ids;
+  m.expert_ids = b.expert_ids;
+  m.num_tokens_post_pad = b.num_tokens_post_pad;
+  m.block_size = p.permute.align.block_size;
+  m.numel = p.permute.align.numel;
+  return m;
+}
+
+std::span<const Stage> stages() { return kStages; }
+
+std::string_view stage_name(Stage s) {
+  switch (s) {
+    case Stage::layout: return "layout";
+    case Stage::ffn: return "ffn";
+    case Stage::combine: return "combine";
+  }
+  return "?";
+}
+
+LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage st, Stream s, bool pdl) {
+  const Ffn* f = ffn_of(v.info.name);
+  if (f == nullptr) return cudaErrorInvalidValue;
+  return run_stage(*f, p, b, st, s, pdl);
+}
+
+LaunchStatus generate_weights(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream s) {
+  if (p.experts == 0) return cudaSuccess;
+  return p.dtype == DType::bf16 ? generate_typed<__nv_bfloat16>(p, seed, w1, w2, s)
+                                : generate_typed<__half>(p, seed, w1, w2, s);
+}
+
+const Registry& registry() {
+  static const Registry r{kVariants, kAutoRows};
+  return r;
+}
+
+}  // namespace moekit::experts
