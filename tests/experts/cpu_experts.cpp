@@ -233,11 +233,12 @@ std::vector<std::int64_t> all_tokens(const Problem& p) {
 // ---------------------------------------------------------------------------
 // The second formulation. Order::exact: sums in double, each intermediate
 // rounded once where the GPU rounds it (h, a, y, out). The f32 orders are
-// answers a correct GPU kernel may give: f32 products summed reversed or
-// pairwise, the activation in f32, h, a and y rounded from f32, and the
+// answers a correct GPU kernel may give: f32 products summed reversed,
+// pairwise, or as the naive kernel's warp does (32 strided lane sums, then a
+// butterfly), the activation in f32, h, a and y rounded from f32, and the
 // combine's f32 rule (fma over j ascending, times S, one rounding).
 
-enum class Order { exact, f32_reversed, f32_pairwise };
+enum class Order { exact, f32_reversed, f32_pairwise, f32_warp };
 
 std::int32_t my_local(const Case& c, std::int32_t id) {
   if (c.map.empty()) return id >= 0 && id < c.p.experts ? id : -1;
@@ -288,6 +289,16 @@ double dot(Order o, const std::vector<double>& a, const std::vector<double>& b) 
   std::vector<float> prod(a.size());  // a product of two 16-bit values is exact in f32
   for (std::size_t k = 0; k < a.size(); ++k) prod[k] = float(a[k]) * float(b[k]);
   if (o == Order::f32_pairwise) return pairwise(prod);
+  if (o == Order::f32_warp) {
+    float lane[32] = {};
+    for (std::size_t k = 0; k < prod.size(); ++k) lane[k % 32] += prod[k];
+    for (int off = 16; off > 0; off >>= 1) {
+      float next[32];
+      for (int l = 0; l < 32; ++l) next[l] = lane[l] + lane[l ^ off];
+      std::copy_n(next, 32, lane);
+    }
+    return lane[0];
+  }
   float s = 0.0f;
   for (std::size_t k = a.size(); k-- > 0;) s += prod[k];
   return s;
@@ -664,7 +675,7 @@ std::int32_t kept_slot(const Case& c, std::int64_t t) {
 }  // namespace
 
 TEST_CASE("experts check: correct answers from other f32 summation orders pass") {
-  // The small shapes of the cases above and a wider one, where f32 sums in
+  // The small shapes of the cases above and wider ones, where f32 sums in
   // different orders round h, a and y differently from the exact reference.
   std::vector<Spec> specs;
   for (DType dt : {DType::bf16, DType::f16}) {
@@ -673,6 +684,9 @@ TEST_CASE("experts check: correct answers from other f32 summation orders pass")
     specs.push_back({4, 2, 3, 129, 67, dt, Act::gelu_tanh, W1Layout::interleaved, 2.0f, false, 5, 6});
     specs.push_back({5, 3, 4, 65, 33, dt, Act::swiglu_oai, W1Layout::interleaved, 1.0f, true, 0, 9, 12.0});
     specs.push_back({5, 3, 4, 65, 33, dt, Act::gelu, W1Layout::gate_up, 0.5f, false, 0, 10});
+    // DeepSeek-V3's H (gemm1's sums over 7168 products) and a long gemm2 (I = 2048).
+    specs.push_back({2, 1, 1, 7168, 64, dt, Act::silu, W1Layout::gate_up, 1.0f, true, 0, 11});
+    specs.push_back({2, 2, 2, 16, 2048, dt, Act::silu, W1Layout::interleaved, 1.0f, true, 0, 12});
   }
   for (const Spec& s : specs) {
     const Case c = make_case(s);
@@ -682,7 +696,7 @@ TEST_CASE("experts check: correct answers from other f32 summation orders pass")
     CAPTURE(act_i);
     const auto tokens = all_tokens(c.p);
     const auto ref = reference(c.p, c.inputs(), tokens, 2);
-    for (Order o : {Order::f32_reversed, Order::f32_pairwise}) {
+    for (Order o : {Order::f32_reversed, Order::f32_pairwise, Order::f32_warp}) {
       const int order_i = int(o);
       CAPTURE(order_i);
       const Mine m = formulate(c, o);
@@ -792,6 +806,13 @@ TEST_CASE("experts check: the kernel bugs of issue 32 fail it") {
       auto& id = w.ids[std::size_t(2 * c.p.topk + j)];
       id = (id + 1) % c.p.experts;
       expect_rejected(w);
+      // A reference on a sample of tokens reads got's rows by token: found there too.
+      const std::vector<std::int64_t> sample = {0, 2, c.p.tokens - 1};
+      const auto part = reference(c.p, c.inputs(), sample, 2);
+      CHECK(check(c.p, part, gpu_like_out(c)).ok);
+      const auto r = check(c.p, part, gpu_like_out(w));
+      CHECK_FALSE(r.ok);
+      CHECK(r.first_difference.find("out[2, ") != std::string::npos);
     }
     SUBCASE("gate and up swapped") {
       Case w = given;
