@@ -238,7 +238,7 @@ std::vector<std::int64_t> all_tokens(const Problem& p) {
 // butterfly), the activation in f32, h, a and y rounded from f32, and the
 // combine's f32 rule (fma over j ascending, times S, one rounding).
 
-enum class Order { exact, f32_reversed, f32_pairwise, f32_warp };
+enum class Order { exact, f32_reversed, f32_pairwise, f32_warp, f32_mma_rz };
 
 std::int32_t my_local(const Case& c, std::int32_t id) {
   if (c.map.empty()) return id >= 0 && id < c.p.experts ? id : -1;
@@ -289,6 +289,18 @@ double dot(Order o, const std::vector<double>& a, const std::vector<double>& b) 
   std::vector<float> prod(a.size());  // a product of two 16-bit values is exact in f32
   for (std::size_t k = 0; k < a.size(); ++k) prod[k] = float(a[k]) * float(b[k]);
   if (o == Order::f32_pairwise) return pairwise(prod);
+  if (o == Order::f32_mma_rz) {
+    float acc = 0.0f;
+    for (std::size_t k0 = 0; k0 < prod.size(); k0 += 16) {
+      double chunk = 0;
+      for (std::size_t k = k0; k < std::min(prod.size(), k0 + 16); ++k) chunk += prod[k];
+      const double sum = double(acc) + chunk;
+      float f = static_cast<float>(sum);
+      if (std::fabs(double(f)) > std::fabs(sum)) f = std::nextafter(f, 0.0f);
+      acc = f;
+    }
+    return acc;
+  }
   if (o == Order::f32_warp) {
     float lane[32] = {};
     for (std::size_t k = 0; k < prod.size(); ++k) lane[k % 32] += prod[k];
@@ -696,7 +708,7 @@ TEST_CASE("experts check: correct answers from other f32 summation orders pass")
     CAPTURE(act_i);
     const auto tokens = all_tokens(c.p);
     const auto ref = reference(c.p, c.inputs(), tokens, 2);
-    for (Order o : {Order::f32_reversed, Order::f32_pairwise, Order::f32_warp}) {
+    for (Order o : {Order::f32_reversed, Order::f32_pairwise, Order::f32_warp, Order::f32_mma_rz}) {
       const int order_i = int(o);
       CAPTURE(order_i);
       const Mine m = formulate(c, o);
