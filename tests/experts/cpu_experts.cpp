@@ -234,8 +234,9 @@ std::vector<std::int64_t> all_tokens(const Problem& p) {
 // The second formulation. Order::exact: sums in double, each intermediate
 // rounded once where the GPU rounds it (h, a, y, out). The f32 orders are
 // answers a correct GPU kernel may give: f32 products summed reversed,
-// pairwise, or as the naive kernel's warp does (32 strided lane sums, then a
-// butterfly), the activation in f32, h, a and y rounded from f32, and the
+// pairwise, as the naive kernel's warp does (32 strided lane sums, then a
+// butterfly), or as tensor cores do (chunks of 16 added to the f32
+// accumulator with truncation), the activation in f32, h, a and y rounded from f32, and the
 // combine's f32 rule (fma over j ascending, times S, one rounding).
 
 enum class Order { exact, f32_reversed, f32_pairwise, f32_warp, f32_mma_rz };
