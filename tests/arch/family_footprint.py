@@ -23,7 +23,7 @@ USES = {
     "permute": {"align"},                                  # align's auto pick before the copies
     "combine": {"permute"},                                # reads permute's layouts
     "experts": {"align", "permute", "combine"},            # its layout and combine stages; generated routing
-    "moe_path": {"align", "route", "permute", "combine"},  # its stages
+    "moe_path": {"align", "route", "permute", "combine", "experts"},  # its stages
 }
 
 
