@@ -425,22 +425,14 @@ std::unique_ptr<Job> ExpertsFamily::prepare(const CommonOpts& c, Report& r) {
   const Preset* m = nullptr;
   for (const Preset& pr : kPresets)
     if (pr.name == a.model) m = &pr;
-  // A size from the command line, else --model's, else none (0).
-  auto wanted = [&](const CLI::Option* o, auto value, auto preset) -> decltype(value) {
-    if (given(o)) return value;
-    return m != nullptr ? static_cast<decltype(value)>(preset) : decltype(value){0};
-  };
   const bool have_map = !a.map.empty();
-  // With a map, -E is the local count and --model's E (a global count) is not used.
-  std::int32_t E = given(g_.experts) ? a.experts : (m != nullptr && !have_map ? m->experts : 0);
-  std::int32_t K = wanted(g_.topk, a.topk, m ? m->topk : 0);
-  std::int64_t H = wanted(g_.hidden_size, a.hidden_size, m ? m->hidden : 0);
-  std::int64_t I = wanted(g_.inter_size, a.inter_size, m ? m->inter : 0);
+  // Sizes: the options', then the files' (which must agree with an option
+  // given), then --model's for what is still missing (0: none yet).
+  std::int32_t E = given(g_.experts) ? a.experts : 0;
+  std::int32_t K = given(g_.topk) ? a.topk : 0;
+  std::int64_t H = given(g_.hidden_size) ? a.hidden_size : 0;
+  std::int64_t I = given(g_.inter_size) ? a.inter_size : 0;
   const double scaling = given(g_.scaling) ? a.scaling : m != nullptr ? m->scaling : a.scaling;
-  const std::string e_what = given(g_.experts) ? "-E" : fmt::format("--model {}'s E", a.model);
-  const std::string k_what = given(g_.topk) ? "--topk" : fmt::format("--model {}'s K", a.model);
-  const std::string h_what = given(g_.hidden_size) ? "--hidden-size" : fmt::format("--model {}'s H", a.model);
-  const std::string i_what = given(g_.inter_size) ? "--inter-size" : fmt::format("--model {}'s I", a.model);
 
   if (!std::isfinite(scaling) || !std::isfinite(static_cast<float>(scaling)))
     throw InputError(fmt::format("--routed-scaling-factor: {} is not a finite f32 number", scaling));
@@ -474,8 +466,6 @@ std::unique_ptr<Job> ExpertsFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("{}: hidden states must be 2-D [T, H], got shape {}", hl, npy::format_shape(hi.shape)));
     if (hi.shape[1] < 1) throw InputError(fmt::format("{}: hidden states must have H >= 1, got shape {}", hl,
                                                       npy::format_shape(hi.shape)));
-    if (H > 0 && hi.shape[1] != H)
-      throw InputError(fmt::format("{}: rows of {}, but {} is {}", hl, hi.shape[1], h_what, H));
     dt = hi.dtype;
     T = hi.shape[0];
     H = hi.shape[1];
@@ -490,12 +480,9 @@ std::unique_ptr<Job> ExpertsFamily::prepare(const CommonOpts& c, Report& r) {
                                    "not 2I",
                                    w1l, npy::format_shape(s1), s1[1]));
     if (H > 0 && s1[2] != H)
-      throw InputError(fmt::format("{}: W1 rows have {} columns, but H is {} ({})", w1l, s1[2], H,
-                                   a.hidden.empty() ? h_what : hl));
+      throw InputError(fmt::format("{}: W1 rows have {} columns, but H is {} ({})", w1l, s1[2], H, hl));
     if (s1[0] < 1) throw InputError(fmt::format("{}: W1 has no experts (shape {})", w1l, npy::format_shape(s1)));
-    if (E > 0 && s1[0] != E) throw InputError(fmt::format("{}: W1 holds {} experts, but {} is {}", w1l, s1[0], e_what, E));
-    if (I > 0 && s1[1] != 2 * I)
-      throw InputError(fmt::format("{}: W1 has {} rows per expert, but 2I is {} ({} {})", w1l, s1[1], 2 * I, i_what, I));
+    if (E > 0 && s1[0] != E) throw InputError(fmt::format("{}: W1 holds {} experts, but -E is {}", w1l, s1[0], E));
     const std::vector<std::int64_t> want2{s1[0], s1[2], s1[1] / 2};
     if (s2 != want2)
       throw InputError(fmt::format("{}: W2 must be [E, H, I] = {} to match {} {}, got {}", w2l,
@@ -519,7 +506,7 @@ std::unique_ptr<Job> ExpertsFamily::prepare(const CommonOpts& c, Report& r) {
     if (T >= 0 && ii.shape[0] != T)
       throw InputError(fmt::format("{}: {} tokens, but {} has {} rows", il, ii.shape[0], hl, T));
     const std::int32_t k = narrow_to_int32(ii.shape[1], il + ": K");
-    if (K > 0 && k != K) throw InputError(fmt::format("{}: {} ids per token, but {} is {}", il, k, k_what, K));
+    if (K > 0 && k != K) throw InputError(fmt::format("{}: {} ids per token, but --topk is {}", il, k, K));
     K = k;
     T = ii.shape[0];
   }
@@ -541,7 +528,14 @@ std::unique_ptr<Job> ExpertsFamily::prepare(const CommonOpts& c, Report& r) {
                                      h.map[i], E, !a.w1.empty() ? w1l + "'s" : given(g_.experts) ? "-E" : "?"));
   }
 
-  // Whatever no file gave must come from the options.
+  // --model fills in what neither the options nor the files gave (with a
+  // map, E is the local count: never the model's global one).
+  if (m != nullptr) {
+    if (E < 1 && !have_map) E = m->experts;
+    if (K < 1) K = m->topk;
+    if (H < 1) H = m->hidden;
+    if (I < 1) I = m->inter;
+  }
   if (T < 0) {
     if (a.tokens < 0)
       throw InputError("experts: give --hidden FILE and/or --topk-ids FILE --topk-weights FILE, or --tokens N to "

@@ -382,6 +382,14 @@ def experts_model_presets_and_zero_tokens():
     pm = params("--model", "deepseek-v3", "-E", 64, "--inter-size", 32, "--routed-scaling-factor", 1)
     expect(pm["experts"] == 64 and pm["inter"] == 32 and pm["scaling"] == 1 and pm["topk"] == 8, pm)
     d = tmp()
+    # Files give E, K, H and I; the model only what they leave out (S here).
+    f, _ = inputs(d)
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    p = run(COMMAND, *file_args(f), "--model", "deepseek-v3", "--device", "cpu", "--out", a, "--format", "json", code=0)
+    pm = json_of(p)["params"]
+    expect((pm["experts"], pm["topk"], pm["hidden"], pm["inter"], pm["scaling"]) == (3, 2, 8, 4, 2.5), pm)
+    run(COMMAND, *file_args(f), "--routed-scaling-factor", 2.5, "--device", "cpu", "--out", b, code=0)
+    expect(same_files(a, b), "--model deepseek-v3 on files is not S = 2.5 on them")
     out = os.path.join(d, "o")
     run(COMMAND, "--tokens", 0, *SMALL_ARGS[2:], "--keep-intermediate", "--device", "cpu", "--out", out, code=0)
     expect(load_npy(os.path.join(out, "out.npy"))[0]["shape"] == (0, 16), "T = 0")
