@@ -17,14 +17,14 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cute/tensor.hpp"
-#include "cutlass/cutlass.h"
-#include "cutlass/device_kernel.h"
-#include "cutlass/epilogue/collective/collective_builder.hpp"
-#include "cutlass/gemm/collective/collective_builder.hpp"
-#include "cutlass/gemm/dispatch_policy.hpp"
-#include "cutlass/gemm/group_array_problem_shape.hpp"
-#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/device_kernel.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/group_array_problem_shape.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include "common/cuda_check.cuh"
 #include "experts/act_rows.cuh"
 #include "experts/grouped.hpp"
@@ -36,7 +36,10 @@
 #endif
 
 namespace moekit::experts::grouped {
-namespace {
+// A named namespace, not an anonymous one: group_args_kernel's template
+// argument (FfnGroups) then has the same name in every build, which the
+// resource records and `moekit sass --kernel` show.
+namespace sm90 {
 
 // One kernel configuration per dtype: 128 x 128 x 64 tiles (the cooperative
 // schedule splits M between two consumer warpgroups), no cluster (a plain
@@ -249,7 +252,9 @@ LaunchStatus launch_typed(const Problem& p, const Buffers& b, void* ws, Stream s
   return run_gemm(f.g2, p.experts, w + l.cutlass_ws[1], caps, s);
 }
 
-}  // namespace
+}  // namespace sm90
+
+using sm90::launch_typed;
 
 const char* not_built() { return nullptr; }
 
@@ -267,7 +272,7 @@ const char* not_applicable(const Problem& p, const DeviceCaps& caps) {
   return nullptr;
 }
 
-std::size_t workspace_bytes(const Problem& p, const DeviceCaps& caps) { return layout(p, caps).total; }
+std::size_t workspace_bytes(const Problem& p, const DeviceCaps& caps) { return sm90::layout(p, caps).total; }
 
 LaunchStatus launch(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
   return p.dtype == DType::bf16 ? launch_typed<cutlass::bfloat16_t, __nv_bfloat16>(p, b, ws, s, pdl)
