@@ -31,15 +31,17 @@ namespace moekit::experts::grouped {
 const char* not_built();
 
 // The variant's `kernels` spec (VariantInfo): the stages' and, where built,
-// its own (the prep kernel, act_rows_kernel, CUTLASS's device_kernel). A
+// its own (the prep kernel, act_rows_kernel, CUTLASS's device_kernel), by
+// unqualified name (a token with ':' is a family:variant reference). A
 // constant, so the registry's table stays constant-initialized: the build
 // defines MOEKIT_GROUPED_SM90 for the family's library where it links
 // grouped_sm90.cu (kernels/experts/meson.build).
 #if defined(MOEKIT_GROUPED_SM90)
 inline constexpr std::string_view kKernelSpec =
-    "permute:* experts::grouped::group_args_kernel experts::grouped::act_rows_kernel cutlass::device_kernel combine:*";
+    "permute:* group_args_kernel act_rows_kernel device_kernel<KernelPtrArrayTmaWarpSpecializedCooperative> "
+    "combine:*";
 #else
-inline constexpr std::string_view kKernelSpec = "permute:* combine:*";
+inline constexpr std::string_view kKernelSpec = "permute:* combine:*";  // the stages only
 #endif
 
 // The limits of the kernels themselves (beyond the stages'), as text.
