@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <utility>
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
@@ -196,18 +198,38 @@ struct FfnGroups {
   }
 };
 
-// One grouped GEMM over the arrays the sink wrote. Params are rebuilt per
-// launch on the host (TMA descriptors encoded, no allocation, no stream
-// work: CUTLASS's initialize_workspace is a no-op for these collectives and
-// the group scheduler); launched without PDL (grouped.hpp).
+// One grouped GEMM over the arrays the sink wrote, launched without PDL
+// (grouped.hpp). Its Params hold nothing of the launch's buffers: only the
+// addresses of the group arrays and of CUTLASS's workspace (the TMA
+// descriptors the host encodes carry placeholder shapes and addresses that
+// the kernel replaces per group on the device), the group count and the SM
+// count. So they are built once per such key and thread (encoding them costs
+// host time on every eager launch otherwise); nothing is allocated and no
+// stream work is issued (CUTLASS's initialize_workspace is a no-op for these
+// collectives and the group scheduler).
 template <class Element>
 cudaError_t run_gemm(const GroupArrays<Element>& g, int experts, void* cutlass_ws, const DeviceCaps& caps,
                      cudaStream_t s) {
   using K = typename Gemm<Element>::Kernel;
-  const typename K::Arguments args = arguments(experts, g, caps);
-  if (!K::can_implement(args)) return cudaErrorInvalidValue;
-  if (K::initialize_workspace(args, cutlass_ws, s) != cutlass::Status::kSuccess) return cudaErrorUnknown;
-  const typename K::Params params = K::to_underlying_arguments(args, cutlass_ws);
+  struct Key {
+    GroupArrays<Element> g;
+    void* ws;
+    int experts, device, sm_count;
+    bool operator==(const Key& o) const {
+      return g.shape == o.g.shape && g.a == o.g.a && g.b == o.g.b && g.d == o.g.d && g.sa == o.g.sa &&
+             g.sb == o.g.sb && g.sd == o.g.sd && ws == o.ws && experts == o.experts && device == o.device &&
+             sm_count == o.sm_count;
+    }
+  };
+  thread_local std::optional<std::pair<Key, typename K::Params>> cached;
+  const Key key{g, cutlass_ws, experts, caps.ordinal, caps.sm_count};
+  if (!cached || !(cached->first == key)) {
+    const typename K::Arguments args = arguments(experts, g, caps);
+    if (!K::can_implement(args)) return cudaErrorInvalidValue;
+    if (K::initialize_workspace(args, cutlass_ws, s) != cutlass::Status::kSuccess) return cudaErrorUnknown;
+    cached.emplace(key, K::to_underlying_arguments(args, cutlass_ws));
+  }
+  const typename K::Params& params = cached->second;
   return prim::launch_with_smem(cutlass::device_kernel<K>, K::get_grid_shape(params), K::get_block_shape(),
                                 std::size_t(K::SharedStorageSize), s, prim::LaunchAttrs{}, params);
 }
