@@ -129,9 +129,11 @@ typename Gemm<Element>::Kernel::Arguments arguments(int experts, const GroupArra
   args.epilogue.ptr_D = g.d;
   args.epilogue.dD = g.sd;
   args.hw_info.device_id = caps.ordinal < 0 ? 0 : caps.ordinal;
-  // Without a device (CPU-only planning) the size is that of one SM; the
-  // launch always has the device's count, which sizes the same workspace.
-  args.hw_info.sm_count = std::max(caps.sm_count, 1);
+  // The grid is one CTA per SM and CUTLASS's workspace holds TMA descriptors
+  // per SM, so the launch and the workspace size must see the same count (both
+  // take device_caps()). Without a device (CPU-only planning) more SMs than
+  // any sm_90 part has, so a size planned there is never too small.
+  args.hw_info.sm_count = caps.sm_count > 0 ? caps.sm_count : 256;
   return args;
 }
 
