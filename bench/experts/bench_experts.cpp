@@ -2,7 +2,9 @@
 // tokens, variant) cell (bench/common/record.hpp); bench/experts/render.py
 // turns them into docs/bench/experts.md.
 //
-//   bench_experts [--quick] --json bench/results/experts.jsonl   (make bench; stdout without --json)
+//   bench_experts [--quick] [--models LIST] --json bench/results/experts.jsonl
+//   (make bench runs all; stdout without --json; --models splits a run, e.g.
+//   under a time limit per command: the files' lines concatenate)
 //
 // Models (issue 32's table): Mixtral (E 8, K 2, H 4096, I 14336), Qwen3-235B
 // (128, 8, 4096, 1536), DeepSeek-V3's TP8 expert shard (256, 8, 7168, 256)
@@ -17,9 +19,10 @@
 //
 // A cell is timed as the other benches (median µs per launch, CUDA-graph
 // replay; events where the launch cannot be captured), with fewer samples
-// and launches per graph as the launch gets longer (about a second of timing
-// per cell). Time rule: once a (variant, model, PDL mode)'s checked launch
-// takes over 50 ms, its larger T are not run (n/a, "skipped by the bench").
+// and launches per graph as the launch gets longer (about half a second of
+// timing per cell). Time rule: once a (variant, model, PDL mode)'s checked
+// launch takes over 50 ms, its larger T are not run (n/a, "skipped by the
+// bench"): naive past T 256 or so at DeepSeek-V3's sizes.
 // Each stage is also timed alone (stage_us: layout, ffn, combine).
 //
 // Extra fields: bytes_moved (experts::bytes_moved: the active experts'
@@ -76,8 +79,8 @@ const std::vector<std::int64_t> kTokens = {1, 4, 16, 64, 256, 1024, 4096, 16384}
 const std::vector<std::int64_t> kQuickTokens = {1, 64, 1024};
 
 constexpr double kSkipAfterMs = 50.0;       // the time rule (see the top)
-constexpr double kCellTimingS = 1.0;        // about this long timing one cell
-constexpr double kStageTimingS = 0.3;       // and each of its stages
+constexpr double kCellTimingS = 0.5;        // about this long timing one cell
+constexpr double kStageTimingS = 0.2;       // and each of its stages
 constexpr double kReferenceMacs = 1.5e9;    // the reference's tokens per (model, T)
 constexpr std::uint64_t kWeightSeed = 32;   // every model's generated weights
 
@@ -262,34 +265,53 @@ void measure_cells(bench::Writer& out, const Model& m, std::int64_t T, std::uint
   }
 }
 
+constexpr const char* kUsage =
+    "bench_experts [--quick] [--models LIST] [--json FILE]: every experts variant x model x T\n"
+    "  --quick        T 1, 64, 1024 only\n"
+    "  --models LIST  comma-separated, of mixtral, qwen3-235b, deepseek-v3-tp8, deepseek-v3 (default: all;\n"
+    "                 a model's cells and seeds are the same whichever others run)\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
+  std::vector<std::string> models;
   int w = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--help" || a == "-h") {
-      std::puts("bench_experts [--quick] [--json FILE]: every experts variant x model x T (--quick: T 1, 64, 1024)");
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
       return 0;
-    } else argv[w++] = argv[i];
-  }
-  argc = w;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--json") {
-      ++i;
-      continue;
-    }
-    if (!a.starts_with("--json=")) {
-      std::fprintf(stderr, "bench_experts: unknown argument '%s' (--quick, --json FILE)\n", argv[i]);
+    } else if (a == "--models" && i + 1 < argc) {
+      std::string_view list = argv[++i];
+      while (!list.empty()) {
+        const std::size_t c = list.find(',');
+        models.emplace_back(list.substr(0, c));
+        list = c == std::string_view::npos ? std::string_view() : list.substr(c + 1);
+      }
+      for (const std::string& name : models)
+        if (std::none_of(std::begin(kModels), std::end(kModels), [&](const Model& m) { return name == m.key; })) {
+          std::fprintf(stderr, "bench_experts: unknown model '%s'\n%s", name.c_str(), kUsage);
+          return 2;
+        }
+    } else if (a == "--json" && i + 1 < argc) {
+      argv[w++] = argv[i++];
+      argv[w++] = argv[i];
+    } else if (a.starts_with("--json=")) {
+      argv[w++] = argv[i];
+    } else {
+      std::fprintf(stderr, "bench_experts: unknown argument '%s'\n%s", argv[i], kUsage);
       return 2;
     }
   }
+  argc = w;
   return bench::run_bench(argc, argv, "experts", [&](bench::Writer& out) {
     std::uint64_t seed = 1;
     for (const Model& m : kModels) {
+      seed += 100;  // a model's seeds do not depend on which models run
+      if (!models.empty() && std::find(models.begin(), models.end(), m.key) == models.end()) continue;
       // The model's weights, once: [E, 2I, H] and [E, H, I] bf16.
       const experts::Problem shape = problem(m, 1, kLayouts[0]);
       DeviceBuffer w1(shape.w1_elements() * 2), w2(shape.w2_elements() * 2);
@@ -299,7 +321,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_experts: %s, %.1f GB of weights\n", m.name,
                    double(shape.w1_elements() + shape.w2_elements()) * 2e-9);
       std::map<std::pair<std::string, bool>, std::string> slow;
-      for (std::int64_t t : quick ? kQuickTokens : kTokens) measure_cells(out, m, t, ++seed, w1.get(), w2.get(), slow);
+      std::uint64_t cell_seed = seed;
+      for (std::int64_t t : quick ? kQuickTokens : kTokens) measure_cells(out, m, t, ++cell_seed, w1.get(), w2.get(), slow);
     }
   });
 }

@@ -107,7 +107,7 @@ const Case kCases[] = {
     {"trace: Llama-4-Maverick decode batch (E 128, K 1, ended requests -1)", 0, 1, 128, 1024, 512, DType::bf16,
      Act::silu, W1Layout::gate_up, Routing::trace, false, false, 4e9, "llama4-decode"},
     {"trace: DeepSeek-V2-Lite prefill (E 64, K 6)", 0, 6, 64, 2048, 1408, DType::bf16, Act::silu,
-     W1Layout::gate_up, Routing::trace, false, false, 2e9, "v2-lite-prefill"},
+     W1Layout::gate_up, Routing::trace, false, false, 1e9, "v2-lite-prefill"},
     {"DeepSeek-V3 TP8 shard, T 4", 4, 8, 256, 7168, 256, DType::bf16, Act::silu, W1Layout::gate_up, Routing::uniform,
      false, false, 1e9},
     {"DeepSeek-V3 TP8 shard, T 64", 64, 8, 256, 7168, 256, DType::bf16, Act::silu, W1Layout::gate_up,
@@ -115,7 +115,7 @@ const Case kCases[] = {
     {"Mixtral, T 16", 16, 2, 8, 4096, 14336, DType::bf16, Act::silu, W1Layout::gate_up, Routing::uniform, false,
      false, 8e8},
     {"prefill-like (T 512, E 16, K 4, H 1024, I 512)", 512, 4, 16, 1024, 512, DType::f16, Act::silu,
-     W1Layout::gate_up, Routing::uniform, false, false, 1.2e9},
+     W1Layout::gate_up, Routing::uniform, false, false, 6e8},
 };
 // clang-format on
 
@@ -174,8 +174,9 @@ Trace load_trace(const std::string& key, std::int32_t K) {
   try {
     if (key == "llama4-decode") {
       // layer23_decode.npy [steps, requests]: row s = every request's s-th
-      // decoded token, -1 once it ended. The first row with ended requests
-      // and at least 16 running ones (the data/ slice is step 0: no -1).
+      // decoded token, -1 once it ended. The last row with at least 16
+      // running requests: most of its slots dropped (the data/ slice is
+      // step 0: none).
       const auto path = find_trace({"llama4-maverick/layer23_decode.npy"}, {"llama4_maverick_l23_decode_step0.npy"});
       if (!path) return {{}, 0, {}, "no Llama-4-Maverick decode trace found (MOEKIT_TRACES, ../shared/traces, data/)"};
       const npy::Array a = npy::read(path->string());
@@ -186,10 +187,7 @@ Trace load_trace(const std::string& key, std::int32_t K) {
       for (std::int64_t s = 0; s < steps; ++s) {
         const auto row = std::span(v).subspan(std::size_t(s * req), std::size_t(req));
         const auto ended = std::count(row.begin(), row.end(), -1);
-        if (ended > 0 && req - ended >= 16) {
-          pick = s;
-          break;
-        }
+        if (req - ended >= 16) pick = s;
       }
       t.ids.assign(v.begin() + pick * req, v.begin() + (pick + 1) * req);
       t.T = req;
