@@ -3,7 +3,7 @@
 // (bf16/f16 in, f32 accumulation), ldmatrix and a cp.async multi-stage
 // shared-memory pipeline. Three launches, no host sync:
 //
-//  1. tile_list_kernel (one block): each expert's row range [begin, end) from
+//  1. mma_tile_list_kernel (one block): each expert's rows [begin, end) from
 //     the RowMap (compact: offsets[e]..offsets[e+1]; padded: the run of
 //     blocks whose expert_ids is e, cut at num_tokens_post_pad: align writes
 //     the blocks in expert order), ceil((end - begin) / kBM) tiles per expert,
@@ -85,7 +85,7 @@ inline WsLayout ws_layout(std::int64_t rows, std::int64_t experts, std::int64_t 
 // One block of kPrepThreads. `first`, `seg_begin`, `seg_end` are written and
 // read back by this block (plain pointers: visible after __syncthreads).
 __global__ void __launch_bounds__(kPrepThreads)
-    tile_list_kernel(RowMap m, int experts, int rows, int cap, int* count_out, int4* tiles, int* seg_begin,
+    mma_tile_list_kernel(RowMap m, int experts, int rows, int cap, int* count_out, int4* tiles, int* seg_begin,
                      int* seg_end, int* first) {
   prim::pdl_wait();
   prim::pdl_launch_dependents();
@@ -216,24 +216,56 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)
 #endif
 }
 
+// ---- where each element lives (host-callable: one source for the kernels
+// and a host emulation of the fragment plumbing) ----------------------------
+
 // Byte offset of 16-byte chunk c (0..3) of row r in a tile of 64-byte rows.
-__device__ __forceinline__ std::uint32_t swz(int r, int c) {
+__host__ __device__ __forceinline__ std::uint32_t swz(int r, int c) {
   return static_cast<std::uint32_t>(r * (kBK * 2) + ((c ^ ((r >> 1) & 3)) << 4));
 }
+// ldmatrix.x4 addresses: the tile row and 16-byte chunk lane `lane` points at.
+// A, m tile mt of warp row wm: matrices (rows 0-7, k 0-7), (8-15, 0-7),
+// (0-7, 8-15), (8-15, 8-15) = the mma A registers a0..a3.
+__host__ __device__ __forceinline__ int a_ldm_row(int lane, int wm, int mt) { return wm * 64 + mt * 16 + lane % 16; }
+__host__ __device__ __forceinline__ int a_ldm_chunk(int lane, int kk) { return kk * 2 + lane / 16; }
+// B (weight rows n, k contiguous), n tiles 2 np and 2 np + 1 of warp column
+// wn: matrices (n 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) = b0, b1
+// of n tile 2 np, then of 2 np + 1.
+__host__ __device__ __forceinline__ int b_ldm_row(int lane, int wn, int np) {
+  return wn * 32 + np * 16 + lane % 8 + (lane / 16) * 8;
+}
+__host__ __device__ __forceinline__ int b_ldm_chunk(int lane, int kk) { return kk * 2 + (lane / 8) % 2; }
+// Accumulator (mt, nt, c) of lane `lane` in warp (wm, wn): tile row and column.
+__host__ __device__ __forceinline__ int acc_row(int lane, int wm, int mt, int c) {
+  return wm * 64 + mt * 16 + lane / 4 + (c / 2) * 8;
+}
+__host__ __device__ __forceinline__ int acc_col(int lane, int wn, int nt, int c) {
+  return wn * 32 + nt * 8 + 2 * (lane % 4) + c % 2;
+}
+// gemm1's B rows: tile row n holds, per 32-row warp slice, gate rows (n % 32
+// < 16) then the up rows of the same intermediate columns; the column of the
+// CTA's kGateCols that row n belongs to. A warp's n tiles 0, 1 are gate and
+// 2, 3 up of the same columns: acc_col(.., nt + 2, c) - 16 == acc_col(.., nt, c).
+__host__ __device__ __forceinline__ int gate_up_col(int n) { return (n / 32) * 16 + n % 16; }
+__host__ __device__ __forceinline__ bool gate_up_is_up(int n) { return n % 32 >= 16; }
 
 // The tile and column tile of this CTA (row tiles grouped by kGroupRows), or
 // false when its tile is past the device-built count.
 struct TileCoord {
   int e, row_begin, row_end, col_tile;
 };
-__device__ __forceinline__ bool tile_of(const int* count, const int4* tiles, int cap, int col_tiles, TileCoord& tc) {
-  const long long L = blockIdx.x;
+// CTA L of cap * col_tiles: row tile rt, column tile ct (a bijection).
+__host__ __device__ __forceinline__ void grouped_coord(long long L, int cap, int col_tiles, int& rt, int& ct) {
   const long long per_group = static_cast<long long>(kGroupRows) * col_tiles;
   const int first = static_cast<int>(L / per_group) * kGroupRows;
-  const int gs = min(kGroupRows, cap - first);
+  const int gs = cap - first < kGroupRows ? cap - first : kGroupRows;
   const int within = static_cast<int>(L % per_group);
-  const int rt = first + within % gs;
-  tc.col_tile = within / gs;
+  rt = first + within % gs;
+  ct = within / gs;
+}
+__device__ __forceinline__ bool tile_of(const int* count, const int4* tiles, int cap, int col_tiles, TileCoord& tc) {
+  int rt;
+  grouped_coord(blockIdx.x, cap, col_tiles, rt, tc.col_tile);
   if (rt >= *count) return false;
   const int4 t = tiles[rt];
   tc.e = t.x;
@@ -283,11 +315,11 @@ __device__ __forceinline__ void mainloop(float (&acc)[4][4][4], const T* const (
       std::uint32_t af[4][4], bf[4][2];
 #pragma unroll
       for (int mt = 0; mt < 4; ++mt)
-        ldmatrix_x4(af[mt], sa + swz(wm * 64 + mt * 16 + (lane % 16), kk * 2 + lane / 16));
+        ldmatrix_x4(af[mt], sa + swz(a_ldm_row(lane, wm, mt), a_ldm_chunk(lane, kk)));
 #pragma unroll
       for (int np = 0; np < 2; ++np) {
         std::uint32_t r[4];
-        ldmatrix_x4(r, sb + swz(wn * 32 + np * 16 + (lane % 8) + (lane / 16) * 8, kk * 2 + (lane / 8) % 2));
+        ldmatrix_x4(r, sb + swz(b_ldm_row(lane, wn, np), b_ldm_chunk(lane, kk)));
         bf[2 * np][0] = r[0];
         bf[2 * np][1] = r[1];
         bf[2 * np + 1][0] = r[2];
@@ -340,26 +372,24 @@ __global__ void __launch_bounds__(kThreads)
     const int r = tc.row_begin + n;
     a_ok[j] = r < tc.row_end;
     a_row[j] = a_ok[j] ? x + std::int64_t(r) * H : x;
-    // B row n: warp slice n / 32 holds gate rows (n % 32 < 16) then up rows of
-    // intermediate columns i0 + (n / 32) * 16 + n % 16.
-    const int i = i0 + (n / 32) * 16 + (n % 16);
+    const int i = i0 + gate_up_col(n);
     b_ok[j] = i < I;
-    const std::int64_t wr = (n % 32) < 16 ? gate_row(layout, i, I) : up_row(layout, i, I);
+    const std::int64_t wr = gate_up_is_up(n) ? up_row(layout, i, I) : gate_row(layout, i, I);
     b_row[j] = b_ok[j] ? w1 + (std::int64_t(tc.e) * 2 * I + wr) * H : w1;
   }
   float acc[4][4][4] = {};
   mainloop<T>(acc, a_row, a_ok, b_row, b_ok, H, smem);
 
-  const int wm = warp % 2, wn = warp / 2, g = lane / 4, q = lane % 4;
+  const int wm = warp % 2, wn = warp / 2;
 #pragma unroll
   for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int r = tc.row_begin + wm * 64 + mt * 16 + g + half * 8;
+      const int r = tc.row_begin + acc_row(lane, wm, mt, half * 2);
       if (!row_written(m, r, tc.row_end)) continue;
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
-        const int i = i0 + wn * 16 + nt * 8 + 2 * q;  // even; I is a multiple of 8
+        const int i = i0 + gate_up_col(acc_col(lane, wn, nt, 0));  // even; I is a multiple of 8
         if (i >= I) continue;
         float v[2];
 #pragma unroll
@@ -402,16 +432,16 @@ __global__ void __launch_bounds__(kThreads)
   float acc[4][4][4] = {};
   mainloop<T>(acc, a_row, a_ok, b_row, b_ok, I, smem);
 
-  const int wm = warp % 2, wn = warp / 2, g = lane / 4, q = lane % 4;
+  const int wm = warp % 2, wn = warp / 2;
 #pragma unroll
   for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int r = tc.row_begin + wm * 64 + mt * 16 + g + half * 8;
+      const int r = tc.row_begin + acc_row(lane, wm, mt, half * 2);
       if (!row_written(m, r, tc.row_end)) continue;
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
-        const int h = h0 + wn * 32 + nt * 8 + 2 * q;  // even; H is a multiple of 8
+        const int h = h0 + acc_col(lane, wn, nt, 0);  // even; H is a multiple of 8
         if (h >= H) continue;
         store_pair(y + std::int64_t(r) * H + h, acc[mt][nt][half * 2], acc[mt][nt][half * 2 + 1]);
       }

@@ -77,7 +77,7 @@ LaunchStatus mma_typed(const Problem& p, const Buffers& b, void* ws, Stream s, b
   T* a = reinterpret_cast<T*>(w + l.a);
   const int cap = static_cast<int>(mma::tile_capacity(p.rows(), p.experts));
   const int H = static_cast<int>(p.hidden), I = static_cast<int>(p.inter);
-  if (const cudaError_t e = prim::launch_ex(mma::tile_list_kernel, dim3(1), mma::kPrepThreads, 0, s,
+  if (const cudaError_t e = prim::launch_ex(mma::mma_tile_list_kernel, dim3(1), mma::kPrepThreads, 0, s,
                                             prim::pdl_attrs(pdl), m, p.experts, static_cast<int>(p.rows()), cap,
                                             count, tiles, reinterpret_cast<int*>(w + l.begin),
                                             reinterpret_cast<int*>(w + l.end), reinterpret_cast<int*>(w + l.first));
@@ -214,7 +214,8 @@ std::string stages_limits(const DeviceCaps& caps) {
 // (ceil(rows / kBM) + E tiles times the column tiles) under 2^31 blocks, its
 // shared memory.
 std::int64_t mma_grid_blocks(const Problem& p) {
-  const std::int64_t cols = std::max(ceil_div<std::int64_t>(p.inter, mma::kGateCols), ceil_div<std::int64_t>(p.hidden, mma::kBN));
+  const std::int64_t cols =
+      std::max(ceil_div<std::int64_t>(p.inter, mma::kGateCols), ceil_div<std::int64_t>(p.hidden, mma::kBN));
   return mma::tile_capacity(p.rows(), p.experts) * cols;
 }
 const char* mma_na(const Problem& p, const DeviceCaps& caps) {
@@ -222,7 +223,8 @@ const char* mma_na(const Problem& p, const DeviceCaps& caps) {
   if (caps.present() && caps.arch() < 80) return "needs sm_80 or newer (mma.sync with bf16/f16 inputs, cp.async)";
   if (p.hidden % 8 != 0 || p.inter % 8 != 0)
     return "H and I must be multiples of 8 (cp.async copies rows in 16-byte pieces)";
-  if (mma_grid_blocks(p) > 0x7fffffffLL) return "too many tiles for one grid (ceil(rows / 128) + E, times the column tiles)";
+  if (mma_grid_blocks(p) > 0x7fffffffLL)
+    return "too many tiles for one grid (ceil(rows / 128) + E, times the column tiles)";
   if (!fits_smem(caps, mma::kSmemBytes)) return "needs 64 KiB of shared memory per block";
   return nullptr;
 }
@@ -244,7 +246,7 @@ const std::array<Variant, 2> kVariants{{
       "device, then mma.sync grouped GEMMs with 4-stage cp.async pipelines: gemm1 computes gate and up of the "
       "same columns in one CTA and applies the activation in its epilogue, gemm2 writes y; naive's kernels "
       "where a base pointer is not 16-byte aligned",
-      "permute:* tile_list_kernel mma_gemm1_act_kernel mma_gemm2_kernel @naive combine:*"},
+      "permute:* mma_tile_list_kernel mma_gemm1_act_kernel mma_gemm2_kernel @naive combine:*"},
      false, mma_limits, mma_na, workspace_of<1>, launch_variant<1>},
 }};
 
