@@ -86,7 +86,7 @@ inline WsLayout ws_layout(std::int64_t rows, std::int64_t experts, std::int64_t 
 // read back by this block (plain pointers: visible after __syncthreads).
 __global__ void __launch_bounds__(kPrepThreads)
     mma_tile_list_kernel(RowMap m, int experts, int rows, int cap, int* count_out, int4* tiles, int* seg_begin,
-                     int* seg_end, int* first) {
+                         int* seg_end, int* first) {
   prim::pdl_wait();
   prim::pdl_launch_dependents();
   const int tid = threadIdx.x, nt = blockDim.x;
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kPrepThreads)
     __syncthreads();
     const int ntpp = max(0, min(*m.num_tokens_post_pad, rows));
     const int B = m.block_size;
-    const int nb = (ntpp + B - 1) / B;
+    const int nb = static_cast<int>((std::int64_t(ntpp) + B - 1) / B);
     for (int b = tid; b < nb; b += nt) {
       const int e = m.expert_ids[b];
       if (e < 0 || e >= experts) continue;
