@@ -9,9 +9,9 @@
 //     the blocks in expert order), ceil((end - begin) / kBM) tiles per expert,
 //     an exclusive scan, and one descriptor {expert, row begin, row end} per
 //     tile into the workspace with the count. A tile never crosses an expert.
-//     At most ceil(rows / kBM) + E tiles (each expert adds at most one partial
-//     tile): the GEMM grids are sized for that on the host; CTAs past the
-//     count exit at once.
+//     At most ceil(rows / kBM) + min(E, T * K) tiles (each expert with a row
+//     adds at most one partial tile): the GEMM grids are sized for that on
+//     the host; CTAs past the count exit at once.
 //  2. mma_gemm1_act_kernel: a CTA computes kBM rows x kGateCols intermediate
 //     columns for the gate AND the up rows of W1 (its kBN = 128 B rows are,
 //     per 32-row warp slice, 16 gate rows then the 16 up rows of the same i),
@@ -41,6 +41,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -62,21 +63,27 @@ constexpr int kPrepThreads = 1024;
 constexpr int kTileBytes = kBM * kBK * 2;  // A or B tile of one stage (kBM == kBN)
 constexpr std::size_t kSmemBytes = std::size_t(kStages) * 2 * kTileBytes;
 
+// At most this many tiles: each expert that has a row adds at most one
+// partial tile to ceil(rows / kBM), and at most min(E, T * K) experts have
+// one (a real slot each). The GEMM grids are cap x column tiles.
+inline std::int64_t tile_capacity(const Problem& p) {
+  const std::int64_t busy = std::min<std::int64_t>(p.experts, p.permute.align.numel);
+  return (p.rows() + kBM - 1) / kBM + busy;
+}
 // Workspace: [count | tiles (int4 x cap) | begin (E) | end (E) | first (E+1) | a (rows x I)],
 // each slice 256-byte aligned. Host and device agree through this one function.
 struct WsLayout {
   std::size_t tiles = 0, begin = 0, end = 0, first = 0, a = 0, total = 0;
 };
-inline std::int64_t tile_capacity(std::int64_t rows, std::int64_t experts) { return (rows + kBM - 1) / kBM + experts; }
-inline WsLayout ws_layout(std::int64_t rows, std::int64_t experts, std::int64_t inter) {
+inline WsLayout ws_layout(const Problem& p) {
   auto up = [](std::size_t n) { return (n + 255) / 256 * 256; };
   WsLayout l;
   l.tiles = 256;
-  l.begin = l.tiles + up(std::size_t(tile_capacity(rows, experts)) * 16);
-  l.end = l.begin + up(std::size_t(experts) * 4);
-  l.first = l.end + up(std::size_t(experts) * 4);
-  l.a = l.first + up(std::size_t(experts + 1) * 4);
-  l.total = l.a + up(std::size_t(rows) * std::size_t(inter) * 2);
+  l.begin = l.tiles + up(std::size_t(tile_capacity(p)) * 16);
+  l.end = l.begin + up(std::size_t(p.experts) * 4);
+  l.first = l.end + up(std::size_t(p.experts) * 4);
+  l.a = l.first + up(std::size_t(p.experts + 1) * 4);
+  l.total = l.a + up(std::size_t(p.rows()) * std::size_t(p.inter) * p.element_bytes());
   return l;
 }
 

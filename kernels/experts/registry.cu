@@ -62,7 +62,7 @@ LaunchStatus naive_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, b
 // workspace. Base pointers that are not 16-byte aligned take naive's kernels
 // (the workspace is larger than naive's, `a` at its start).
 std::size_t mma_ws(const Problem& p, const DeviceCaps&) {
-  return mma::ws_layout(p.rows(), p.experts, p.inter).total;
+  return mma::ws_layout(p).total;
 }
 bool aligned16(const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; }
 template <class T>
@@ -70,12 +70,12 @@ LaunchStatus mma_typed(const Problem& p, const Buffers& b, void* ws, Stream s, b
   if (!aligned16(b.permuted) || !aligned16(b.w1) || !aligned16(b.w2) || !aligned16(b.y) || !aligned16(ws))
     return naive_typed<T>(p, b, ws, s, pdl);
   const RowMap m = row_map(p, b);
-  const mma::WsLayout l = mma::ws_layout(p.rows(), p.experts, p.inter);
+  const mma::WsLayout l = mma::ws_layout(p);
   char* w = static_cast<char*>(ws);
   int* count = reinterpret_cast<int*>(w);
   int4* tiles = reinterpret_cast<int4*>(w + l.tiles);
   T* a = reinterpret_cast<T*>(w + l.a);
-  const int cap = static_cast<int>(mma::tile_capacity(p.rows(), p.experts));
+  const int cap = static_cast<int>(mma::tile_capacity(p));
   const int H = static_cast<int>(p.hidden), I = static_cast<int>(p.inter);
   if (const cudaError_t e = prim::launch_ex(mma::mma_tile_list_kernel, dim3(1), mma::kPrepThreads, 0, s,
                                             prim::pdl_attrs(pdl), m, p.experts, static_cast<int>(p.rows()), cap,
@@ -211,12 +211,12 @@ std::string stages_limits(const DeviceCaps& caps) {
 }
 
 // mma's own limits beyond the stages': sm_80+, 16-byte rows, its grids
-// (ceil(rows / kBM) + E tiles times the column tiles) under 2^31 blocks, its
+// (tile_capacity times the column tiles) under 2^31 blocks, its
 // shared memory.
 std::int64_t mma_grid_blocks(const Problem& p) {
   const std::int64_t cols =
       std::max(ceil_div<std::int64_t>(p.inter, mma::kGateCols), ceil_div<std::int64_t>(p.hidden, mma::kBN));
-  return mma::tile_capacity(p.rows(), p.experts) * cols;
+  return mma::tile_capacity(p) * cols;
 }
 const char* mma_na(const Problem& p, const DeviceCaps& caps) {
   if (const char* why = stages_na(p, caps)) return why;
@@ -224,7 +224,7 @@ const char* mma_na(const Problem& p, const DeviceCaps& caps) {
   if (p.hidden % 8 != 0 || p.inter % 8 != 0)
     return "H and I must be multiples of 8 (cp.async copies rows in 16-byte pieces)";
   if (mma_grid_blocks(p) > 0x7fffffffLL)
-    return "too many tiles for one grid (ceil(rows / 128) + E, times the column tiles)";
+    return "too many tiles for one grid (ceil(rows / 128) + min(E, T * K), times the column tiles)";
   if (!fits_smem(caps, mma::kSmemBytes)) return "needs 64 KiB of shared memory per block";
   return nullptr;
 }
