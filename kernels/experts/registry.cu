@@ -239,7 +239,7 @@ const std::array<Variant, 2> kVariants{{
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
       "auto picks",
-      "permute:* experts::naive::gemm1_act_kernel experts::naive::gemm2_kernel combine:*"},
+      "permute:* gemm1_act_kernel gemm2_kernel combine:*"},
      false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>},
     {{"mma",
       "tensor cores without CUTLASS (sm_80, sm_90): a one-block kernel lists (expert, 128-row) tiles on the "
