@@ -16,6 +16,7 @@
 #include "common/cuda_check.cuh"
 #include "common/fits_smem.hpp"
 #include "experts/experts.hpp"
+#include "experts/grouped.hpp"
 #include "experts/mma.cuh"
 #include "experts/naive.cuh"
 #include "experts/weights.hpp"
@@ -106,8 +107,11 @@ struct Ffn {
   FfnLaunch launch;
   FfnWorkspace workspace;
 };
-const std::array<Ffn, 2> kFfns{{
+// grouped: CUTLASS's sm_90a grouped GEMM over device-side problem shapes
+// (grouped.hpp; its translation unit is the only one that includes CUTLASS).
+const std::array<Ffn, 3> kFfns{{
     {"naive", naive_ffn, naive_ws},
+    {"grouped", grouped::launch, grouped::workspace_bytes},
     {"mma", mma_ffn, mma_ws},
 }};
 const Ffn* ffn_of(std::string_view name) {
@@ -210,6 +214,15 @@ std::string stages_limits(const DeviceCaps& caps) {
          (c != nullptr ? c->limits(caps) : std::string("?"));
 }
 
+const char* grouped_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = grouped::not_applicable(p, caps)) return why;
+  return stages_na(p, caps);
+}
+std::string grouped_limits(const DeviceCaps& caps) {
+  if (const char* why = grouped::not_built()) return why;
+  return std::string(grouped::limits_text()) + "; " + stages_limits(caps);
+}
+
 // mma's own limits beyond the stages': sm_80+, 16-byte rows, its grids
 // (tile_capacity times the column tiles) under 2^31 blocks, its
 // shared memory.
@@ -234,20 +247,27 @@ std::string mma_limits(const DeviceCaps& caps) {
          " KiB of shared memory a block; " + stages_limits(caps);
 }
 
-const std::array<Variant, 2> kVariants{{
+const std::array<Variant, 3> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
       "auto picks",
       "permute:* gemm1_act_kernel gemm2_kernel combine:*"},
      false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>},
+    {{"grouped",
+      "moekit's sm_90a grouped GEMM (CUTLASS 3.x ptr-array kernel: TMA + WGMMA, persistent group tile scheduler) on "
+      "the compact layout, problem shapes built on the device from expert_offsets (no host sync; experts with no "
+      "rows get no tiles): gemm1 into h [rows, 2I], act-and-mul into a [rows, I], gemm2 into y; between permute's "
+      "and combine's auto picks",
+      grouped::kKernelSpec},
+     false, grouped_limits, grouped_na, workspace_of<1>, launch_variant<1>},
     {{"mma",
       "tensor cores without CUTLASS (sm_80, sm_90): a one-block kernel lists (expert, 128-row) tiles on the "
       "device, then mma.sync grouped GEMMs with 4-stage cp.async pipelines: gemm1 computes gate and up of the "
       "same columns in one CTA and applies the activation in its epilogue, gemm2 writes y; naive's kernels "
       "where a base pointer is not 16-byte aligned",
       "permute:* mma_tile_list_kernel mma_gemm1_act_kernel mma_gemm2_kernel @naive combine:*"},
-     false, mma_limits, mma_na, workspace_of<1>, launch_variant<1>},
+     false, mma_limits, mma_na, workspace_of<2>, launch_variant<2>},
 }};
 
 const std::array<AutoRow<Problem>, 1> kAutoRows = {{
