@@ -1,3 +1,4 @@
+#include <cctype>
 #include "kernel_resources.hpp"
 
 #include <cxxabi.h>
@@ -117,8 +118,37 @@ std::string demangle(std::string_view mangled) {
   return status == 0 && d ? std::string(d.get()) : m;
 }
 
+namespace {
+// A mangled name __cxa_demangle refused (the toolchain cuts cubin symbols of
+// CUTLASS's deep templates at 1200 characters): its leading nested name
+// (_ZN 7cutlass 13device_kernel I...) as the qualified name, and the rest,
+// still mangled, as the template arguments, in which a spec's `<...>` is found
+// as a substring (identifiers keep their spelling when mangled).
+bool split_mangled(std::string_view d, KernelName& k) {
+  if (!d.starts_with("_ZN")) return false;
+  std::size_t i = 3;
+  std::string q;
+  while (i < d.size() && std::isdigit(static_cast<unsigned char>(d[i]))) {
+    std::size_t n = 0;
+    while (i < d.size() && std::isdigit(static_cast<unsigned char>(d[i]))) n = n * 10 + std::size_t(d[i++] - '0');
+    if (i + n > d.size()) return false;
+    if (!q.empty()) q += "::";
+    q += d.substr(i, n);
+    i += n;
+  }
+  if (q.empty()) return false;
+  k.qualified = q;
+  const std::size_t colons = q.rfind("::");
+  k.base = colons == std::string::npos ? q : q.substr(colons + 2);
+  if (i < d.size() && d[i] == 'I') k.template_args = std::string(d.substr(i + 1));
+  k.short_name = k.base + (k.template_args.empty() ? "" : "<...>");
+  return true;
+}
+}  // namespace
+
 KernelName split_kernel_name(std::string_view d) {
   KernelName k;
+  if (split_mangled(d, k)) return k;
   if (d.starts_with("void ")) d.remove_prefix(5);  // a template's return type
   std::size_t end = d.find_first_of("<(");
   if (end == std::string_view::npos) end = d.size();

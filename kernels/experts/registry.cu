@@ -23,6 +23,20 @@
 #include "primitives/launch.cuh"
 
 namespace moekit::experts {
+namespace gen_detail {
+
+// One block per matrix row (of all experts), threads over its columns.
+template <class T>
+__global__ void generate_kernel(T* __restrict__ w, std::uint64_t seed, int matrix, std::int64_t experts,
+                                std::int64_t rows, std::int64_t cols, float scale) {
+  for (std::int64_t R = blockIdx.x; R < experts * rows; R += gridDim.x) {
+    const std::int64_t e = R / rows, r = R % rows;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      w[R * cols + c] = from_f32<T>(weight_value(seed, matrix, e, r, c, rows, cols, scale));
+  }
+}
+}  // namespace gen_detail
+
 namespace {
 
 constexpr std::size_t kSliceAlign = 256;
@@ -278,25 +292,15 @@ constexpr std::array<Stage, 3> kStages = {Stage::layout, Stage::ffn, Stage::comb
 
 // ---- generated weights --------------------------------------------------------
 
-// One block per matrix row (of all experts), threads over its columns.
-template <class T>
-__global__ void generate_kernel(T* __restrict__ w, std::uint64_t seed, int matrix, std::int64_t experts,
-                                std::int64_t rows, std::int64_t cols, float scale) {
-  for (std::int64_t R = blockIdx.x; R < experts * rows; R += gridDim.x) {
-    const std::int64_t e = R / rows, r = R % rows;
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-      w[R * cols + c] = from_f32<T>(weight_value(seed, matrix, e, r, c, rows, cols, scale));
-  }
-}
 template <class T>
 LaunchStatus generate_typed(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream s) {
   const std::int64_t rows1 = p.experts * 2 * p.inter, rows2 = p.experts * p.hidden;
   const unsigned g1 = static_cast<unsigned>(std::clamp<std::int64_t>(rows1, 1, 1 << 20));
   const unsigned g2 = static_cast<unsigned>(std::clamp<std::int64_t>(rows2, 1, 1 << 20));
-  generate_kernel<T><<<g1, 256, 0, s>>>(static_cast<T*>(w1), seed, 0, p.experts, 2 * p.inter, p.hidden,
+  gen_detail::generate_kernel<T><<<g1, 256, 0, s>>>(static_cast<T*>(w1), seed, 0, p.experts, 2 * p.inter, p.hidden,
                                         weight_scale(p.hidden));
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  generate_kernel<T><<<g2, 256, 0, s>>>(static_cast<T*>(w2), seed, 1, p.experts, p.hidden, p.inter,
+  gen_detail::generate_kernel<T><<<g2, 256, 0, s>>>(static_cast<T*>(w2), seed, 1, p.experts, p.hidden, p.inter,
                                         weight_scale(p.inter));
   return cudaGetLastError();
 }
