@@ -29,7 +29,7 @@ __device__ __forceinline__ float act_and_mul(Act act, float g, float u) {
 }
 
 // Rows of W1 holding gate i and up i.
-__host__ __device__ __forceinline__ std::int64_t gate_row(W1Layout l, std::int64_t i, std::int64_t inter) {
+__host__ __device__ __forceinline__ std::int64_t gate_row(W1Layout l, std::int64_t i, [[maybe_unused]] std::int64_t inter) {
   return l == W1Layout::interleaved ? 2 * i : i;
 }
 __host__ __device__ __forceinline__ std::int64_t up_row(W1Layout l, std::int64_t i, std::int64_t inter) {
