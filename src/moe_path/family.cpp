@@ -517,14 +517,15 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
   // their capacity with their sorted ids, the [T, H] output, ids, weights and
   // the inverse map; and two more [T, H] outputs (the output set's copy and
   // the file read back).
-  // With the FFN: the given weights, and y [rows, H] twice (the reference's
-  // and the run's), and the reference's per-slot y and bounds (CPU runs).
+  // With the FFN: the given weights, y [rows, H] three times (the
+  // reference's, the run's, the copy the written files are checked in), and
+  // the experts reference's per-slot y and two bounds (18 bytes an element).
   const double hidden_bytes = double(T) * double(row_bytes);
   const double rows = double(p.permute.align.max_num_tokens_padded), slots = double(T) * K;
   const bool weights_given = ffn && !a.w1.empty();
   const double ffn_bytes = !ffn ? 0.0
                                 : (weights_given ? 2.0 * double(p.experts.w1_elements() + p.experts.w2_elements()) : 0.0) +
-                                      2.0 * rows * double(row_bytes) + slots * double(row_bytes) * 9.0;
+                                      3.0 * rows * double(row_bytes) + slots * double(row_bytes) * 9.0;
   require_host_memory(hidden_bytes + (routed ? 8.0 * double(T) * E : 0.0) +
                           3.0 * (rows * (double(row_bytes) + 4.0) + hidden_bytes + 12.0 * slots) + 2.0 * hidden_bytes +
                           ffn_bytes,
