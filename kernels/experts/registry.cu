@@ -15,6 +15,7 @@
 
 #include "common/cuda_check.cuh"
 #include "experts/experts.hpp"
+#include "experts/grouped.hpp"
 #include "experts/naive.cuh"
 #include "experts/weights.hpp"
 #include "primitives/launch.cuh"
@@ -60,8 +61,11 @@ struct Ffn {
   FfnLaunch launch;
   FfnWorkspace workspace;
 };
-const std::array<Ffn, 1> kFfns{{
+// grouped: CUTLASS's sm_90a grouped GEMM over device-side problem shapes
+// (grouped.hpp; its translation unit is the only one that includes CUTLASS).
+const std::array<Ffn, 2> kFfns{{
     {"naive", naive_ffn, naive_ws},
+    {"grouped", grouped::launch, grouped::workspace_bytes},
 }};
 const Ffn* ffn_of(std::string_view name) {
   for (const Ffn& f : kFfns)
@@ -163,13 +167,29 @@ std::string stages_limits(const DeviceCaps& caps) {
          (c != nullptr ? c->limits(caps) : std::string("?"));
 }
 
-const std::array<Variant, 1> kVariants{{
+const char* grouped_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = grouped::not_applicable(p, caps)) return why;
+  return stages_na(p, caps);
+}
+std::string grouped_limits(const DeviceCaps& caps) {
+  if (const char* why = grouped::not_built()) return why;
+  return std::string(grouped::limits_text()) + "; " + stages_limits(caps);
+}
+
+const std::array<Variant, 2> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
       "auto picks",
-      "permute:* experts::naive::gemm1_act_kernel experts::naive::gemm2_kernel combine:*"},
+      "permute:* gemm1_act_kernel gemm2_kernel combine:*"},
      false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>},
+    {{"grouped",
+      "moekit's sm_90a grouped GEMM (CUTLASS 3.x ptr-array kernel: TMA + WGMMA, persistent group tile scheduler) on "
+      "the compact layout, problem shapes built on the device from expert_offsets (no host sync; experts with no "
+      "rows get no tiles): gemm1 into h [rows, 2I], act-and-mul into a [rows, I], gemm2 into y; between permute's "
+      "and combine's auto picks",
+      grouped::kKernelSpec},
+     false, grouped_limits, grouped_na, workspace_of<1>, launch_variant<1>},
 }};
 
 const std::array<AutoRow<Problem>, 1> kAutoRows = {{
