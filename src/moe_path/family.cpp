@@ -297,8 +297,8 @@ class PathFamily final : public RegistryFamily<moe_path::Registry> {
                  "expert FFN of `moekit experts`, its auto pick: y = act(gate(h)) * up(h) . W2[e]^T, h = x . W1[e]^T)")
         ->check(CLI::IsMember({"identity", "ffn"}))
         ->capture_default_str();
-    g_.inter = s.add_option("--inter-size", a_.inter, "--experts ffn: the intermediate size I (default: --model's, "
-                                                      "or --w1's)");
+    g_.inter = s.add_option("--inter-size", a_.inter, "--experts ffn without --w1: the intermediate size I "
+                                                      "(default: --model's)");
     g_.act = s.add_option("--act", a_.act, "--experts ffn: act(gate) * up: silu, gelu, gelu-tanh or swiglu-oai "
                                            "(gpt-oss: clamped, interleaved W1)")
                  ->check(CLI::IsMember({"silu", "gelu", "gelu-tanh", "swiglu-oai"}))
@@ -313,6 +313,7 @@ class PathFamily final : public RegistryFamily<moe_path::Registry> {
     auto* w2 = s.add_option("--w2", a_.w2, "--experts ffn: with --w1: W2 [E, H, I] in the hidden dtype (.npy)");
     g_.w1->needs(w2);
     w2->needs(g_.w1);
+    g_.inter->excludes(g_.w1);  // I is W1's (as `moekit experts` reads them)
   }
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
@@ -472,9 +473,7 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
       if (i1.shape.size() != 3 || i1.shape[0] != E || i1.shape[1] < 2 || i1.shape[1] % 2 != 0 || i1.shape[2] != H)
         throw InputError(fmt::format("{}: W1 must be [E, 2I, H] = [{}, 2I, {}] with I >= 1, got {}", l1, E, H,
                                      npy::format_shape(i1.shape)));
-      const std::int64_t I = i1.shape[1] / 2;
-      if (given(g_.inter) && a.inter != I)
-        throw InputError(fmt::format("{}: I is {} (2I = {} rows), but --inter-size is {}", l1, I, i1.shape[1], a.inter));
+      const std::int64_t I = i1.shape[1] / 2;  // --inter-size excludes --w1
       f.inter = I;
       if (i2.shape != std::vector<std::int64_t>{E, H, I})
         throw InputError(fmt::format("{}: W2 must be [E, H, I] = [{}, {}, {}] (W1's E, H and I), got {}", l2, E, H, I,
