@@ -1,11 +1,14 @@
-// The MoE path around the expert GEMMs, end to end (the moe_path family): route
-// (when given logits) -> permute (which runs align) -> identity experts ->
+// The MoE layer end to end (the moe_path family): route (when given logits) ->
+// permute (which runs align) -> the experts (identity, or the expert FFN) ->
 // combine, as one stream of launches. Host-visible: no CUDA headers.
 // Semantics: docs/moe-path.md.
 //
 // The family has no kernels of its own: each stage is its family's `auto` pick
 // through that family's public registry, so the path measures what those
 // families ship. Identity experts cost nothing: combine reads permute's rows.
+// The expert FFN is the experts family's auto pick, its FFN stage alone
+// (experts::launch_stage): it reads permute's rows and writes y in the same
+// row order, which combine then reads.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +21,7 @@
 #include "common/device.hpp"
 #include "common/registry.hpp"
 #include "common/variant.hpp"
+#include "experts/experts.hpp"
 #include "permute/permute.hpp"
 #include "route/route.hpp"
 
@@ -28,9 +32,16 @@ struct Problem {
   // the ids and weights are inputs. route.scaling is 1: the routed scaling
   // factor is applied once, by combine (combine.scaling).
   bool routed = false;
+  // The experts are the expert FFN (experts.hpp's formula), not identity.
+  bool ffn = false;
   route::Problem route;      // when routed
   permute::Problem permute;  // T, K, E, B, layout, row bytes
-  combine::Problem combine;  // rows = permute's row capacity (expert_out = permuted)
+  combine::Problem combine;  // rows = permute's row capacity (expert_out = permuted, or y with ffn)
+  // When ffn: the experts family's Problem of the same T, K, E, H, dtype,
+  // layout, B and S; make_problem sets permute and combine above to its own
+  // sub-problems (slots of ids outside [0, E) dropped, which the path never
+  // has), so every stage reads one plan.
+  experts::Problem experts;
 };
 // The launch's pdl (Variant::launch, launch_stage) goes to every stage, so
 // with it each stage overlaps the previous stage's tail.
@@ -42,25 +53,38 @@ struct Buffers {
   const void* hidden = nullptr;             // [T, H]
   std::int32_t* topk_ids = nullptr;         // [T, K]: route's output, or the input ids
   float* topk_weights = nullptr;            // [T, K]: route's output, or the input weights
+  const void* w1 = nullptr;                 // ffn: [E, 2I, H] (experts.hpp)
+  const void* w2 = nullptr;                 // ffn: [E, H, I]
   void* permuted = nullptr;                 // [permute.align.max_num_tokens_padded, H]
   std::int32_t* inverse = nullptr;          // [T, K]
   std::int32_t* sorted_token_ids = nullptr; // align's outputs
   std::int32_t* expert_ids = nullptr;
   std::int32_t* num_tokens_post_pad = nullptr;
   std::int64_t* expert_offsets = nullptr;   // [E + 1], compact layout
+  void* y = nullptr;                        // ffn: [rows, H] the experts' outputs, permuted's row order
   void* out = nullptr;                      // [T, H]
   void* workspace = nullptr;
+};
+
+// The expert FFN's own arguments (what experts::make_problem takes beyond
+// the path's shape).
+struct FfnArgs {
+  std::int64_t inter = 0;  // I
+  experts::Act act = experts::Act::silu;
+  experts::W1Layout w1_layout = experts::W1Layout::gate_up;
 };
 
 // The Problem of T tokens with K experts each (of E), rows of H elements of
 // `dtype`, permute's layout (block size B for padded), combine's S. With
 // `router` the path routes: its scoring, groups, bias, renormalize and
 // logits dtype are kept, T, E and K set, and its scaling set to 1 (S is
-// combine's). Throws ProblemError (route::validate's and align::make_problem's limits).
-// Host only (problem.cpp).
+// combine's). With `ffn` the experts are the expert FFN (bf16 or f16 rows
+// only), planned by experts::make_problem. Throws ProblemError
+// (route::validate's, align::make_problem's and experts::make_problem's
+// limits). Host only (problem.cpp).
 Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t experts, std::int64_t hidden,
                      combine::DType dtype, permute::Layout layout, std::int32_t block_size, float scaling,
-                     const route::Problem* router = nullptr);
+                     const route::Problem* router = nullptr, const FfnArgs* ffn = nullptr);
 
 using Variant = moekit::Variant<Problem, Buffers>;
 
@@ -69,12 +93,14 @@ const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 
 // The stages of the `stages` variant, each launchable alone (per-stage
 // timing): the stage's family `auto` pick on the current device, with its
-// slice of the workspace. Identity experts are no stage: they launch nothing.
-enum class Stage { route, permute, combine };
-// route (when p.routed), permute, combine.
+// slice of the workspace. Identity experts are no stage: they launch nothing;
+// the expert FFN is the stage `ffn` (the experts family's auto pick's FFN).
+enum class Stage { route, permute, ffn, combine };
+// route (when p.routed), permute, ffn (when p.ffn), combine.
 std::span<const Stage> stages(const Problem& p);
 std::string_view stage_name(Stage s);
-// The variant a stage runs on `caps` ("block-rank", "gather", ...).
+// The variant a stage runs on `caps` ("block-rank", "gather", ...; ffn: the
+// experts variant).
 std::string_view stage_variant(const Problem& p, Stage s, const DeviceCaps& caps);
 // One stage alone, with PDL when `pdl` (as Variant::launch).
 LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl);

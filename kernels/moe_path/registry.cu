@@ -1,6 +1,7 @@
 // Registry of the moe_path family: one variant, `stages`, the families' own
 // `auto` picks launched one after another in one stream (so a graph capture
-// of its launch is one CUDA graph of the whole path).
+// of its launch is one CUDA graph of the whole path). With the expert FFN the
+// experts family's auto pick runs its FFN stage between permute and combine.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -26,12 +27,19 @@ const permute::Variant& permute_pick(const Problem& p, const DeviceCaps& caps) {
 const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps) {
   return combine::registry().pick_auto(p.combine, caps, false);
 }
+const experts::Variant& experts_pick(const Problem& p, const DeviceCaps& caps) {
+  return experts::registry().pick_auto(p.experts, caps, false);
+}
 
-// Workspace bytes of each stage and where its slice starts.
+// Workspace bytes of each stage and where its slice starts. The ffn slice is
+// the experts pick's whole workspace, handed to it as its Buffers' workspace:
+// its FFN stage uses only its own slice inside, the layout and combine slices
+// there stay unused (this path's permute and combine have theirs).
+constexpr int kSlices = 4;  // route, permute, combine, ffn
 struct Slices {
-  std::size_t bytes[3] = {0, 0, 0};   // route, permute, combine
-  std::size_t offset[3] = {0, 0, 0};
-  bool zeroed[3] = {false, false, false};
+  std::size_t bytes[kSlices] = {0, 0, 0, 0};
+  std::size_t offset[kSlices] = {0, 0, 0, 0};
+  bool zeroed[kSlices] = {false, false, false, false};
   std::size_t total = 0;
 };
 
@@ -48,7 +56,12 @@ Slices slices(const Problem& p, const DeviceCaps& caps) {
   const combine::Variant& cv = combine_pick(p, caps);
   s.bytes[2] = cv.workspace_bytes(p.combine, caps);
   s.zeroed[2] = needs_zeroed_workspace(cv, p.combine, caps);
-  for (int i = 0; i < 3; ++i) {
+  if (p.ffn) {
+    const experts::Variant& ev = experts_pick(p, caps);
+    s.bytes[3] = ev.workspace_bytes(p.experts, caps);
+    s.zeroed[3] = needs_zeroed_workspace(ev, p.experts, caps);
+  }
+  for (int i = 0; i < kSlices; ++i) {
     s.offset[i] = s.total;
     s.total += round_up(s.bytes[i]);
   }
@@ -64,7 +77,7 @@ void* slice(void* ws, const Slices& s, int i) {
 // refused rather than shared.
 int zero_kind(const Slices& s) {  // 0: no stage needs zeros, 1: all that have one do, -1: a mix
   bool any_zeroed = false, any_dirty = false;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kSlices; ++i) {
     if (s.bytes[i] == 0) continue;
     (s.zeroed[i] ? any_zeroed : any_dirty) = true;
   }
@@ -74,6 +87,8 @@ int zero_kind(const Slices& s) {  // 0: no stage needs zeros, 1: all that have o
 
 constexpr std::array<Stage, 3> kRouted = {Stage::route, Stage::permute, Stage::combine};
 constexpr std::array<Stage, 2> kGiven = {Stage::permute, Stage::combine};
+constexpr std::array<Stage, 4> kRoutedFfn = {Stage::route, Stage::permute, Stage::ffn, Stage::combine};
+constexpr std::array<Stage, 3> kGivenFfn = {Stage::permute, Stage::ffn, Stage::combine};
 
 LaunchStatus launch_stages(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   for (Stage st : stages(p))
@@ -86,6 +101,8 @@ const char* stages_na(const Problem& p, const DeviceCaps& caps) {
     if (const char* why = route_pick(p, caps).not_applicable(p.route, caps)) return why;
   if (const char* why = permute_pick(p, caps).not_applicable(p.permute, caps)) return why;
   if (const char* why = combine_pick(p, caps).not_applicable(p.combine, caps)) return why;
+  if (p.ffn)
+    if (const char* why = experts_pick(p, caps).not_applicable(p.experts, caps)) return why;
   if (zero_kind(slices(p, caps)) < 0)
     return "one stage keeps its workspace zero and another leaves data in its own (not supported)";
   return nullptr;
@@ -95,14 +112,20 @@ bool stages_zeroed(const Problem& p, const DeviceCaps& caps) { return zero_kind(
 
 std::string stages_limits(const DeviceCaps& caps) {
   const combine::Variant* c = combine::registry().find(combine::registry().auto_rows().back().variant);
+  const experts::Variant* f = experts::registry().find(experts::registry().auto_rows().back().variant);
   return "each stage's auto pick applies: route E <= " + std::to_string(route::kMaxExperts) +
-         " (with logits), align's limits, combine " + (c != nullptr ? c->limits(caps) : std::string("?"));
+         " (with logits), align's limits, combine " + (c != nullptr ? c->limits(caps) : std::string("?")) +
+         "; the expert FFN (--experts ffn): bf16 or f16 rows, experts " +
+         (f != nullptr ? f->limits(caps) : std::string("?"));
 }
 
 const std::array<Variant, 1> kVariants{{
     {{"stages",
       "the families' own auto picks one after another in one stream: route (with logits), permute (align, "
-      "then the row gather), identity experts (nothing: combine reads the permuted rows), combine", "route:* permute:* combine:*"},
+      "then the row gather), the experts (identity: nothing, combine reads the permuted rows; ffn: the experts "
+      "family's auto pick's FFN stage, gemm1 + act + gemm2 over the permuted rows into y, which combine reads), "
+      "combine",
+      "route:* permute:* experts:* combine:*"},
      false, stages_limits, stages_na, stages_workspace, launch_stages, stages_zeroed},
 }};
 
@@ -113,14 +136,15 @@ const std::array<AutoRow<Problem>, 1> kAutoRows = {{
 }  // namespace
 
 std::span<const Stage> stages(const Problem& p) {
-  if (p.routed) return kRouted;
-  return kGiven;
+  if (p.ffn) return p.routed ? std::span<const Stage>(kRoutedFfn) : std::span<const Stage>(kGivenFfn);
+  return p.routed ? std::span<const Stage>(kRouted) : std::span<const Stage>(kGiven);
 }
 
 std::string_view stage_name(Stage s) {
   switch (s) {
     case Stage::route: return "route";
     case Stage::permute: return "permute";
+    case Stage::ffn: return "ffn";
     case Stage::combine: return "combine";
   }
   return "?";
@@ -130,6 +154,7 @@ std::string_view stage_variant(const Problem& p, Stage s, const DeviceCaps& caps
   switch (s) {
     case Stage::route: return route_pick(p, caps).info.name;
     case Stage::permute: return permute_pick(p, caps).info.name;
+    case Stage::ffn: return experts_pick(p, caps).info.name;
     case Stage::combine: return combine_pick(p, caps).info.name;
   }
   return "?";
@@ -161,9 +186,29 @@ LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s
       pb.workspace = slice(b.workspace, sl, 1);
       return permute_pick(p, caps).launch(p.permute, pb, s, pdl);
     }
+    case Stage::ffn: {
+      if (!p.ffn) return 1;  // cudaErrorInvalidValue: no FFN planned
+      if (p.experts.tokens == 0) return 0;  // as the experts variants' own launch
+      experts::Buffers eb;
+      eb.hidden = b.hidden;
+      eb.topk_ids = b.topk_ids;
+      eb.topk_weights = b.topk_weights;
+      eb.w1 = b.w1;
+      eb.w2 = b.w2;
+      eb.permuted = b.permuted;
+      eb.inverse = b.inverse;
+      eb.sorted_token_ids = b.sorted_token_ids;
+      eb.expert_ids = b.expert_ids;
+      eb.num_tokens_post_pad = b.num_tokens_post_pad;
+      eb.expert_offsets = b.expert_offsets;
+      eb.y = b.y;
+      eb.out = b.out;
+      eb.workspace = slice(b.workspace, sl, 3);
+      return experts::launch_stage(experts_pick(p, caps), p.experts, eb, experts::Stage::ffn, s, pdl);
+    }
     case Stage::combine: {
       combine::Buffers cb;
-      cb.expert_out = b.permuted;  // identity experts: their output is their input
+      cb.expert_out = p.ffn ? b.y : b.permuted;  // identity experts: their output is their input
       cb.inverse = b.inverse;
       cb.weights = b.topk_weights;
       cb.out = b.out;

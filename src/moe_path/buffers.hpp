@@ -2,6 +2,8 @@
 // bench/moe_path/bench_moe_path.cpp and tests/moe_path/gpu_moe_path.cpp build
 // them here. permute's and combine's outputs are declared by their own
 // descriptions (permute::OutputBuffers, combine::OutputBuffer), not again.
+// With the expert FFN the set adds W1, W2 (uploaded, or generated on the
+// device as src/experts/buffers.hpp does) and y.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "combine/buffers.hpp"
+#include "cuda_util.hpp"
 #include "device_set.hpp"
 #include "moe_path/moe_path.hpp"
 #include "moe_path/reference.hpp"
@@ -26,12 +29,23 @@ struct HostInputs {
   std::span<const float> weights;      // not routed: [T, K]
 };
 
+// The expert FFN's weights (p.ffn): given host arrays (the dtype's bits), or
+// empty: generated on the device from `seed` (experts::generate_weights),
+// never on the host.
+struct HostWeights {
+  std::span<const std::byte> w1, w2;  // [E, 2I, H], [E, H, I]
+  std::uint64_t seed = 0;
+};
+
 // The path's set: logits (rotated) and bias when routed, hidden rows
 // (rotated); the ids and weights (route's outputs, or inputs read only);
-// permute's outputs; combine's out; the workspace (every stage's slice).
+// with ffn W1 and W2 (one copy); permute's outputs; with ffn y; combine's
+// out; the workspace (every stage's slice).
 class DeviceBuffers {
  public:
-  DeviceBuffers(const Problem& p, const HostInputs& in, WorkspaceNeed ws, const SetOptions& o) : p_(p), set_(o) {
+  DeviceBuffers(const Problem& p, const HostInputs& in, WorkspaceNeed ws, const SetOptions& o,
+                const HostWeights& weights = {})
+      : p_(p), set_(o) {
     const std::size_t slots = std::size_t(p.permute.align.numel);
     if (p.routed) {
       logits_ = set_.input("logits", in.logits.data(), in.logits.size(), {.rotate = true});
@@ -45,7 +59,18 @@ class DeviceBuffers {
       ids_ = set_.input("topk_ids", in.ids.data(), slots * 4);
       w_ = set_.input("topk_weights", in.weights.data(), slots * 4);
     }
+    if (p.ffn) {
+      const bool given = !weights.w1.empty();
+      w1_ = set_.input("w1", given ? weights.w1.data() : nullptr, p.experts.w1_elements() * 2);
+      w2_ = set_.input("w2", given ? weights.w2.data() : nullptr, p.experts.w2_elements() * 2);
+      if (!given) {
+        cuda_check(experts::generate_weights(p.experts, weights.seed, set_.ptr(w1_), set_.ptr(w2_), process_stream()),
+                   "generating the expert weights");
+        cuda_sync("generating the expert weights");
+      }
+    }
     perm_ = permute::OutputBuffers(set_, p.permute);
+    if (p.ffn) y_ = set_.output("y", std::size_t(p.experts.rows()) * std::size_t(p.experts.hidden) * 2);
     out_ = combine::OutputBuffer(set_, p.combine);
     ws_ = set_.workspace(ws);
   }
@@ -58,6 +83,11 @@ class DeviceBuffers {
     // Given ids and weights are read only; the Buffers type is route's output's.
     b.topk_ids = set_.as<std::int32_t>(ids_);
     b.topk_weights = set_.as<float>(w_);
+    if (p_.ffn) {
+      b.w1 = set_.ptr(w1_);
+      b.w2 = set_.ptr(w2_);
+      b.y = set_.ptr(y_);
+    }
     perm_.wire(set_, b);
     b.out = set_.ptr(out_.out);
     b.workspace = set_.ptr(ws_);
@@ -73,6 +103,7 @@ class DeviceBuffers {
     got.routed.ids = set_.read<std::int32_t>(ids_);
     got.routed.weights = set_.read<float>(w_);
     if (std::string e = perm_.download(set_, p_.permute, got.permuted); !e.empty()) return e;
+    if (p_.ffn) got.y = set_.read<std::uint16_t>(y_);
     got.out.resize(combine::out_bytes(p_.combine));
     return out_.download(set_, got.out.data());
   }
@@ -82,20 +113,24 @@ class DeviceBuffers {
  private:
   Problem p_;
   DeviceSet set_;
-  DeviceSet::Handle logits_, bias_, hidden_, ids_, w_, ws_;
+  DeviceSet::Handle logits_, bias_, hidden_, ids_, w_, w1_, w2_, y_, ws_;
   permute::OutputBuffers perm_;
   combine::OutputBuffer out_;
 };
 
 // Each stage's own count: route reads the logits (and bias) and writes ids
 // and weights; permute reads the ids, reads and writes each real row and
-// writes the inverse map; combine reads each used row, the inverse map and
-// the weights, and writes the output.
-inline double bytes_moved(const Problem& p, std::size_t logits_bytes, std::size_t bias_count) {
+// writes the inverse map; the FFN reads each row and the weights of every
+// expert with a row (`active_experts`, counted by the caller) once and
+// writes y; combine reads each used row, the inverse map and the weights,
+// and writes the output.
+inline double bytes_moved(const Problem& p, std::size_t logits_bytes, std::size_t bias_count,
+                          std::int64_t active_experts = 0) {
   const double slots = double(p.permute.align.numel), row = double(p.permute.row_bytes);
   double b = 0;
   if (p.routed) b += double(logits_bytes) + 4.0 * double(bias_count) + 8.0 * slots;
   b += 4.0 * slots + 2.0 * slots * row + 4.0 * slots;
+  if (p.ffn) b += 2.0 * slots * row + double(active_experts) * 3.0 * double(p.experts.hidden) * double(p.experts.inter) * 2.0;
   b += slots * row + double(p.combine.tokens) * row + 8.0 * slots;
   return b;
 }

@@ -1,5 +1,6 @@
 // `moekit moe-path`: route (given logits) or given ids and weights -> permute
-// -> identity experts -> combine, as one launch sequence (docs/moe-path.md).
+// -> the experts (identity, or the expert FFN with given or generated weights)
+// -> combine, as one launch sequence (docs/moe-path.md).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -10,6 +11,7 @@
 
 #include "rows_gen_cli.hpp"
 #include "align/align.hpp"
+#include "cuda_util.hpp"
 #include "display.hpp"
 #include "driver.hpp"
 #include "errors.hpp"
@@ -32,21 +34,30 @@ namespace {
 struct Preset {
   std::string_view name;
   std::int32_t experts, topk;
-  std::int64_t hidden;
+  std::int64_t hidden, inter;  // inter: the expert FFN's I (--experts ffn)
   std::int32_t groups, topk_groups;
   route::Scoring scoring;
   bool bias;  // a correction bias (generated unless --correction-bias FILE)
   bool renormalize;
   double scaling;
 };
-constexpr std::array<Preset, 3> kPresets = {{
-    {"deepseek-v3", 256, 8, 7168, 8, 4, route::Scoring::sigmoid, true, true, 2.5},
-    {"qwen3-235b", 128, 8, 4096, 1, 1, route::Scoring::softmax, false, true, 1.0},
-    {"mixtral", 8, 2, 4096, 1, 1, route::Scoring::softmax, false, true, 1.0},
+constexpr std::array<Preset, 4> kPresets = {{
+    {"deepseek-v3", 256, 8, 7168, 2048, 8, 4, route::Scoring::sigmoid, true, true, 2.5},
+    // DeepSeek-V3's experts sharded over 8 GPUs by tensor parallelism: I = 2048 / 8.
+    {"deepseek-v3-tp8", 256, 8, 7168, 256, 8, 4, route::Scoring::sigmoid, true, true, 2.5},
+    {"qwen3-235b", 128, 8, 4096, 1536, 1, 1, route::Scoring::softmax, false, true, 1.0},
+    {"mixtral", 8, 2, 4096, 14336, 1, 1, route::Scoring::softmax, false, true, 1.0},
 }};
 
+// The CPU reference of --experts ffn computes every token's FFN (twice: the
+// reference, then its timing): runs over this many multiply-adds are refused
+// on the CPU (ffn_reference_macs), seconds on a few cores below it.
+constexpr double kCpuFfnMacs = 1e10;
+
 struct Args {
-  std::string logits, bias, ids, weights, hidden, dtype, model;
+  std::string logits, bias, ids, weights, hidden, dtype, model, w1, w2;
+  std::string expert_kind = "identity", act = "silu", w1_layout = "gate-up";
+  std::int64_t inter = 0;
   std::int64_t tokens = -1, hidden_size = 4096;
   std::int32_t experts = 0, topk = 0, block_size = 64, groups = 1, topk_groups = 0;
   std::string scoring = "softmax", layout = "padded", dist = "uniform", gen_dtype = "bf16";
@@ -58,7 +69,7 @@ struct Args {
 struct Given {
   CLI::Option *experts = nullptr, *topk = nullptr, *hidden_size = nullptr, *groups = nullptr,
               *topk_groups = nullptr, *scoring = nullptr, *renormalize = nullptr, *no_renormalize = nullptr,
-              *scaling = nullptr;
+              *scaling = nullptr, *inter = nullptr, *act = nullptr, *w1_layout = nullptr, *w1 = nullptr;
 };
 bool given(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
 
@@ -69,6 +80,9 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
     std::vector<float> wide_logits, bias;
     std::vector<std::int32_t> ids;      // not routed
     std::vector<float> weights;         // not routed
+    npy::Array w1, w2;                  // ffn: given weights (empty: generated from seed)
+    std::uint64_t seed = 0;             // ffn: generated weights, the check's sample of tokens
+    bool cpu_run = false;               // ffn: the reference computes every token's FFN
   };
 
   PathJob(Host h, moe_path::Problem p, Report& r) : ProblemJob(p), h_(std::move(h)), report_(&r) {
@@ -77,9 +91,16 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
     in_.hidden = h_.hidden.data.data();
     in_.ids = h_.ids;
     in_.weights = h_.weights;
+    in_.w.generated = h_.w1.data.empty();
+    in_.w.seed = h_.seed;
+    in_.w.w1 = bits16(h_.w1);
+    in_.w.w2 = bits16(h_.w2);
+    in_.sample_seed = h_.seed;
   }
 
-  void reference() override { ref_ = moe_path::reference(p_, in_); }
+  // A GPU run's reference leaves the FFN out: check() recomputes it on a
+  // sample of tokens with the run's own ids and weights.
+  void reference() override { ref_ = moe_path::reference(p_, in_, h_.cpu_run); }
   void adopt_reference() override { got_ = ref_; }
 
   // pdl goes to every stage (moe_path::launch_stage).
@@ -102,7 +123,8 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
 
   void upload(int copies) override {
     d_.emplace(p_, moe_path::HostInputs{h_.logits.data, h_.bias, h_.hidden.data, h_.ids, h_.weights},
-               var_.workspace_need(p_), SetOptions::run(copies));
+               var_.workspace_need(p_), SetOptions::run(copies),
+               moe_path::HostWeights{h_.w1.data, h_.w2.data, h_.seed});
   }
 
   LaunchStatus launch(Stream s, bool pdl, int copy) override { return var_.v->launch(p_, d_->buffers(copy), s, pdl); }
@@ -119,7 +141,18 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
 
   void download() override { (void)d_->download(got_); }  // a count out of range: check() names it
 
-  double bytes_moved() const override { return moe_path::bytes_moved(p_, h_.logits.data.size(), h_.bias.size()); }
+  double bytes_moved() const override {
+    std::int64_t active = 0;  // experts with a row: each one's weights read once
+    if (p_.ffn) {
+      std::vector<bool> used(std::size_t(p_.experts.experts), false);
+      for (const std::int32_t e : got_.routed.ids)
+        if (e >= 0 && e < p_.experts.experts && !used[std::size_t(e)]) {
+          used[std::size_t(e)] = true;
+          ++active;
+        }
+    }
+    return moe_path::bytes_moved(p_, h_.logits.data.size(), h_.bias.size(), active);
+  }
 
   CheckResult check(bool) override { return check_against(got_, true); }
 
@@ -169,12 +202,24 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
           "route stage: {} row(s) with a near-tie (selection values within {:g} relative; first: token {}): any "
           "selection the tolerance allows passes there",
           rep.near_tie_rows, route::kTieRel, rep.first_near_tie_row));
-    if (rep.result.ok && say_what)
+    if (rep.result.ok && say_what && !p_.ffn)
       report_->notes.push_back(
           std::string(p_.routed ? "checked: route against its reference, " : "checked: ") +
           "permute's rules, combine bit for bit on the run's own rows and weights, and out = S * (sum_j w) * hidden "
           "(max error below)");
+    if (rep.result.ok && say_what && p_.ffn)
+      report_->notes.push_back(fmt::format(
+          "{}permute's rules, combine bit for bit on the run's own y rows and weights, and the FFN's y of {} of {} "
+          "token(s) (a seeded sample within {:g} multiply-adds) against the experts reference with the run's ids "
+          "(max error below, in units of the derived bound)",
+          p_.routed ? "checked: route against its reference, " : "checked: ", rep.ffn_tokens, p_.experts.tokens,
+          moe_path::kFfnCheckMacs));
     return rep.result;
+  }
+
+  // A given weight file's elements as the dtype's bits (empty: generated).
+  static std::span<const std::uint16_t> bits16(const npy::Array& a) {
+    return {reinterpret_cast<const std::uint16_t*>(a.data.data()), a.data.size() / 2};
   }
 
   Host h_;
@@ -191,11 +236,12 @@ class PathFamily final : public RegistryFamily<moe_path::Registry> {
   PathFamily()
       : RegistryFamily(
             {.command = "moe-path",
-             .summary = "the MoE path around the expert GEMMs: route (given logits) -> permute -> identity experts -> combine, "
-                 "as one CUDA graph; times the whole path and each stage",
+             .summary = "the MoE layer: route (given logits) -> permute -> the experts (identity, or --experts ffn: "
+                 "the expert FFN) -> combine, as one CUDA graph; times the whole path and each stage",
              .outputs_help = "Outputs: out.npy [T, H] (the hidden dtype); with routing also topk_ids.npy int32 [T, K] and "
                  "topk_weights.npy float32 [T, K] (the weights before S: combine applies S).",
-             .examples = {"moe-path --model deepseek-v3 --tokens 1,16,256,4096 --layout compact --pdl off --bench"}},
+             .examples = {"moe-path --model deepseek-v3 --tokens 1,16,256,4096 --layout compact --pdl off --bench",
+                          "moe-path --model deepseek-v3-tp8 --experts ffn --tokens 1 --bench"}},
             moe_path::registry()) {}
 
   void add_options(CLI::App& s) override {
@@ -208,10 +254,11 @@ class PathFamily final : public RegistryFamily<moe_path::Registry> {
     s.add_option("--dtype", a_.dtype, "read 2-byte --hidden/--logits data saved as int16/uint16/void as this dtype")
         ->check(CLI::IsMember({"bf16", "f16"}));
     s.add_option("--model", a_.model,
-                 "fill in the shape and router of a model where not given: deepseek-v3 (E 256, K 8, H 7168, groups "
-                 "8/4, sigmoid, generated bias, renormalize, S 2.5), qwen3-235b (E 128, K 8, H 4096, softmax, "
-                 "renormalize), mixtral (E 8, K 2, H 4096, softmax, renormalize)")
-        ->check(CLI::IsMember({"deepseek-v3", "qwen3-235b", "mixtral"}));
+                 "fill in the shape and router of a model where not given: deepseek-v3 (E 256, K 8, H 7168, I 2048, "
+                 "groups 8/4, sigmoid, generated bias, renormalize, S 2.5), deepseek-v3-tp8 (the same, I 256: its "
+                 "experts over 8 GPUs), qwen3-235b (E 128, K 8, H 4096, I 1536, softmax, renormalize), mixtral (E 8, "
+                 "K 2, H 4096, I 14336, softmax, renormalize); I is used by --experts ffn")
+        ->check(CLI::IsMember({"deepseek-v3", "deepseek-v3-tp8", "qwen3-235b", "mixtral"}));
     g_.experts = s.add_option("-E,--num-experts", a_.experts, "experts E (with --logits: must match it)");
     g_.topk = s.add_option("-k,--topk", a_.topk, "experts per token K (routing; with --topk-ids: must match it)");
     s.add_option("-B,--block-size", a_.block_size, "padded layout: align's block size B")->capture_default_str();
@@ -244,6 +291,29 @@ class PathFamily final : public RegistryFamily<moe_path::Registry> {
         ->check(CLI::IsMember({"f32", "bf16", "f16"}))
         ->capture_default_str()
         ->excludes(hid);
+    // The experts (docs/moe-path.md "The expert FFN"); the FFN options need --experts ffn (checked in prepare).
+    s.add_option("--experts", a_.expert_kind,
+                 "the experts between permute and combine: identity (combine reads the permuted rows) or ffn (the "
+                 "expert FFN of `moekit experts`, its auto pick: y = act(gate(h)) * up(h) . W2[e]^T, h = x . W1[e]^T)")
+        ->check(CLI::IsMember({"identity", "ffn"}))
+        ->capture_default_str();
+    g_.inter = s.add_option("--inter-size", a_.inter, "--experts ffn without --w1: the intermediate size I "
+                                                      "(default: --model's)");
+    g_.act = s.add_option("--act", a_.act, "--experts ffn: act(gate) * up: silu, gelu, gelu-tanh or swiglu-oai "
+                                           "(gpt-oss: clamped, interleaved W1)")
+                 ->check(CLI::IsMember({"silu", "gelu", "gelu-tanh", "swiglu-oai"}))
+                 ->capture_default_str();
+    g_.w1_layout = s.add_option("--w1-layout", a_.w1_layout,
+                                "--experts ffn: W1's rows: gate-up (gate rows 0..I-1, then up rows) or interleaved "
+                                "(gate i at 2i, up i at 2i+1)")
+                       ->check(CLI::IsMember({"gate-up", "interleaved"}))
+                       ->capture_default_str();
+    g_.w1 = s.add_option("--w1", a_.w1, "--experts ffn: W1 [E, 2I, H] in the hidden dtype (.npy; default: generated "
+                                        "on the device from --seed)");
+    auto* w2 = s.add_option("--w2", a_.w2, "--experts ffn: with --w1: W2 [E, H, I] in the hidden dtype (.npy)");
+    g_.w1->needs(w2);
+    w2->needs(g_.w1);
+    g_.inter->excludes(g_.w1);  // I is W1's (as `moekit experts` reads them)
   }
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
@@ -314,6 +384,13 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
     throw InputError(fmt::format("--routed-scaling-factor: {} is not a finite f32 number", scaling));
   const permute::Layout layout = a.layout == "compact" ? permute::Layout::compact : permute::Layout::padded;
   const bool routed = a.ids.empty();
+  // The FFN's options with identity experts would be silently unused: refused.
+  const bool ffn = a.expert_kind == "ffn";
+  if (!ffn)
+    for (const CLI::Option* o : {g_.inter, g_.act, g_.w1_layout, g_.w1})
+      if (given(o))
+        throw InputError(fmt::format("{} applies to the expert FFN: add --experts ffn (the experts are identity)",
+                                     o->get_name()));
 
   PathJob::Host h;
   std::int64_t T = -1;
@@ -368,6 +445,47 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
   gen::check_size(double(T) * double(H), "hidden rows");
   if (routed) gen::check_size(double(T) * double(E), "router logits");
 
+  // The expert FFN: bf16 or f16 rows, I from --inter-size, --w1 or --model;
+  // given weights checked from their headers before anything is read.
+  std::optional<moe_path::FfnArgs> ffn_args;
+  npy::ReadOptions wro;
+  if (!a.dtype.empty()) wro.reinterpret = npy::parse_dtype(a.dtype);
+  if (ffn) {
+    if (hdt == npy::DType::f4)
+      throw InputError(a.hidden.empty()
+                           ? std::string("--experts ffn takes bf16 or f16 rows: --gen-dtype f32 is not one")
+                           : fmt::format("{}: --experts ffn takes bf16 or f16 hidden states, got float32",
+                                         display_path(a.hidden)));
+    moe_path::FfnArgs f;
+    f.inter = from_model(g_.inter) ? m->inter : a.inter;
+    f.act = a.act == "gelu" ? experts::Act::gelu
+            : a.act == "gelu-tanh" ? experts::Act::gelu_tanh
+            : a.act == "swiglu-oai" ? experts::Act::swiglu_oai : experts::Act::silu;
+    f.w1_layout = a.w1_layout == "interleaved" ? experts::W1Layout::interleaved : experts::W1Layout::gate_up;
+    if (!a.w1.empty()) {
+      const std::string l1 = display_path(a.w1), l2 = display_path(a.w2);
+      const npy::Info i1 = npy::inspect(a.w1, wro), i2 = npy::inspect(a.w2, wro);
+      for (const auto& [info, l] : {std::pair{&i1, &l1}, std::pair{&i2, &l2}})
+        if (info->dtype != hdt)
+          throw InputError(fmt::format("{}: the expert weights must be {} like the hidden states, got {} (bf16 saved "
+                                       "as int16/uint16/void: add --dtype bf16)",
+                                       *l, npy::dtype_name(hdt), npy::dtype_name(info->dtype)));
+      if (i1.shape.size() != 3 || i1.shape[0] != E || i1.shape[1] < 2 || i1.shape[1] % 2 != 0 || i1.shape[2] != H)
+        throw InputError(fmt::format("{}: W1 must be [E, 2I, H] = [{}, 2I, {}] with I >= 1, got {}", l1, E, H,
+                                     npy::format_shape(i1.shape)));
+      const std::int64_t I = i1.shape[1] / 2;  // --inter-size excludes --w1
+      f.inter = I;
+      if (i2.shape != std::vector<std::int64_t>{E, H, I})
+        throw InputError(fmt::format("{}: W2 must be [E, H, I] = [{}, {}, {}] (W1's E, H and I), got {}", l2, E, H, I,
+                                     npy::format_shape(i2.shape)));
+    }
+    if (f.inter < 1)
+      throw InputError(given(g_.inter) ? fmt::format("--inter-size must be >= 1, got {}", a.inter)
+                                       : std::string("--experts ffn needs the intermediate size I: --inter-size I, "
+                                                     "--model or --w1 FILE"));
+    ffn_args = f;
+  }
+
   route::Problem router;
   if (routed) {
     if (E < 1 || E > route::kMaxExperts)
@@ -388,7 +506,7 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
                              : hdt == npy::DType::bf16 ? combine::DType::bf16 : combine::DType::f16;
   const moe_path::Problem p = planned([&] {
     return moe_path::make_problem(T, K, E, H, cdt, layout, a.block_size, static_cast<float>(scaling),
-                                  routed ? &router : nullptr);
+                                  routed ? &router : nullptr, ffn_args ? &*ffn_args : nullptr);
   });
   const std::int64_t row_bytes = p.permute.row_bytes;
 
@@ -398,11 +516,41 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
   // their capacity with their sorted ids, the [T, H] output, ids, weights and
   // the inverse map; and two more [T, H] outputs (the output set's copy and
   // the file read back).
+  // With the FFN: the given weights, y [rows, H] three times (the
+  // reference's, the run's, the copy the written files are checked in), and
+  // the experts reference's per-slot y and two bounds (18 bytes an element).
   const double hidden_bytes = double(T) * double(row_bytes);
   const double rows = double(p.permute.align.max_num_tokens_padded), slots = double(T) * K;
+  const bool weights_given = ffn && !a.w1.empty();
+  const double ffn_bytes = !ffn ? 0.0
+                                : (weights_given ? 2.0 * double(p.experts.w1_elements() + p.experts.w2_elements()) : 0.0) +
+                                      3.0 * rows * double(row_bytes) + slots * double(row_bytes) * 9.0;
   require_host_memory(hidden_bytes + (routed ? 8.0 * double(T) * E : 0.0) +
-                          3.0 * (rows * (double(row_bytes) + 4.0) + hidden_bytes + 12.0 * slots) + 2.0 * hidden_bytes,
+                          3.0 * (rows * (double(row_bytes) + 4.0) + hidden_bytes + 12.0 * slots) + 2.0 * hidden_bytes +
+                          ffn_bytes,
                       "this moe-path run");
+  // The CPU reference computes every token's FFN; a GPU run checks a sample.
+  h.cpu_run = ffn && (c.device == "cpu" || (c.device != "gpu" && cuda_device_count() == 0));
+  if (ffn && h.cpu_run) {
+    const double macs = moe_path::ffn_reference_macs(p, !weights_given);
+    if (macs > kCpuFfnMacs)
+      throw InputError(fmt::format(
+          "--experts ffn on the CPU: the reference computes every token's FFN, {:.3g} multiply-adds (T K 3 I H{}), "
+          "over the CPU limit of {:g}: use fewer tokens or smaller sizes, or a GPU",
+          macs, weights_given ? "" : ", and each used expert's generated weights", kCpuFfnMacs));
+  }
+  h.seed = c.seed;
+  if (weights_given) {
+    h.w1 = npy::read(a.w1, wro);
+    h.w2 = npy::read(a.w2, wro);
+    for (const auto& [arr, path] : {std::pair{&h.w1, &a.w1}, std::pair{&h.w2, &a.w2}})
+      if (const auto i = npy::first_non_finite(*arr)) {
+        const std::int64_t cols = arr->shape[2], rows_per = arr->shape[1];
+        throw InputError(fmt::format("{}: element [{}, {}, {}] is {}: expert weights must be finite",
+                                     display_path(*path), *i / (cols * rows_per), *i / cols % rows_per, *i % cols,
+                                     npy::float_at(*arr, *i)));
+      }
+  }
 
   if (routed && a.logits.empty()) {
     h.logits = gen::route_logits(T, E, npy::DType::f4, a.dist, c.seed);
@@ -422,6 +570,11 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
     hidden = gen::normal_rows(T, H, hdt, c.seed, "hidden rows");
     generated.push_back(fmt::format("hidden {} x {} {}", T, H, a.gen_dtype));
   }
+  if (ffn && !weights_given)
+    generated.push_back(fmt::format("expert weights W1 {} x {} x {} and W2 {} x {} x {} ({})", E, 2 * p.experts.inter,
+                                    H, E, H, p.experts.inter,
+                                    h.cpu_run ? "recomputed by the reference where it reads them"
+                                              : "on the device"));
   h.hidden = std::move(hidden);
   if (!generated.empty()) {
     std::string what;
@@ -447,6 +600,14 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
               {"renormalize", opt_if(routed, renormalize ? "yes" : "no")},
               {"scaling", fmt::format("{:g}", p.combine.scaling)},
               {"model", opt_if(m != nullptr, a.model)}};
+  // Only with the FFN, so identity runs report what they always did.
+  if (ffn) {
+    r.params.push_back({"expert_ffn", "yes"});
+    r.params.push_back({"inter", std::to_string(p.experts.inter)});
+    r.params.push_back({"act", a.act});
+    r.params.push_back({"w1_layout", a.w1_layout});
+    r.params.push_back({"expert_weights", weights_given ? "given" : "generated"});
+  }
   r.dtype = std::string(npy::dtype_name(hdt));
   return std::make_unique<PathJob>(std::move(h), p, r);
 }

@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "combine/reference.hpp"
 #include "half.hpp"
@@ -54,9 +56,41 @@ CheckResult with_stage(CheckResult c, const char* stage) {
   return c;
 }
 
+// The experts reference's inputs: the path's rows and weights, `routed`'s
+// ids and weights (the run's own in a check).
+experts::Inputs ffn_inputs(const Problem& p, const Inputs& in, const route::Outputs& routed) {
+  experts::Inputs e;
+  const std::size_t n = static_cast<std::size_t>(p.experts.tokens * p.experts.hidden);
+  e.hidden = {reinterpret_cast<const std::uint16_t*>(in.hidden), in.hidden != nullptr ? n : 0};
+  e.ids = routed.ids;
+  e.weights = routed.weights;
+  e.w = in.w;
+  return e;
+}
+
+// The experts reference's y ([tokens, K, H]) at permute's rows ([rows, H]).
+std::vector<std::uint16_t> place_y(const Problem& p, const experts::Outputs& r, std::span<const std::int32_t> inverse) {
+  const std::int64_t K = p.experts.topk, H = p.experts.hidden;
+  std::vector<std::uint16_t> y(static_cast<std::size_t>(p.experts.rows() * H), 0);
+  for (std::size_t s = 0; s < r.tokens.size(); ++s)
+    for (std::int64_t j = 0; j < K; ++j) {
+      const std::int32_t row = inverse[static_cast<std::size_t>(r.tokens[s] * K + j)];
+      if (!r.kept[s * K + j] || row < 0) continue;
+      std::copy_n(r.y.begin() + static_cast<std::ptrdiff_t>((s * K + j) * H), H,
+                  y.begin() + static_cast<std::ptrdiff_t>(row * H));
+    }
+  return y;
+}
+
 }  // namespace
 
-Outputs reference(const Problem& p, const Inputs& in) {
+double ffn_reference_macs(const Problem& p, bool generated) {
+  const double per = 3.0 * double(p.experts.inter) * double(p.experts.hidden);
+  const double slots = double(p.experts.tokens) * double(p.experts.topk);
+  return per * (slots + (generated ? std::min(double(p.experts.experts), slots) : 0.0));
+}
+
+Outputs reference(const Problem& p, const Inputs& in, bool with_ffn) {
   Outputs o;
   if (p.routed) {
     o.routed = route::reference(p.route, in.logits, in.bias);
@@ -66,9 +100,16 @@ Outputs reference(const Problem& p, const Inputs& in) {
   }
   const std::vector<std::int64_t> wide(o.routed.ids.begin(), o.routed.ids.end());
   o.permuted = permute::reference(p.permute, in.hidden, wide);
+  if (p.ffn) {
+    if (!with_ffn) return o;
+    std::vector<std::int64_t> all(static_cast<std::size_t>(p.experts.tokens));
+    std::iota(all.begin(), all.end(), std::int64_t{0});
+    const experts::Outputs e = experts::reference(p.experts, ffn_inputs(p, in, o.routed), all);
+    o.y = place_y(p, e, o.permuted.inverse);
+  }
   o.out.resize(static_cast<std::size_t>(p.combine.tokens * p.combine.hidden) * esize(p.combine.dtype));
-  combine::reference(p.combine, o.permuted.permuted.data(), o.permuted.inverse.data(), o.routed.weights.data(),
-                     o.out.data());
+  const void* expert_out = p.ffn ? static_cast<const void*>(o.y.data()) : o.permuted.permuted.data();
+  combine::reference(p.combine, expert_out, o.permuted.inverse.data(), o.routed.weights.data(), o.out.data());
   return o;
 }
 
@@ -160,18 +201,29 @@ CheckReport check(const Problem& p, const Inputs& in, const Outputs& ref, const 
     rep.result = with_stage(c, "permute stage");
     return rep;
   }
-  // (c) combine, bit for bit on the run's own rows, inverse map and weights
+  // (c) combine, bit for bit on the run's own rows (ffn: its y rows), inverse map and weights
   const std::size_t out_bytes = static_cast<std::size_t>(p.combine.tokens * p.combine.hidden) * esize(p.combine.dtype);
   if (got.out.size() != out_bytes) return fail(fmt::format("out holds {} bytes, expected {}", got.out.size(), out_bytes));
+  const std::size_t y_elements = p.ffn ? static_cast<std::size_t>(p.experts.rows() * p.experts.hidden) : 0;
+  if (p.ffn && got.y.size() != y_elements)
+    return fail(fmt::format("y holds {} elements, expected {} ({} rows of {})", got.y.size(), y_elements,
+                            p.experts.rows(), p.experts.hidden));
   std::vector<std::byte> want(out_bytes);
-  combine::reference(p.combine, got.permuted.permuted.data(), got.permuted.inverse.data(), got.routed.weights.data(),
-                     want.data());
+  const void* expert_out = p.ffn ? static_cast<const void*>(got.y.data()) : got.permuted.permuted.data();
+  combine::reference(p.combine, expert_out, got.permuted.inverse.data(), got.routed.weights.data(), want.data());
   c = combine::check(p.combine, want.data(), got.out.data());
   if (!c.ok) {
     rep.result = with_stage(c, "combine stage");
     return rep;
   }
-  // (d) identity experts
+  // (d) the experts
+  if (p.ffn) {
+    const std::vector<std::int64_t> tokens = experts::sample_tokens(p.experts, kFfnCheckMacs, in.sample_seed);
+    const experts::Outputs er = experts::reference(p.experts, ffn_inputs(p, in, got.routed), tokens);
+    rep.ffn_tokens = static_cast<std::int64_t>(tokens.size());
+    rep.result = with_stage(experts::check_y(p.experts, er, got.y, got.permuted.inverse), "ffn stage");
+    return rep;
+  }
   rep.result = with_stage(check_identity(p, in.hidden, got.routed.weights.data(), got.out.data()), "identity experts");
   return rep;
 }

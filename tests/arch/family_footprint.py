@@ -5,7 +5,7 @@ at most LIMIT per family. Prints them; exits 1 when a family has more.
 
 Files of another family that name it count too, unless that family is listed in
 USES as running it through its public interface (moe-path running route,
-permute and combine): those are listed as dependents. USES is the allowed
+permute, experts and combine): those are listed as dependents. USES is the allowed
 exception list; a family may only use families listed before it in families.txt.
 
 Usage: family_footprint.py SOURCE_ROOT [--limit N]

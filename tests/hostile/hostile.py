@@ -325,7 +325,9 @@ def in_moe_path_inputs_fifo(w):
                  ["--logits", logits, "--topk", 2, "--correction-bias", "{f}"],
                  ["--logits", logits, "--topk", 2, "--hidden", "{f}"],
                  ["--topk-ids", "{f}", "--topk-weights", w8, "-E", 8],
-                 ["--topk-ids", ids, "--topk-weights", "{f}", "-E", 8]):
+                 ["--topk-ids", ids, "--topk-weights", "{f}", "-E", 8],
+                 ["--topk-ids", ids, "--topk-weights", w8, "-E", 8, "--experts", "ffn", "--w1", "{f}", "--w2", w8],
+                 ["--topk-ids", ids, "--topk-weights", w8, "-E", 8, "--experts", "ffn", "--w1", w8, "--w2", "{f}"]):
         if os.path.exists(fifo):
             os.remove(fifo)
         fifo_input(w)

@@ -245,3 +245,211 @@ def moe_path_renormalize_all_zero_sigmoid_scores():
     expect(w == [0.0] * (T * K), f"weights {w}")
     _, y = load_npy(os.path.join(out, "out.npy"))
     expect(all(v == 0.0 for v in y), f"out {y[:8]}")
+
+
+# ---- the expert FFN (--experts ffn) --------------------------------------------
+
+def bf16_round(x):
+    """x rounded to bfloat16 (8 significant bits, to nearest even), as a float."""
+    if x == 0:
+        return 0.0
+    m, e = math.frexp(x)  # x = m * 2^e, 0.5 <= |m| < 1
+    return round(m * 256) * 2.0 ** (e - 8)
+
+
+def bf16_bits(v):
+    """bf16 bits of a value bfloat16 represents exactly."""
+    b = struct.unpack("<I", struct.pack("<f", v))[0]
+    assert b & 0xFFFF == 0, v
+    return b >> 16
+
+
+def bf16_value(b):
+    return struct.unpack("<f", struct.pack("<I", b << 16))[0]
+
+
+def ffn_files(d, T=4, K=2, E=3, H=8, I=4):
+    """Given ids, weights, bf16 hidden rows and W1 [E, 2I, H], W2 [E, H, I] of small dyadic values
+    (exact in bf16 and in every double sum)."""
+    ids = [(t + 2 * j) % E for t in range(T) for j in range(K)]
+    w = [0.75 if j == 0 else -0.25 for t in range(T) for j in range(K)]
+    x = [((i * 13) % 11 - 5) / 8.0 for i in range(T * H)]
+    w1 = [((i * 37) % 17 - 8) / 16.0 for i in range(E * 2 * I * H)]
+    w2 = [((i * 29) % 13 - 6) / 16.0 for i in range(E * H * I)]
+    paths = {n: os.path.join(d, n + ".npy") for n in ("ids", "w", "x", "w1", "w2")}
+    save_npy(paths["ids"], "<i4", (T, K), ids)
+    save_npy(paths["w"], "<f4", (T, K), w)
+    save_npy(paths["x"], "<u2", (T, H), [bf16_bits(v) for v in x])
+    save_npy(paths["w1"], "<u2", (E, 2 * I, H), [bf16_bits(v) for v in w1])
+    save_npy(paths["w2"], "<u2", (E, H, I), [bf16_bits(v) for v in w2])
+    return paths, (ids, w, x, w1, w2)
+
+
+def ffn_model(vals, T, K, E, H, I, S, interleaved):
+    """out [T, H] of docs/experts.md's formula in float64, h, a and y rounded to bf16 where the GPU rounds
+    them; the bound each element is checked within (2 ULPs of the weighted sum's magnitude)."""
+    ids, w, x, w1, w2 = vals
+    out, bound = [], []
+    for t in range(T):
+        acc, mag = [0.0] * H, [0.0] * H
+        for j in range(K):
+            e = ids[t * K + j]
+            a = []
+            for i in range(I):
+                gr, ur = (2 * i, 2 * i + 1) if interleaved else (i, I + i)
+                g = bf16_round(sum(x[t * H + c] * w1[(e * 2 * I + gr) * H + c] for c in range(H)))
+                u = bf16_round(sum(x[t * H + c] * w1[(e * 2 * I + ur) * H + c] for c in range(H)))
+                a.append(bf16_round(g / (1 + math.exp(-g)) * u))
+            for c in range(H):
+                y = bf16_round(sum(a[i] * w2[(e * H + c) * I + i] for i in range(I)))
+                acc[c] += w[t * K + j] * y
+                mag[c] += abs(w[t * K + j] * y)
+        for c in range(H):
+            out.append(S * acc[c])
+            bound.append(2 * 2 ** -7 * abs(S) * mag[c] + 1e-30)
+    return out, bound
+
+
+@case()
+def moe_path_ffn_cpu_matches_model():
+    d = tmp()
+    T, K, E, H, I, S = 4, 2, 3, 8, 4, 2.0
+    f, vals = ffn_files(d, T, K, E, H, I)
+    outs = {}
+    for layout in ("gate-up", "interleaved"):
+        out = os.path.join(d, layout)
+        p = run("moe-path", "--experts", "ffn", "--topk-ids", f["ids"], "--topk-weights", f["w"], "--hidden", f["x"],
+                "--w1", f["w1"], "--w2", f["w2"], "--dtype", "bf16", "-E", E, "--w1-layout", layout,
+                "--routed-scaling-factor", S, "--layout", "compact", "--device", "cpu", "--out", out, "--format",
+                "json", code=0)
+        o = json_of(p)
+        pm = o["params"]
+        expect(o["check"]["result"] == "pass" and pm["expert_ffn"] == "yes" and pm["inter"] == I
+               and pm["act"] == "silu" and pm["w1_layout"] == layout and pm["expert_weights"] == "given", o)
+        expect(sorted(os.listdir(out)) == ["out.npy"], os.listdir(out))
+        ho, ov = load_npy(os.path.join(out, "out.npy"))
+        expect(ho["shape"] == (T, H) and ho["descr"] in ("<V2", "|V2", "<u2"), f"{ho}")
+        want, bound = ffn_model(vals, T, K, E, H, I, S, layout == "interleaved")
+        for i in range(T * H):
+            got = bf16_value(ov[i])
+            expect(abs(got - want[i]) <= bound[i], f"{layout}: out[{i // H}, {i % H}] = {got}, model {want[i]}")
+        outs[layout] = ov
+    # the layouts read W1 differently: the model's difference shows in the output
+    expect(outs["gate-up"] != outs["interleaved"], "gate-up and interleaved W1 gave the same output")
+
+
+@case()
+def moe_path_ffn_presets_generated_weights_and_zero_tokens():
+    def report(*args):  # the written out.npy read back and checked against the reference
+        return json_of(run("moe-path", "--experts", "ffn", *args, "--device", "cpu", "--out", os.path.join(tmp(), "o"),
+                           "--format", "json", code=0))
+    for model, E, K, I in (("deepseek-v3-tp8", 256, 8, 256), ("deepseek-v3", 256, 8, 2048), ("qwen3-235b", 128, 8, 1536),
+                           ("mixtral", 8, 2, 14336)):
+        o = report("--model", model, "--tokens", 1, "--hidden-size", 16)
+        pm = o["params"]
+        expect(o["check"]["result"] == "pass" and pm["experts"] == E and pm["topk"] == K and pm["inter"] == I
+               and pm["expert_weights"] == "generated" and pm["model"] == model, o)
+        expect(any("expert weights W1" in n for n in o["notes"]), o["notes"])
+    o = report("--model", "mixtral", "--tokens", 2, "--hidden-size", 16, "--inter-size", 24, "--act", "gelu-tanh")
+    expect(o["params"]["inter"] == 24 and o["params"]["act"] == "gelu-tanh", o["params"])
+    o = report("--model", "deepseek-v3-tp8", "--tokens", 2, "--hidden-size", 16, "--act", "swiglu-oai", "--w1-layout",
+               "interleaved", "--gen-dtype", "f16")
+    expect(o["dtype"] == "float16" and o["check"]["result"] == "pass", o)
+    # identity runs report what they always did: no FFN parameters
+    p = run("moe-path", "--model", "deepseek-v3-tp8", "--tokens", 1, "--hidden-size", 16, "--device", "cpu", "--format",
+            "json", code=0)
+    pm = json_of(p)["params"]
+    expect("inter" not in pm and "expert_ffn" not in pm and pm["experts"] == 256, pm)
+    d = tmp()
+    out = os.path.join(d, "o")
+    run("moe-path", "--experts", "ffn", "--tokens", 0, "-E", 8, "-k", 2, "--hidden-size", 16, "--inter-size", 8,
+        "--device", "cpu", "--out", out, code=0)
+    expect(load_npy(os.path.join(out, "out.npy"))[0]["shape"] == (0, 16), "T = 0")
+
+
+@case()
+def moe_path_ffn_given_weights_equal_generated_ones():
+    # gen experts-weights writes what a run without --w1/--w2 generates for the same seed: the reference
+    # reading the files and the one recomputing the generator agree bit for bit, routed and not.
+    d = tmp()
+    w1, w2 = os.path.join(d, "w1.npy"), os.path.join(d, "w2.npy")
+    for which, path in (("w1", w1), ("w2", w2)):
+        run("gen", "experts-weights", "--which", which, "-E", 8, "--hidden-size", 24, "--inter-size", 16, "--seed", 5,
+            "-o", path, code=0)
+    for layout in ("padded", "compact"):
+        outs = []
+        for weights in (["--w1", w1, "--w2", w2], ["--inter-size", 16]):
+            out = os.path.join(d, layout + str(len(outs)))
+            p = run("moe-path", "--experts", "ffn", "--tokens", 9, "-E", 8, "-k", 3, "--hidden-size", 24, *weights,
+                    "--seed", 5, "--layout", layout, "--device", "cpu", "--out", out, "--format", "json", code=0)
+            expect(json_of(p)["check"]["result"] == "pass", p.stdout)
+            with open(os.path.join(out, "out.npy"), "rb") as fh:
+                outs.append(fh.read())
+        expect(outs[0] == outs[1], f"{layout}: out.npy differs between given and generated weights")
+
+
+@case()
+def moe_path_ffn_bad_input_exits_2():
+    d = tmp()
+    f, _ = ffn_files(d)
+    given = ["--topk-ids", f["ids"], "--topk-weights", f["w"], "--hidden", f["x"], "--dtype", "bf16", "-E", 3]
+
+    def refused(*args, word=None):
+        p = run("moe-path", *args, "--device", "cpu", code=2)
+        expect(len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("moekit: "), p.stderr)
+        if word:
+            expect(word in p.stderr, f"{word!r} not in {p.stderr!r}")
+
+    # the FFN's options with identity experts are refused, not ignored
+    refused(*SMALL_ARGS, "--inter-size", 8, word="--inter-size applies to the expert FFN")
+    refused(*SMALL_ARGS, "--act", "gelu", word="--act applies to the expert FFN")
+    refused(*SMALL_ARGS, "--w1-layout", "interleaved", word="--w1-layout applies")
+    refused(*given, "--w1", f["w1"], "--w2", f["w2"], word="--w1 applies")
+    refused(*SMALL_ARGS, "--experts", "ffn", word="intermediate size")
+    refused(*SMALL_ARGS, "--experts", "ffn", "--inter-size", 0, word="--inter-size must be >= 1")
+    refused(*SMALL_ARGS, "--experts", "ffn", "--inter-size", 8, "--gen-dtype", "f32", word="bf16 or f16")
+    refused(*SMALL_ARGS, "--experts", "gemm")
+    refused(*SMALL_ARGS, "--experts", "ffn", "--inter-size", 8, "--act", "swiglu-oai", word="interleaved")
+    f32 = os.path.join(d, "x32.npy")
+    save_npy(f32, "<f4", (4, 8), [0.5] * 32)
+    refused("--topk-ids", f["ids"], "--topk-weights", f["w"], "--hidden", f32, "-E", 3, "--experts", "ffn",
+            "--inter-size", 4, word="x32.npy: --experts ffn takes bf16 or f16")
+    ffn = given + ["--experts", "ffn"]
+    refused(*ffn, "--w1", f["w1"])  # --w2 missing
+    refused(*ffn, "--w1", f["w1"], "--w2", f["w2"], "--inter-size", 4, word="excludes")  # I is W1's
+    refused(*ffn, "--w1", f["w2"], "--w2", f["w2"], word="W1 must be [E, 2I, H] = [3, 2I, 8]")
+    refused(*ffn, "--w1", f["w1"], "--w2", f["w1"], word="W2 must be [E, H, I] = [3, 8, 4]")
+    odd = os.path.join(d, "odd.npy")
+    save_npy(odd, "<u2", (3, 7, 8), [0x3f80] * (3 * 7 * 8))
+    refused(*ffn, "--w1", odd, "--w2", f["w2"], word="W1 must be")
+    wide = os.path.join(d, "w1_f32.npy")
+    save_npy(wide, "<f4", (3, 8, 8), [0.5] * (3 * 8 * 8))
+    refused(*ffn, "--w1", wide, "--w2", f["w2"], word="cannot reinterpret")  # --dtype bf16 on 4-byte data
+    refused("--topk-ids", f["ids"], "--topk-weights", f["w"], "-E", 3, "--hidden-size", 8, "--gen-dtype", "f16",
+            "--experts", "ffn", "--w1", f["w1"], "--w2", f["w2"], word="must be float16 like the hidden states, got uint16")
+    nan = os.path.join(d, "w2_nan.npy")
+    save_npy(nan, "<u2", (3, 8, 4), [0x3f80] * (3 * 8 * 4 - 1) + [0x7fc1])
+    refused(*ffn, "--w1", f["w1"], "--w2", nan, word="element [2, 7, 3] is nan")
+    # the CPU reference computes every token's FFN: over its limit, refused before any work
+    refused("--model", "deepseek-v3", "--experts", "ffn", "--tokens", 64, word="over the CPU limit")
+
+
+@case("gpu")
+def moe_path_gpu_ffn_stage_times_and_check():
+    if not has_gpu():
+        return SKIP
+    for pdl in ("on", "off"):
+        p = run("moe-path", "--experts", "ffn", "--model", "mixtral", "--tokens", 4, "--hidden-size", 256,
+                "--inter-size", 128, "--pdl", pdl, "--bench", "--iters", 10, "--device", "gpu", "--format", "json",
+                code=0)
+        o = json_of(p)
+        expect(o["check"]["result"] == "pass" and o["check"]["error_unit"] == "bound", o["check"])
+        st = o["stage_us"]
+        expect(list(st) == ["route", "permute", "ffn", "combine", "sum"], st)
+        expect(any(n.startswith("stages: ") and ", ffn " in n for n in o["notes"]), o["notes"])
+        expect(any("y of 4 of 4 token(s)" in n for n in o["notes"]), o["notes"])
+    # DeepSeek-V3's TP8 shard at full size: 2.8 GB of weights generated on the device
+    p = run("moe-path", "--experts", "ffn", "--model", "deepseek-v3-tp8", "--tokens", 1, "--device", "gpu",
+            "--format", "json", code=0)
+    o = json_of(p)
+    expect(o["check"]["result"] == "pass" and o["params"]["inter"] == 256, o)

@@ -1,5 +1,6 @@
 // The moe-path CPU reference and checker: the chained references against the
-// identity formula, and a wrong output caught at each stage, named by it.
+// identity formula and (--experts ffn) against the expert FFN written out
+// here, and a wrong output caught at each stage, named by it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "combine/reference.hpp"
+#include "experts/weights.hpp"
 #include "half.hpp"
 #include "moe_path/moe_path.hpp"
 #include "moe_path/reference.hpp"
@@ -262,4 +264,256 @@ TEST_CASE("moe-path make_problem: route's and align's limits refuse") {
   const auto p = moe_path::make_problem(3, 2, 8, 5, combine::DType::f16, Layout::padded, 16, 1.0f);
   CHECK(p.permute.row_bytes == 10);
   CHECK(p.combine.rows == p.permute.align.max_num_tokens_padded);
+}
+
+// ---- the expert FFN (--experts ffn) -------------------------------------------
+
+namespace {
+
+// The FFN written out here, per slot, in double: h = x . W1[e]^T rounded to
+// the dtype, a = act(gate) * up rounded, y = a . W2[e]^T rounded (docs/experts.md's
+// formula, read independently of src/experts/reference.cpp).
+struct Ffn {
+  std::int64_t E, H, I;
+  bool bf16;
+  experts::Act act;
+  bool interleaved;
+  std::vector<std::uint16_t> w1, w2;  // [E, 2I, H], [E, H, I] dtype bits
+  double val(std::uint16_t b) const { return bf16 ? bf16_bits_to_f64(b) : f16_bits_to_f64(b); }
+  double rnd(double v) const { return val(bf16 ? f64_to_bf16_bits(v) : f64_to_f16_bits(v)); }
+  std::vector<double> y(const std::uint16_t* x, std::int64_t e) const {
+    std::vector<double> a(I), out(H);
+    for (std::int64_t i = 0; i < I; ++i) {
+      const std::int64_t gr = interleaved ? 2 * i : i, ur = interleaved ? 2 * i + 1 : I + i;
+      double g = 0, u = 0;
+      for (std::int64_t c = 0; c < H; ++c) {
+        g += val(x[c]) * val(w1[(e * 2 * I + gr) * H + c]);
+        u += val(x[c]) * val(w1[(e * 2 * I + ur) * H + c]);
+      }
+      g = rnd(g);
+      u = rnd(u);
+      const double f = act == experts::Act::silu ? g / (1 + std::exp(-g)) : 0.5 * g * (1 + std::erf(g / std::sqrt(2.0)));
+      a[i] = rnd(f * u);
+    }
+    for (std::int64_t c = 0; c < H; ++c) {
+      double s = 0;
+      for (std::int64_t i = 0; i < I; ++i) s += a[i] * val(w2[(e * H + c) * I + i]);
+      out[c] = rnd(s);
+    }
+    return out;
+  }
+};
+
+// Random given weights (normal * 0.3, the dtype's bits).
+std::vector<std::uint16_t> weights16(std::size_t n, bool bf16, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0.0, 0.3);
+  std::vector<std::uint16_t> v(n);
+  for (auto& b : v) b = bf16 ? f64_to_bf16_bits(nd(rng)) : f64_to_f16_bits(nd(rng));
+  return v;
+}
+
+std::uint16_t bits_at(const std::vector<std::byte>& v, std::size_t i) {
+  std::uint16_t b;
+  std::memcpy(&b, v.data() + i * 2, 2);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("moe-path make_problem with the FFN: the experts plan is the path's, stages, refusals") {
+  const moe_path::FfnArgs f{24, experts::Act::silu, experts::W1Layout::gate_up};
+  const auto p = moe_path::make_problem(5, 2, 8, 40, combine::DType::bf16, Layout::padded, 16, 2.5f, nullptr, &f);
+  CHECK(p.ffn);
+  CHECK(p.experts.inter == 24);
+  CHECK(p.experts.hidden == 40);
+  CHECK(p.experts.combine.scaling == 2.5f);
+  CHECK(p.permute.align.max_num_tokens_padded == p.experts.permute.align.max_num_tokens_padded);
+  CHECK(p.permute.row_bytes == 80);
+  CHECK(p.combine.rows == p.experts.rows());
+  CHECK(std::vector<moe_path::Stage>(moe_path::stages(p).begin(), moe_path::stages(p).end()) ==
+        std::vector<moe_path::Stage>{moe_path::Stage::permute, moe_path::Stage::ffn, moe_path::Stage::combine});
+  CHECK(moe_path::stage_name(moe_path::Stage::ffn) == "ffn");
+  const route::Problem router = deepseek_like();
+  const auto pr = moe_path::make_problem(5, 2, 16, 40, combine::DType::f16, Layout::compact, 1, 1.0f, &router, &f);
+  CHECK(std::vector<moe_path::Stage>(moe_path::stages(pr).begin(), moe_path::stages(pr).end()) ==
+        std::vector<moe_path::Stage>{moe_path::Stage::route, moe_path::Stage::permute, moe_path::Stage::ffn,
+                                     moe_path::Stage::combine});
+  // identity experts: no ffn stage
+  const auto pi = moe_path::make_problem(5, 2, 8, 40, combine::DType::bf16, Layout::padded, 16, 1.0f);
+  CHECK_FALSE(pi.ffn);
+  CHECK(moe_path::stages(pi).size() == 2);
+  CHECK_THROWS_WITH(moe_path::make_problem(5, 2, 8, 40, combine::DType::f32, Layout::padded, 16, 1.0f, nullptr, &f),
+                    doctest::Contains("bf16 or f16"));
+  const moe_path::FfnArgs oai{24, experts::Act::swiglu_oai, experts::W1Layout::gate_up};
+  CHECK_THROWS(moe_path::make_problem(5, 2, 8, 40, combine::DType::bf16, Layout::padded, 16, 1.0f, nullptr, &oai));
+  const moe_path::FfnArgs none{0, experts::Act::silu, experts::W1Layout::gate_up};
+  CHECK_THROWS(moe_path::make_problem(5, 2, 8, 40, combine::DType::bf16, Layout::padded, 16, 1.0f, nullptr, &none));
+  // the CPU limit's count: 3 I H per slot, and per used expert when generated
+  CHECK(moe_path::ffn_reference_macs(p, false) == 5.0 * 2 * 3 * 24 * 40);
+  CHECK(moe_path::ffn_reference_macs(p, true) == (10.0 + 8.0) * 3 * 24 * 40);
+  CHECK_FALSE(experts::registry().auto_reads_pdl());  // the experts pick sizes the path's workspace too
+}
+
+TEST_CASE("moe-path reference with the FFN: y and out against the FFN written out, given and generated weights") {
+  struct Case {
+    bool bf16, generated, routed;
+    experts::Act act;
+    experts::W1Layout w1l;
+    Layout layout;
+  };
+  const Case cases[] = {
+      {true, false, false, experts::Act::silu, experts::W1Layout::gate_up, Layout::padded},
+      {false, false, true, experts::Act::silu, experts::W1Layout::gate_up, Layout::compact},
+      {true, true, false, experts::Act::gelu, experts::W1Layout::interleaved, Layout::compact},
+      {false, true, true, experts::Act::gelu, experts::W1Layout::interleaved, Layout::padded},
+  };
+  const std::int64_t T = 7, H = 12, I = 10;
+  const std::int32_t E = 8, K = 3;
+  std::uint64_t seed = 40;
+  for (const Case& cs : cases) {
+    ++seed;
+    CAPTURE(seed);
+    const combine::DType dt = cs.bf16 ? combine::DType::bf16 : combine::DType::f16;
+    const moe_path::FfnArgs f{I, cs.act, cs.w1l};
+    const route::Problem router = deepseek_like();  // 4 groups of 2, keep 2: 4 candidates >= K
+    const auto p = moe_path::make_problem(T, K, E, H, dt, cs.layout, 4, 1.5f, cs.routed ? &router : nullptr, &f);
+    const auto hidden = rows(T * H, dt, seed);
+    const std::vector<float> lg = logits(T * E, seed + 100), bias = logits(E, seed + 200);
+    std::vector<std::int32_t> ids;
+    std::vector<float> w;
+    for (std::int64_t t = 0; t < T; ++t)
+      for (int j = 0; j < K; ++j) {
+        ids.push_back(static_cast<std::int32_t>((t * 5 + j * 3) % E));
+        w.push_back(j == 2 ? -0.25f : 0.75f - 0.25f * float(j));  // 0.75, 0.5, -0.25
+      }
+    Ffn ffn{E, H, I, cs.bf16, cs.act, cs.w1l == experts::W1Layout::interleaved, {}, {}};
+    moe_path::Inputs in;
+    in.hidden = hidden.data();
+    if (cs.routed) {
+      in.logits = lg.data();
+      in.bias = bias.data();
+    } else {
+      in.ids = ids;
+      in.weights = w;
+    }
+    if (cs.generated) {
+      in.w.generated = true;
+      in.w.seed = seed;
+      // the generator's definition (weights.hpp): element (matrix, e, row, col) rounded to the dtype
+      for (int m = 0; m < 2; ++m) {
+        const std::int64_t R = m == 0 ? 2 * I : H, C = m == 0 ? H : I;
+        auto& dst = m == 0 ? ffn.w1 : ffn.w2;
+        for (std::int64_t e = 0; e < E; ++e)
+          for (std::int64_t r = 0; r < R; ++r)
+            for (std::int64_t c = 0; c < C; ++c) {
+              const double v = experts::weight_value(seed, m, e, r, c, R, C, experts::weight_scale(C));
+              dst.push_back(cs.bf16 ? f64_to_bf16_bits(v) : f64_to_f16_bits(v));
+            }
+      }
+    } else {
+      ffn.w1 = weights16(std::size_t(E * 2 * I * H), cs.bf16, seed + 300);
+      ffn.w2 = weights16(std::size_t(E * H * I), cs.bf16, seed + 400);
+      in.w.generated = false;
+      in.w.w1 = ffn.w1;
+      in.w.w2 = ffn.w2;
+    }
+    in.sample_seed = seed;
+    const moe_path::Outputs o = moe_path::reference(p, in);
+    REQUIRE(o.y.size() == std::size_t(p.experts.rows() * H));
+    REQUIRE(o.out.size() == std::size_t(T * H * 2));
+    const auto* x = reinterpret_cast<const std::uint16_t*>(hidden.data());
+    int y_off_by_one = 0;
+    for (std::int64_t t = 0; t < T; ++t) {
+      std::vector<double> want(H, 0.0);
+      for (int j = 0; j < K; ++j) {
+        const std::int32_t e = o.routed.ids[t * K + j];
+        if (!cs.routed) CHECK(e == ids[t * K + j]);
+        const std::vector<double> y = ffn.y(x + t * H, e);
+        const std::int32_t row = o.permuted.inverse[t * K + j];
+        REQUIRE(row >= 0);
+        for (std::int64_t c = 0; c < H; ++c) {
+          // two double evaluations of one formula: equal, or one rounding apart at a tie-close sum
+          const std::uint16_t got = o.y[std::size_t(row * H + c)];
+          const std::uint16_t mine = cs.bf16 ? f64_to_bf16_bits(y[c]) : f64_to_f16_bits(y[c]);
+          const std::int64_t d = ulp_distance16(got, mine);
+          CHECK(d <= 1);
+          y_off_by_one += d == 1;
+          want[c] += double(o.routed.weights[t * K + j]) * ffn.val(got);
+        }
+      }
+      for (std::int64_t c = 0; c < H; ++c) {  // out = S * sum_j w y, one rounding (f32 sum: within 1 ULP)
+        const std::uint16_t wb = cs.bf16 ? f64_to_bf16_bits(1.5 * want[c]) : f64_to_f16_bits(1.5 * want[c]);
+        CAPTURE(t);
+        CAPTURE(c);
+        CHECK(ulp_distance16(bits_at(o.out, std::size_t(t * H + c)), wb) <= 1);
+      }
+    }
+    CHECK(y_off_by_one <= 2);
+    // the reference passes its own check, every token sampled at this size
+    const moe_path::CheckReport rep = moe_path::check(p, in, o, o);
+    CHECK_MESSAGE(rep.result.ok, rep.result.first_difference);
+    CHECK(rep.ffn_tokens == T);
+    CHECK(rep.result.error_unit == "bound");
+    // a GPU run's reference: no FFN, no combine
+    const moe_path::Outputs lean = moe_path::reference(p, in, false);
+    CHECK(lean.y.empty());
+    CHECK(lean.out.empty());
+    CHECK(lean.permuted.inverse == o.permuted.inverse);
+    CHECK(moe_path::check(p, in, lean, o).result.ok);
+  }
+}
+
+TEST_CASE("moe-path check with the FFN: a wrong y is caught at the ffn stage, a wrong out at combine") {
+  const std::int64_t T = 6, H = 16, I = 8;
+  const std::int32_t E = 8, K = 2;
+  const moe_path::FfnArgs f{I, experts::Act::silu, experts::W1Layout::gate_up};
+  const auto p = moe_path::make_problem(T, K, E, H, combine::DType::bf16, Layout::compact, 1, 1.0f, nullptr, &f);
+  const auto hidden = rows(T * H, combine::DType::bf16, 9);
+  std::vector<std::int32_t> ids;
+  std::vector<float> w;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (int j = 0; j < K; ++j) {
+      ids.push_back(static_cast<std::int32_t>((t + 4 * j) % E));  // the two slots of a token: experts 4 apart
+      w.push_back(j == 0 ? 0.625f : 0.375f);
+    }
+  moe_path::Inputs in;
+  in.hidden = hidden.data();
+  in.ids = ids;
+  in.weights = w;
+  in.w.generated = true;
+  in.w.seed = 3;
+  const moe_path::Outputs ref = moe_path::reference(p, in);
+  REQUIRE(moe_path::check(p, in, ref, ref).result.ok);
+  // y changed and out recomputed from it by combine's rule: only the FFN check can see it
+  auto with_y = [&](moe_path::Outputs got) {
+    combine::reference(p.combine, got.y.data(), got.permuted.inverse.data(), got.routed.weights.data(), got.out.data());
+    return moe_path::check(p, in, ref, got).result;
+  };
+  // (1) slot (2, 1) computed by another expert: its row takes slot (2, 0)'s y
+  auto bad = ref;
+  const std::int32_t r0 = ref.permuted.inverse[2 * K + 0], r1 = ref.permuted.inverse[2 * K + 1];
+  std::copy_n(ref.y.begin() + r0 * H, H, bad.y.begin() + r1 * H);
+  CheckResult c = with_y(bad);
+  CHECK_FALSE(c.ok);
+  CHECK(c.first_difference.rfind("ffn stage: y of slot (2, 1)", 0) == 0);
+  // (2) one element 10 % and 0.05 off
+  bad = ref;
+  std::uint16_t& e = bad.y[std::size_t(ref.permuted.inverse[5 * K + 0] * H + 3)];
+  e = f64_to_bf16_bits(bf16_bits_to_f64(e) * 1.1 + 0.05);
+  c = with_y(bad);
+  CHECK_FALSE(c.ok);
+  CHECK(c.first_difference.rfind("ffn stage: y of slot (5, 0)", 0) == 0);
+  // (3) out off by one bit with y right: combine's bit-for-bit check
+  bad = ref;
+  bad.out[(1 * H + 2) * 2] ^= std::byte{1};
+  c = moe_path::check(p, in, ref, bad).result;
+  CHECK_FALSE(c.ok);
+  CHECK(c.first_difference.rfind("combine stage: out[1, 2]", 0) == 0);
+  // (4) y missing
+  bad = ref;
+  bad.y.clear();
+  c = moe_path::check(p, in, ref, bad).result;
+  CHECK_FALSE(c.ok);
+  CHECK(c.first_difference.find("y holds 0 elements") != std::string::npos);
 }

@@ -7,10 +7,17 @@
 // stream of launches), and its stages launched one by one (per-stage timing
 // relies on that). Outputs are poisoned between guard zones before each.
 //
+// With the expert FFN (--experts ffn): the path's checker (route, permute,
+// combine bit for bit on the run's own y rows, the FFN's y on a sample of
+// tokens against the experts reference) over the same routers, T {0, 1, 37,
+// 300}, bf16 and f16, both layouts, silu / gelu / swiglu-oai (interleaved W1),
+// weights generated on the device or uploaded, PDL on and off.
+//
 // MOEKIT_GPU_SUBSET=sanitizer runs T <= 77 and H <= 1030 only.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -50,6 +57,8 @@ struct Host {
   std::vector<float> logits, bias, weights;  // weights: given (not routed)
   std::vector<std::int32_t> ids;             // given (not routed)
   std::vector<std::byte> hidden;
+  std::vector<std::uint16_t> w1, w2;         // ffn: given expert weights (empty: generated from wseed)
+  std::uint64_t wseed = 0;
 };
 
 // The case's host inputs as the reference and the checker read them.
@@ -60,13 +69,19 @@ moe_path::Inputs inputs(const Host& h) {
   in.hidden = h.hidden.data();
   in.ids = h.ids;
   in.weights = h.weights;
+  in.w.generated = h.w1.empty();
+  in.w.seed = h.wseed;
+  in.w.w1 = h.w1;
+  in.w.w2 = h.w2;
+  in.sample_seed = h.wseed;
   return in;
 }
 
 // The case's device buffers: outputs between guard zones, a garbage workspace.
 moe_path::DeviceBuffers upload(const moe_path::Problem& p, const Host& h, const moe_path::Variant& v) {
   const moe_path::HostInputs in{std::as_bytes(std::span(h.logits)), h.bias, h.hidden, h.ids, h.weights};
-  return moe_path::DeviceBuffers(p, in, WorkspaceNeed::of(v, p, device_caps()), SetOptions::checked());
+  const moe_path::HostWeights w{std::as_bytes(std::span(h.w1)), std::as_bytes(std::span(h.w2)), h.wseed};
+  return moe_path::DeviceBuffers(p, in, WorkspaceNeed::of(v, p, device_caps()), SetOptions::checked(), w);
 }
 
 Host make_inputs(const Router& r, std::int64_t T, std::int64_t H, combine::DType dt, std::mt19937_64& rng) {
@@ -120,7 +135,8 @@ std::string check_after(const moe_path::Problem& p, const Host& h, moe_path::Dev
 std::string run_case(const moe_path::Variant& v, const moe_path::Problem& p, const Host& h, bool pdl) {
   const DeviceCaps& caps = device_caps();
   if (v.not_applicable(p, caps) != nullptr) return {};
-  const moe_path::Outputs ref = moe_path::reference(p, inputs(h));
+  // With the FFN, check() computes it on a sample with the run's own ids.
+  const moe_path::Outputs ref = moe_path::reference(p, inputs(h), false);
   moe_path::DeviceBuffers d = upload(p, h, v);
   const moe_path::Buffers b = d.buffers(0);
   // 1. the variant's launch (with PDL twice back to back: the second overlaps the first's tail)
@@ -185,6 +201,67 @@ TEST_CASE("moe-path: every variant against the path's checker, launched, replaye
             const std::string what =
                 "variant " + std::string(v.info.name) + ", " + r.name + " T=" + std::to_string(T) + " H=" +
                 std::to_string(H) + " dtype " + std::to_string(int(dt)) + ", " +
+                (layout == Layout::padded ? "padded B=" + std::to_string(B) : std::string("compact")) + ", S " +
+                std::to_string(S) + (pdl ? ", PDL" : "") + ", seed " + std::to_string(seed);
+            test::expect_ok(what, run_case(v, p, h, pdl));
+            ++runs;
+          }
+        }
+      }
+  MESSAGE(runs << " runs");
+}
+
+TEST_CASE("moe-path --experts ffn: every variant against the path's checker, launched, replayed and stage by stage") {
+  const bool subset = test::sanitizer_subset();
+  const DeviceCaps& caps = device_caps();
+  std::uint64_t seed = 1500;
+  int runs = 0;
+  const std::int64_t kFfnTokens[] = {0, 1, 37, 300};
+  struct Shape {
+    std::int64_t H, I;
+  };
+  const Shape kShapes[] = {{40, 24}, {1030, 200}};
+  for (const Router& r : kRouters)
+    for (std::int64_t T : kFfnTokens)
+      for (const Shape& sh : kShapes) {
+        if (subset && (T > 77 || sh.H > 1030)) continue;
+        ++seed;
+        std::mt19937_64 rng(seed);
+        const combine::DType dt = seed % 2 == 0 ? combine::DType::bf16 : combine::DType::f16;
+        Host h = make_inputs(r, T, sh.H, dt, rng);
+        h.wseed = seed;
+        const int acts = int(seed / 2 % 3);  // silu, gelu, swiglu-oai (interleaved W1)
+        moe_path::FfnArgs f{sh.I, acts == 0 ? experts::Act::silu : acts == 1 ? experts::Act::gelu : experts::Act::swiglu_oai,
+                            acts == 2 || (seed & 8) ? experts::W1Layout::interleaved : experts::W1Layout::gate_up};
+        if ((seed & 4) && r.E * 3 * sh.I * sh.H <= (std::int64_t(1) << 24)) {  // uploaded weights, small ones
+          std::normal_distribution<double> nd(0.0, 1.0);
+          auto fill = [&](std::vector<std::uint16_t>& w, std::size_t n, double scale) {
+            w.resize(n);
+            for (auto& b : w)
+              b = dt == combine::DType::bf16 ? f64_to_bf16_bits(scale * nd(rng)) : f64_to_f16_bits(scale * nd(rng));
+          };
+          fill(h.w1, std::size_t(r.E) * std::size_t(2 * sh.I * sh.H), 1.0 / std::sqrt(double(sh.H)));
+          fill(h.w2, std::size_t(r.E) * std::size_t(sh.H * sh.I), 1.0 / std::sqrt(double(sh.I)));
+        }
+        route::Problem router;
+        router.groups = r.G;
+        router.topk_groups = r.KG;
+        router.scoring = r.scoring;
+        router.bias = r.bias;
+        router.renormalize = r.renormalize;
+        for (Layout layout : {Layout::padded, Layout::compact}) {
+          const int B = (seed & 2) ? 16 : 64;
+          const float S = (seed & 4) ? 2.5f : 1.0f;
+          const moe_path::Problem p =
+              moe_path::make_problem(T, r.K, r.E, sh.H, dt, layout, B, S, r.routed ? &router : nullptr, &f);
+          const bool pdl = caps.pdl && (seed & 1);
+          for (const moe_path::Variant& v : moe_path::registry().variants()) {
+            const std::string what =
+                "variant " + std::string(v.info.name) + " with the FFN (" +
+                std::string(moe_path::stage_variant(p, moe_path::Stage::ffn, caps)) + "), " + r.name +
+                " T=" + std::to_string(T) + " H=" + std::to_string(sh.H) + " I=" + std::to_string(sh.I) + " act " +
+                std::to_string(acts) + (f.w1_layout == experts::W1Layout::interleaved ? " interleaved" : "") +
+                (h.w1.empty() ? " generated" : " uploaded") + " weights, dtype " + std::to_string(int(dt)) + ", " +
                 (layout == Layout::padded ? "padded B=" + std::to_string(B) : std::string("compact")) + ", S " +
                 std::to_string(S) + (pdl ? ", PDL" : "") + ", seed " + std::to_string(seed);
             test::expect_ok(what, run_case(v, p, h, pdl));
