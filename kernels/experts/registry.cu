@@ -8,12 +8,17 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "common/cuda_check.cuh"
+#include "experts/decode.cuh"
 #include "experts/experts.hpp"
 #include "experts/naive.cuh"
 #include "experts/weights.hpp"
@@ -55,13 +60,114 @@ LaunchStatus naive_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, b
   return p.dtype == DType::bf16 ? naive_typed<__nv_bfloat16>(p, b, ws, s, pdl) : naive_typed<__half>(p, b, ws, s, pdl);
 }
 
+// decode: the weight stream (decode.cuh), gemm1 + act into `a` [rows, I] (the
+// FFN workspace, as naive's), then gemm2; persistent grids of SMs x occupancy.
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+// Rows per group (8 * NT): enough for a little above the mean rows per
+// active expert when routing spreads T * K slots over min(E, T * K) experts.
+int decode_nt(const Problem& p) {
+  const double slots = static_cast<double>(p.tokens) * p.topk;
+  const double active = std::max(1.0, std::min<double>(p.experts, slots));
+  const double mean = slots / active;
+  const double rows = mean + 2.0 * std::sqrt(mean) + 1.0;
+  return rows <= 8.0 ? 1 : rows <= 16.0 ? 2 : 4;
+}
+// k-slices per CTA: as many as keep kMinSlice of the reduction each.
+int decode_ks(std::int64_t k) {
+  for (int ks = decode::kWarps; ks > 1; ks /= 2)
+    if (k >= std::int64_t(ks) * decode::kMinSlice) return ks;
+  return 1;
+}
+template <class Kernel>
+cudaError_t decode_blocks_per_sm(Kernel* kernel, std::size_t smem, int* n) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, std::size_t>, int> memo;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(device_caps().ordinal, reinterpret_cast<const void*>(kernel), smem);
+  if (const auto it = memo.find(key); it != memo.end()) {
+    *n = it->second;
+    return cudaSuccess;
+  }
+  int v = 0;
+  if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, decode::kThreads, smem);
+      e != cudaSuccess)
+    return e;
+  *n = std::max(v, 1);
+  memo.emplace(key, *n);
+  return cudaSuccess;
+}
+// One persistent launch over (active expert, tile) items: at most
+// min(E, T * K) experts are active.
+template <class Kernel>
+cudaError_t decode_launch(Kernel* kernel, std::size_t smem, const Problem& p, const decode::Args& a, Stream s,
+                          bool pdl) {
+  int per_sm = 1;
+  if (const cudaError_t e = decode_blocks_per_sm(kernel, smem, &per_sm); e != cudaSuccess) return e;
+  const std::int64_t active =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(p.experts, p.tokens * std::int64_t(p.topk)));
+  const std::int64_t items = active * a.tiles;
+  const std::int64_t slots = std::int64_t(std::max(device_caps().sm_count, 1)) * per_sm;
+  const unsigned grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, slots)));
+  return prim::launch_ex(kernel, dim3(grid), dim3(decode::kThreads), smem, s, prim::pdl_attrs(pdl), a);
+}
+template <class T, int NT>
+LaunchStatus decode_typed(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  decode::Args a1;
+  a1.x = b.permuted;
+  a1.w = b.w1;
+  a1.out = ws;
+  a1.map = row_map(p, b);
+  a1.experts = p.experts;
+  a1.k_len = p.hidden;
+  a1.n_out = p.inter;
+  a1.ks = decode_ks(p.hidden);
+  a1.tiles = static_cast<int>(ceil_div<std::int64_t>(p.inter, (decode::kWarps / a1.ks) * decode::kMT * 8));
+  a1.act = p.act;
+  a1.layout = p.w1_layout;
+  const bool vec1 = aligned16(b.permuted) && aligned16(b.w1) && p.hidden % 8 == 0;
+  const std::size_t smem1 = decode::smem_bytes<NT>(a1.ks);
+  if (const cudaError_t e = vec1 ? decode_launch(decode::gemm1_act_kernel<T, NT, true>, smem1, p, a1, s, pdl)
+                                 : decode_launch(decode::gemm1_act_kernel<T, NT, false>, smem1, p, a1, s, pdl);
+      e != cudaSuccess)
+    return e;
+  decode::Args a2 = a1;
+  a2.x = ws;
+  a2.w = b.w2;
+  a2.out = b.y;
+  a2.k_len = p.inter;
+  a2.n_out = p.hidden;
+  a2.ks = decode_ks(p.inter);
+  a2.tiles = static_cast<int>(ceil_div<std::int64_t>(p.hidden, (decode::kWarps / a2.ks) * decode::kMT * 16));
+  const bool vec2 = aligned16(ws) && aligned16(b.w2) && p.inter % 8 == 0;
+  const std::size_t smem2 = decode::smem_bytes<NT>(a2.ks);
+  return vec2 ? decode_launch(decode::gemm2_kernel<T, NT, true>, smem2, p, a2, s, pdl)
+              : decode_launch(decode::gemm2_kernel<T, NT, false>, smem2, p, a2, s, pdl);
+}
+template <class T>
+LaunchStatus decode_dtype(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  switch (decode_nt(p)) {
+    case 1: return decode_typed<T, 1>(p, b, ws, s, pdl);
+    case 2: return decode_typed<T, 2>(p, b, ws, s, pdl);
+    default: return decode_typed<T, 4>(p, b, ws, s, pdl);
+  }
+}
+LaunchStatus decode_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  return p.dtype == DType::bf16 ? decode_dtype<__nv_bfloat16>(p, b, ws, s, pdl) : decode_dtype<__half>(p, b, ws, s, pdl);
+}
+// The largest shared memory a decode launch asks for stays below the 48 KiB
+// that needs no opt-in.
+static_assert(decode::smem_bytes<4>(2) <= 48 * 1024 && decode::smem_bytes<4>(4) <= 48 * 1024 &&
+              decode::smem_bytes<4>(8) <= 48 * 1024);
+
 struct Ffn {
   std::string_view name;
   FfnLaunch launch;
   FfnWorkspace workspace;
 };
-const std::array<Ffn, 1> kFfns{{
+const std::array<Ffn, 2> kFfns{{
     {"naive", naive_ffn, naive_ws},
+    {"decode", decode_ffn, naive_ws},
 }};
 const Ffn* ffn_of(std::string_view name) {
   for (const Ffn& f : kFfns)
@@ -163,13 +269,27 @@ std::string stages_limits(const DeviceCaps& caps) {
          (c != nullptr ? c->limits(caps) : std::string("?"));
 }
 
-const std::array<Variant, 1> kVariants{{
+// decode's mma.sync with bf16 operands needs sm_80.
+const char* decode_na(const Problem& p, const DeviceCaps& caps) {
+  if (caps.present() && caps.arch() < 80) return "needs sm_80 or newer (mma.sync on bf16/f16)";
+  return stages_na(p, caps);
+}
+std::string decode_limits(const DeviceCaps& caps) { return stages_limits(caps) + "; sm_80 or newer"; }
+
+const std::array<Variant, 2> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
       "auto picks",
       "permute:* experts::naive::gemm1_act_kernel experts::naive::gemm2_kernel combine:*"},
      false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>},
+    {{"decode",
+      "weight streaming for small T: tensor-core (mma.sync) swap-AB kernels that read each active expert's W1 "
+      "and W2 once, 16-byte loads straight into the fragments, the k split over a CTA's warps, persistent grids "
+      "over the active experts each CTA lists from the layout (no host sync); gemm1 + act into a [rows, I], "
+      "then gemm2; rows in groups of up to 32 (more rows re-stream the tile: right, but slow)",
+      "permute:* experts::decode::gemm1_act_kernel experts::decode::gemm2_kernel combine:*"},
+     false, decode_limits, decode_na, workspace_of<1>, launch_variant<1>},
 }};
 
 const std::array<AutoRow<Problem>, 1> kAutoRows = {{
