@@ -51,7 +51,7 @@ namespace moekit::experts::decode {
 constexpr int kWarps = 8;             // warps per CTA: KS k-slices x (8 / KS) column groups
 constexpr int kThreads = kWarps * 32;
 constexpr int kMT = 2;                // m-tiles (16 weight rows) per warp and column group
-constexpr int kTable = 512;           // active-expert list entries per window (shared memory)
+constexpr int kTable = 256;           // active-expert list entries per window: E of the models in issue 32 fit one
 constexpr int kMinSlice = 256;        // least k per slice when choosing KS
 
 // One active expert: its rows [begin, end) (padded: end = num_tokens_post_pad,
