@@ -116,7 +116,7 @@ __device__ __forceinline__ uint4 load8(const unsigned short* p, std::int64_t k, 
   if (p == nullptr || k >= ke) return v;
   if constexpr (kVec) {
     if constexpr (kStream) {
-      asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
           : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
           : "l"(p + k));
     } else {
