@@ -27,7 +27,7 @@
 //    list is built in windows of kTable entries, so any E works.
 //  - An expert's rows are contiguous in both layouts (compact: offsets;
 //    padded: its slots come first in its padded range, align's contract, so
-//    the row loop stops at the first padding row). Rows go in groups of
+//    the list builder scans each run up to its first padding row). Rows go in groups of
 //    8 * NT; an expert with more rows streams its tile once per group
 //    (from L2 when it still holds it): prefill is right, just slow.
 //  - Vector loads need 16-byte aligned bases and rows (K % 8 == 0); the
@@ -54,8 +54,8 @@ constexpr int kMT = 2;                // m-tiles (16 weight rows) per warp and c
 constexpr int kTable = 256;           // active-expert list entries per window: E of the models in issue 32 fit one
 constexpr int kMinSlice = 256;        // least k per slice when choosing KS
 
-// One active expert: its rows [begin, end) (padded: end = num_tokens_post_pad,
-// the row loop stops at the first row that is not this expert's).
+// One active expert: its rows [begin, end) (padded: the real rows of its run,
+// found by build_window).
 struct Entry {
   int expert, begin, end;
 };
@@ -187,7 +187,30 @@ __device__ __forceinline__ void build_window(const RowMap& m, int experts, int L
   }
   n_out = *s_n;
   next_out = *s_next;
-  __syncthreads();  // before the shared words are reset by the next call
+  if (!m.compact) {
+    // A padded run's real rows are a prefix of it (align: an expert's slots
+    // come first, then its padding); one thread per entry finds where they
+    // end, kScan rows a round, so the row loop needs no loads.
+    constexpr int kScan = 16;
+    for (int a = tid; a < n_out; a += kThreads) {
+      const int e = tbl[a].expert;
+      int r = tbl[a].begin;
+      for (;;) {
+        unsigned valid = 0;
+#pragma unroll
+        for (int q = 0; q < kScan; ++q) {
+          const int rr = r + q;
+          const bool v = rr < ntpp && m.sorted_token_ids[rr] < m.numel && m.expert_ids[rr / m.block_size] == e;
+          valid |= unsigned(v) << q;
+        }
+        const int c = __ffs(~valid) - 1;  // leading valid rows (bit kScan is clear)
+        r += c;
+        if (c < kScan) break;
+      }
+      tbl[a].end = r;
+    }
+  }
+  __syncthreads();  // the entries are complete; the shared words may be reset by the next call
 }
 
 // The CTA body of both kernels.
@@ -262,17 +285,10 @@ __device__ __forceinline__ void run(const Args& a) {
       }
 
       for (int cursor = en.begin; cursor < en.end; cursor += kR) {
-        // The group's rows: a prefix of [cursor, end) that is this expert's.
-        const int n_cand = en.end - cursor < kR ? en.end - cursor : kR;
-        bool v = false;
-        if (lane < n_cand) {
-          const int r = cursor + lane;
-          v = m.compact || (m.sorted_token_ids[r] < m.numel && m.expert_ids[r / m.block_size] == e);
-        }
-        const unsigned mask = __ballot_sync(0xffffffffu, v);  // the same in every warp
-        if (mask == 0u) break;
-        const bool last = mask != (n_cand == 32 ? 0xffffffffu : (1u << n_cand) - 1u);
-        const int nt_used = (32 - __clz(mask) + 7) / 8;  // n-tiles holding a row
+        // The group: rows cursor .. cursor + n_rows - 1 (the same in every warp).
+        const int n_rows = en.end - cursor < kR ? en.end - cursor : kR;
+        const unsigned mask = n_rows == 32 ? 0xffffffffu : (1u << n_rows) - 1u;
+        const int nt_used = (n_rows + 7) / 8;  // n-tiles holding a row
 
         const unsigned short* xp[NT];
 #pragma unroll
@@ -370,7 +386,6 @@ __device__ __forceinline__ void run(const Args& a) {
               }
         }
         if (ks_n > 1) __syncthreads();  // red is reused by the next group
-        if (last) break;
       }
     }
     item_base += items;
