@@ -18,7 +18,9 @@
 //    KS k-slices x (8 / KS) column groups: the k split inside the CTA (reduced
 //    through shared memory in a fixed order, so deterministic) is what gives
 //    enough warps at T = 1 (DeepSeek-V3's TP8 shard: 8 experts x 512 W1 rows),
-//    and KS shrinks for short reductions (W2 of the shard: I = 256).
+//    and KS shrinks for short reductions (W2 of the shard: I = 256) and for
+//    more rows per group (the activations an item reads stay a small share
+//    of its weight bytes).
 //  - A persistent grid (SMs x occupancy, never more than the items) over a
 //    list of the active experts that every CTA builds itself in shared memory
 //    from the RowMap after pdl_wait (one coalesced load round: offsets, or

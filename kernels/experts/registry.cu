@@ -73,9 +73,12 @@ int decode_nt(const Problem& p) {
   const double rows = mean + 2.0 * std::sqrt(mean) + 1.0;
   return rows <= 8.0 ? 1 : rows <= 16.0 ? 2 : 4;
 }
-// k-slices per CTA: as many as keep kMinSlice of the reduction each.
-int decode_ks(std::int64_t k) {
-  for (int ks = decode::kWarps; ks > 1; ks /= 2)
+// k-slices per CTA: as many as keep kMinSlice of the reduction each, and at
+// most 8 / NT, so a CTA's item is at least NT column groups wide: the
+// activation rows an item reads from L2 (rows x K) stay within a quarter of
+// its weight bytes (NT * 8 rows against NT * 32 weight rows).
+int decode_ks(std::int64_t k, int nt) {
+  for (int ks = decode::kWarps / nt; ks > 1; ks /= 2)
     if (k >= std::int64_t(ks) * decode::kMinSlice) return ks;
   return 1;
 }
@@ -121,7 +124,7 @@ LaunchStatus decode_typed(const Problem& p, const Buffers& b, void* ws, Stream s
   a1.experts = p.experts;
   a1.k_len = p.hidden;
   a1.n_out = p.inter;
-  a1.ks = decode_ks(p.hidden);
+  a1.ks = decode_ks(p.hidden, NT);
   a1.tiles = static_cast<int>(ceil_div<std::int64_t>(p.inter, (decode::kWarps / a1.ks) * decode::kMT * 8));
   a1.act = p.act;
   a1.layout = p.w1_layout;
@@ -137,7 +140,7 @@ LaunchStatus decode_typed(const Problem& p, const Buffers& b, void* ws, Stream s
   a2.out = b.y;
   a2.k_len = p.inter;
   a2.n_out = p.hidden;
-  a2.ks = decode_ks(p.inter);
+  a2.ks = decode_ks(p.inter, NT);
   a2.tiles = static_cast<int>(ceil_div<std::int64_t>(p.hidden, (decode::kWarps / a2.ks) * decode::kMT * 16));
   const bool vec2 = aligned16(ws) && aligned16(b.w2) && p.inter % 8 == 0;
   const std::size_t smem2 = decode::smem_bytes<NT>(a2.ks);
