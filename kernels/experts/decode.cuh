@@ -5,8 +5,9 @@
 // keeping every SM's memory pipe full and nothing else:
 //  - Swap-AB on the tensor cores (mma.sync m16n8k16, f32 accumulate): weight
 //    rows are the M side (16 rows a tile), the expert's rows the N side (8 a
-//    tile). SIMT f32 FMAs run out of issue slots near 8 rows per expert at the
-//    read bandwidth; the mma keeps the math negligible up to 32 rows.
+//    tile). SIMT f32 FMAs run out of issue slots near 16 rows per expert at
+//    the read bandwidth (by count: ~1.6e12 weight elements/s on an H100 times
+//    16 FMAs is most of its f32 rate); the mma keeps the math small up to 32.
 //  - Weights go straight from global memory to the mma fragments: a thread
 //    loads 16 bytes (8 consecutive k) of weight rows g and g+8 and the same 8
 //    k of activation row g, and uses elements 0-3 for one mma and 4-7 for the
@@ -23,15 +24,17 @@
 //    of its weight bytes).
 //  - A persistent grid (SMs x occupancy, never more than the items) over a
 //    list of the active experts that every CTA builds itself in shared memory
-//    from the RowMap after pdl_wait (one coalesced load round: offsets, or
-//    expert_ids' run starts): no host sync, no planning launch, and the CTAs
+//    from the RowMap (one coalesced load round: offsets, or expert_ids' run
+//    starts; gemm2 builds it before its pdl_wait, the layout being two
+//    launches back): no host sync, no planning launch, and the CTAs
 //    of inactive experts never exist (DeepSeek-V3 at T = 1 has 8 of 256). The
 //    list is built in windows of kTable entries, so any E works.
 //  - An expert's rows are contiguous in both layouts (compact: offsets;
 //    padded: its slots come first in its padded range, align's contract, so
-//    the list builder scans each run up to its first padding row). Rows go in groups of
-//    8 * NT; an expert with more rows streams its tile once per group
-//    (from L2 when it still holds it): prefill is right, just slow.
+//    the list builder scans each run up to its first padding row). Rows go
+//    in groups of 8 * NT (NT from T * K / min(E, T * K), registry.cu); an
+//    expert with more rows streams its tile once per group (from L2 when it
+//    still holds it): prefill is right, just slow.
 //  - Vector loads need 16-byte aligned bases and rows (K % 8 == 0); the
 //    launcher checks and otherwise instantiates the scalar-load path (same
 //    kernel, kVec = false). Tails of k and of the output rows are predicated.

@@ -156,7 +156,8 @@ LaunchStatus decode_dtype(const Problem& p, const Buffers& b, void* ws, Stream s
   }
 }
 LaunchStatus decode_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
-  return p.dtype == DType::bf16 ? decode_dtype<__nv_bfloat16>(p, b, ws, s, pdl) : decode_dtype<__half>(p, b, ws, s, pdl);
+  return p.dtype == DType::bf16 ? decode_dtype<__nv_bfloat16>(p, b, ws, s, pdl)
+                                : decode_dtype<__half>(p, b, ws, s, pdl);
 }
 // The largest shared memory a decode launch asks for stays below the 48 KiB
 // that needs no opt-in.
