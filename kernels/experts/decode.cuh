@@ -16,8 +16,9 @@
 //    with L1::no_allocate; the activation rows are small, re-read by the CTA
 //    and left to the L1 and L2.
 //  - Work item = (active expert, tile of output rows), CTA = 8 warps =
-//    KS k-slices x (8 / KS) column groups: the k split inside the CTA (reduced
-//    through shared memory in a fixed order, so deterministic) is what gives
+//    KS k-slices x (8 / KS) column groups: the k split inside the CTA (batches
+//    of k dealt round-robin, so the warps read neighbouring pieces of the same
+//    rows; reduced through shared memory in a fixed order, so deterministic) gives
 //    enough warps at T = 1 (DeepSeek-V3's TP8 shard: 8 experts x 512 W1 rows),
 //    and KS shrinks for short reductions (W2 of the shard: I = 256) and for
 //    more rows per group (the activations an item reads stay a small share
@@ -30,7 +31,7 @@
 //    of inactive experts never exist (DeepSeek-V3 at T = 1 has 8 of 256). The
 //    list is built in windows of kTable entries, so any E works.
 //  - An expert's rows are contiguous in both layouts (compact: offsets;
-//    padded: its slots come first in its padded range, align's contract, so
+//    padded: its slots come first in its padded range, the layout's promise, so
 //    the list builder scans each run up to its first padding row). Rows go
 //    in groups of 8 * NT (NT from T * K / min(E, T * K), registry.cu); an
 //    expert with more rows streams its tile once per group (from L2 when it
@@ -38,7 +39,7 @@
 //  - Vector loads need 16-byte aligned bases and rows (K % 8 == 0); the
 //    launcher checks and otherwise instantiates the scalar-load path (same
 //    kernel, kVec = false). Tails of k and of the output rows are predicated.
-// gemm1 applies act_and_mul in registers: a warp's m-tile is 8 gate rows and
+// gemm1 applies the activation (act.cuh) in registers: a warp's m-tile is 8 gate rows and
 // their 8 up rows (gate_row / up_row, either W1 layout), so a thread holds
 // gate i and up i of the same token row; h is rounded to the dtype, then a.
 #pragma once
@@ -114,7 +115,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], std::uint32_t a0, std::u
 // 8 consecutive elements p[k .. k+7] as 4 packed pairs (element k in the low
 // half of .x), zero where p is null or an element is at or past ke.
 // kVec: p + k is 16-byte aligned and k + 8 <= ke or k >= ke (the launcher's
-// check: aligned base, row length a multiple of 8, slices of whole 32).
+// check: aligned base, row length ke a multiple of 8; k a multiple of 8).
 template <bool kVec, bool kStream>
 __device__ __forceinline__ uint4 load8(const unsigned short* p, std::int64_t k, std::int64_t ke) {
   uint4 v = make_uint4(0u, 0u, 0u, 0u);
@@ -193,7 +194,7 @@ __device__ __forceinline__ void build_window(const RowMap& m, int experts, int L
   n_out = *s_n;
   next_out = *s_next;
   if (!m.compact) {
-    // A padded run's real rows are a prefix of it (align: an expert's slots
+    // A padded run's real rows are a prefix of it (the layout: an expert's slots
     // come first, then its padding); one thread per entry finds where they
     // end, kScan rows a round, so the row loop needs no loads.
     constexpr int kScan = 16;
@@ -247,9 +248,11 @@ __device__ __forceinline__ void run(const Args& a) {
   T* out = static_cast<T*>(a.out);
   const std::int64_t K = a.k_len, N = a.n_out;
 
-  // This warp's k-slice: whole steps of 32.
-  const std::int64_t steps = (K + 31) / 32, per = (steps + ks_n - 1) / ks_n;
-  const std::int64_t kb = ks * per * 32, ke = kb + per * 32 < K ? kb + per * 32 : K;
+  // This warp's share of k: batches of 32 * kU, dealt round-robin over the
+  // k-slices, so at any time a CTA's warps read neighbouring pieces of the
+  // same weight rows (DRAM locality) rather than 8 far-apart streams a row.
+  constexpr std::int64_t kBatch = 32 * kU;
+  const std::int64_t kb = ks * kBatch, ke = K, kstride = kBatch * ks_n;
 
   const int ntpp = m.compact ? 0 : *m.num_tokens_post_pad;
   const int L = m.compact ? a.experts : ntpp / m.block_size;
@@ -310,7 +313,7 @@ __device__ __forceinline__ void run(const Args& a) {
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[mt][j][q] = 0.0f;
 
-        for (std::int64_t k0 = kb; k0 < ke; k0 += 32 * kU) {
+        for (std::int64_t k0 = kb; k0 < ke; k0 += kstride) {
           uint4 wv[kU][kMT][2], xv[kU][NT];
 #pragma unroll
           for (int u = 0; u < kU; ++u) {
