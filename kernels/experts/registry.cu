@@ -65,12 +65,14 @@ LaunchStatus naive_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, b
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 // Rows per group (8 * NT): enough for a little above the mean rows per
-// active expert when routing spreads T * K slots over min(E, T * K) experts.
+// active expert when routing spreads T * K slots over min(E, T * K) experts,
+// and never more than T (a token's K experts are distinct in any routing a
+// router makes; where they are not, the row loop takes another group).
 int decode_nt(const Problem& p) {
   const double slots = static_cast<double>(p.tokens) * p.topk;
   const double active = std::max(1.0, std::min<double>(p.experts, slots));
   const double mean = slots / active;
-  const double rows = mean + 2.0 * std::sqrt(mean) + 1.0;
+  const double rows = std::min(mean + 2.0 * std::sqrt(mean) + 1.0, static_cast<double>(p.tokens));
   return rows <= 8.0 ? 1 : rows <= 16.0 ? 2 : 4;
 }
 // k-slices per CTA: as many as keep kMinSlice of the reduction each, and at
