@@ -408,13 +408,13 @@ __device__ __forceinline__ void run(const Args& a) {
 
 // gemm1 + act: a [rows, I] from permuted and W1. grid: persistent, see registry.cu.
 template <class T, int NT, bool kVec>
-__global__ void __launch_bounds__(kThreads, 2) gemm1_act_kernel(Args a) {
+__global__ void __launch_bounds__(kThreads, 2) decode_gemm1_act_kernel(Args a) {
   run<T, NT, kVec, true>(a);
 }
 
 // gemm2: y [rows, H] from a and W2.
 template <class T, int NT, bool kVec>
-__global__ void __launch_bounds__(kThreads, 2) gemm2_kernel(Args a) {
+__global__ void __launch_bounds__(kThreads, 2) decode_gemm2_kernel(Args a) {
   run<T, NT, kVec, false>(a);
 }
 

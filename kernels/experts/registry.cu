@@ -20,6 +20,7 @@
 #include "common/cuda_check.cuh"
 #include "experts/decode.cuh"
 #include "experts/experts.hpp"
+#include "experts/grouped.hpp"
 #include "experts/naive.cuh"
 #include "experts/weights.hpp"
 #include "primitives/launch.cuh"
@@ -132,10 +133,9 @@ LaunchStatus decode_typed(const Problem& p, const Buffers& b, void* ws, Stream s
   a1.layout = p.w1_layout;
   const bool vec1 = aligned16(b.permuted) && aligned16(b.w1) && p.hidden % 8 == 0;
   const std::size_t smem1 = decode::smem_bytes<NT>(a1.ks);
-  if (const cudaError_t e = vec1 ? decode_launch(decode::gemm1_act_kernel<T, NT, true>, smem1, p, a1, s, pdl)
-                                 : decode_launch(decode::gemm1_act_kernel<T, NT, false>, smem1, p, a1, s, pdl);
-      e != cudaSuccess)
-    return e;
+  const cudaError_t e1 = vec1 ? decode_launch(decode::decode_gemm1_act_kernel<T, NT, true>, smem1, p, a1, s, pdl)
+                              : decode_launch(decode::decode_gemm1_act_kernel<T, NT, false>, smem1, p, a1, s, pdl);
+  if (e1 != cudaSuccess) return e1;
   decode::Args a2 = a1;
   a2.x = ws;
   a2.w = b.w2;
@@ -146,8 +146,8 @@ LaunchStatus decode_typed(const Problem& p, const Buffers& b, void* ws, Stream s
   a2.tiles = static_cast<int>(ceil_div<std::int64_t>(p.hidden, (decode::kWarps / a2.ks) * decode::kMT * 16));
   const bool vec2 = aligned16(ws) && aligned16(b.w2) && p.inter % 8 == 0;
   const std::size_t smem2 = decode::smem_bytes<NT>(a2.ks);
-  return vec2 ? decode_launch(decode::gemm2_kernel<T, NT, true>, smem2, p, a2, s, pdl)
-              : decode_launch(decode::gemm2_kernel<T, NT, false>, smem2, p, a2, s, pdl);
+  return vec2 ? decode_launch(decode::decode_gemm2_kernel<T, NT, true>, smem2, p, a2, s, pdl)
+              : decode_launch(decode::decode_gemm2_kernel<T, NT, false>, smem2, p, a2, s, pdl);
 }
 template <class T>
 LaunchStatus decode_dtype(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
@@ -171,8 +171,11 @@ struct Ffn {
   FfnLaunch launch;
   FfnWorkspace workspace;
 };
-const std::array<Ffn, 2> kFfns{{
+// grouped: CUTLASS's sm_90a grouped GEMM over device-side problem shapes
+// (grouped.hpp; its translation unit is the only one that includes CUTLASS).
+const std::array<Ffn, 3> kFfns{{
     {"naive", naive_ffn, naive_ws},
+    {"grouped", grouped::launch, grouped::workspace_bytes},
     {"decode", decode_ffn, naive_ws},
 }};
 const Ffn* ffn_of(std::string_view name) {
@@ -275,6 +278,14 @@ std::string stages_limits(const DeviceCaps& caps) {
          (c != nullptr ? c->limits(caps) : std::string("?"));
 }
 
+const char* grouped_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = grouped::not_applicable(p, caps)) return why;
+  return stages_na(p, caps);
+}
+std::string grouped_limits(const DeviceCaps& caps) {
+  if (const char* why = grouped::not_built()) return why;
+  return std::string(grouped::limits_text()) + "; " + stages_limits(caps);
+}
 // decode's mma.sync with bf16 operands needs sm_80.
 const char* decode_na(const Problem& p, const DeviceCaps& caps) {
   if (caps.present() && caps.arch() < 80) return "needs sm_80 or newer (mma.sync on bf16/f16)";
@@ -282,20 +293,27 @@ const char* decode_na(const Problem& p, const DeviceCaps& caps) {
 }
 std::string decode_limits(const DeviceCaps& caps) { return stages_limits(caps) + "; sm_80 or newer"; }
 
-const std::array<Variant, 2> kVariants{{
+const std::array<Variant, 3> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
       "auto picks",
-      "permute:* experts::naive::gemm1_act_kernel experts::naive::gemm2_kernel combine:*"},
+      "permute:* gemm1_act_kernel gemm2_kernel combine:*"},
      false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>},
+    {{"grouped",
+      "moekit's sm_90a grouped GEMM (CUTLASS 3.x ptr-array kernel: TMA + WGMMA, persistent group tile scheduler) on "
+      "the compact layout, problem shapes built on the device from expert_offsets (no host sync; experts with no "
+      "rows get no tiles): gemm1 into h [rows, 2I], act-and-mul into a [rows, I], gemm2 into y; between permute's "
+      "and combine's auto picks",
+      grouped::kKernelSpec},
+     false, grouped_limits, grouped_na, workspace_of<1>, launch_variant<1>},
     {{"decode",
       "weight streaming for small T: tensor-core (mma.sync) swap-AB kernels that read each active expert's W1 "
       "and W2 once, 16-byte loads straight into the fragments, the k split over a CTA's warps, persistent grids "
       "over the active experts each CTA lists from the layout (no host sync); gemm1 + act into a [rows, I], "
       "then gemm2; rows in groups of up to 32 (more rows re-stream the tile: right, but slow)",
-      "permute:* experts::decode::gemm1_act_kernel experts::decode::gemm2_kernel combine:*"},
-     false, decode_limits, decode_na, workspace_of<1>, launch_variant<1>},
+      "permute:* decode_gemm1_act_kernel decode_gemm2_kernel combine:*"},
+     false, decode_limits, decode_na, workspace_of<2>, launch_variant<2>},
 }};
 
 // decode up to issue 32's decode range (T <= 64), where it applies (sm_80+);

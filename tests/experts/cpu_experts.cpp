@@ -1045,3 +1045,37 @@ TEST_CASE("experts generated weights: SplitMix64 and weight_value as documented"
     CHECK(var * double(n) == doctest::Approx(1.0).epsilon(0.05));
   }
 }
+
+// The `grouped` variant's planning (kernels/experts/grouped.hpp), hand-listed:
+// where it applies, why not elsewhere, and a workspace that holds h and a.
+TEST_CASE("experts grouped: applies to the compact layout with H, I multiples of 8 on sm_90 only; workspace holds h and a") {
+  const experts::Variant* v = experts::registry().find("grouped");
+  REQUIRE(v != nullptr);
+  auto plan = [](std::int64_t H, std::int64_t I, permute::Layout layout) {
+    return experts::make_problem(16, 2, 8, H, I, experts::DType::bf16, experts::Act::silu,
+                                 experts::W1Layout::gate_up, layout, 64, 1.0f);
+  };
+  const DeviceCaps none;
+  DeviceCaps sm90, sm80;
+  sm90.ordinal = sm80.ordinal = 0;
+  sm90.cc_major = 9;
+  sm80.cc_major = 8;
+  sm90.sm_count = 132;
+  sm80.sm_count = 108;
+  const experts::Problem ok = plan(4096, 1024, permute::Layout::compact);
+  const char* not_built = v->not_applicable(ok, none);
+  if (not_built != nullptr) {  // a build without CUTLASS or sm_90: says so, everywhere
+    CHECK(std::string(not_built).starts_with("not built"));
+    CHECK(v->limits(none).starts_with("not built"));
+    return;
+  }
+  CHECK(v->not_applicable(ok, sm90) == nullptr);
+  CHECK(v->not_applicable(ok, sm80) != nullptr);
+  CHECK(v->not_applicable(plan(4096, 1024, permute::Layout::padded), none) != nullptr);
+  CHECK(v->not_applicable(plan(4100, 1024, permute::Layout::compact), none) != nullptr);
+  CHECK(v->not_applicable(plan(4096, 1028, permute::Layout::compact), none) != nullptr);
+  CHECK(v->not_applicable(plan(4104, 1032, permute::Layout::compact), none) == nullptr);
+  // h [rows, 2I] and a [rows, I] of the dtype, at least, besides the stages'.
+  for (const DeviceCaps* c : {&none, static_cast<const DeviceCaps*>(&sm90)})
+    CHECK(v->workspace_bytes(ok, *c) >= std::size_t(ok.rows()) * 3 * 1024 * 2);
+}
