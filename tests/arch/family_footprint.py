@@ -55,7 +55,18 @@ def main():
     worst = 0
     for fam in families:
         spellings = {fam, fam.replace("_", "-")}
-        word = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, sorted(spellings))) + r")(?![\w-])")
+        # The name as code names it: a namespace (f::), a folder (f/, /f), a
+        # quoted string ("f", 'f') that is not a key or a field's name (a JSON
+        # key, a default, a report parameter: "experts" is E there, not the
+        # family), a command line (moekit f) or a line of its own
+        # (families.txt); not the English word in prose ("experts" is one, in
+        # comments all over).
+        alt = "(?:" + "|".join(map(re.escape, sorted(spellings))) + ")"
+        word = re.compile(r"(?<![\w-])" + alt + r"(?=::|/)"
+                          r"|(?<=/)" + alt + r"(?![\w-])"
+                          r"|(?<=[\"'])" + alt + r"(?=[\"'](?!\s*[:;]|,\s*std::to_string))"
+                          r"|(?<=moekit )" + alt + r"(?![\w-])|(?<=MOEKIT\) )" + alt + r"(?![\w-])"
+                          r"|^" + alt + r"$", re.M)
         hits, dependents = [], []
         for f in files:
             if any(s in f for s in spellings) or f == "tests/arch/family_footprint.py":  # USES names them
