@@ -8,13 +8,18 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "common/cuda_check.cuh"
 #include "common/fits_smem.hpp"
+#include "experts/decode.cuh"
 #include "experts/experts.hpp"
 #include "experts/grouped.hpp"
 #include "experts/mma.cuh"
@@ -116,6 +121,110 @@ LaunchStatus mma_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, boo
   return p.dtype == DType::bf16 ? mma_typed<__nv_bfloat16>(p, b, ws, s, pdl) : mma_typed<__half>(p, b, ws, s, pdl);
 }
 
+// decode: the weight stream (decode.cuh), gemm1 + act into `a` [rows, I] (the
+// FFN workspace, as naive's), then gemm2; persistent grids of SMs x occupancy.
+
+// Rows per group (8 * NT): enough for a little above the mean rows per
+// active expert when routing spreads T * K slots over min(E, T * K) experts,
+// and never more than T (a token's K experts are distinct in any routing a
+// router makes; where they are not, the row loop takes another group).
+int decode_nt(const Problem& p) {
+  const double slots = static_cast<double>(p.tokens) * p.topk;
+  const double active = std::max(1.0, std::min<double>(p.experts, slots));
+  const double mean = slots / active;
+  const double rows = std::min(mean + 2.0 * std::sqrt(mean) + 1.0, static_cast<double>(p.tokens));
+  return rows <= 8.0 ? 1 : rows <= 16.0 ? 2 : 4;
+}
+// k-slices per CTA: as many as keep kMinSlice of the reduction each, and at
+// most 8 / NT, so a CTA's item is at least NT column groups wide: the
+// activation rows an item reads from L2 (rows x K) stay within a quarter of
+// its weight bytes (NT * 8 rows against NT * 32 weight rows).
+int decode_ks(std::int64_t k, int nt) {
+  for (int ks = decode::kWarps / nt; ks > 1; ks /= 2)
+    if (k >= std::int64_t(ks) * decode::kMinSlice) return ks;
+  return 1;
+}
+template <class Kernel>
+cudaError_t decode_blocks_per_sm(Kernel* kernel, std::size_t smem, int* n) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, std::size_t>, int> memo;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(device_caps().ordinal, reinterpret_cast<const void*>(kernel), smem);
+  if (const auto it = memo.find(key); it != memo.end()) {
+    *n = it->second;
+    return cudaSuccess;
+  }
+  int v = 0;
+  if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, decode::kThreads, smem);
+      e != cudaSuccess)
+    return e;
+  *n = std::max(v, 1);
+  memo.emplace(key, *n);
+  return cudaSuccess;
+}
+// One persistent launch over (active expert, tile) items: at most
+// min(E, T * K) experts are active.
+template <class Kernel>
+cudaError_t decode_launch(Kernel* kernel, std::size_t smem, const Problem& p, const decode::Args& a, Stream s,
+                          bool pdl) {
+  int per_sm = 1;
+  if (const cudaError_t e = decode_blocks_per_sm(kernel, smem, &per_sm); e != cudaSuccess) return e;
+  const std::int64_t active =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(p.experts, p.tokens * std::int64_t(p.topk)));
+  const std::int64_t items = active * a.tiles;
+  const std::int64_t slots = std::int64_t(std::max(device_caps().sm_count, 1)) * per_sm;
+  const unsigned grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, slots)));
+  return prim::launch_ex(kernel, dim3(grid), dim3(decode::kThreads), smem, s, prim::pdl_attrs(pdl), a);
+}
+template <class T, int NT>
+LaunchStatus decode_typed(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  decode::Args a1;
+  a1.x = b.permuted;
+  a1.w = b.w1;
+  a1.out = ws;
+  a1.map = row_map(p, b);
+  a1.experts = p.experts;
+  a1.k_len = p.hidden;
+  a1.n_out = p.inter;
+  a1.ks = decode_ks(p.hidden, NT);
+  a1.tiles = static_cast<int>(ceil_div<std::int64_t>(p.inter, (decode::kWarps / a1.ks) * decode::kMT * 8));
+  a1.act = p.act;
+  a1.layout = p.w1_layout;
+  const bool vec1 = aligned16(b.permuted) && aligned16(b.w1) && p.hidden % 8 == 0;
+  const std::size_t smem1 = decode::smem_bytes<NT>(a1.ks);
+  const cudaError_t e1 = vec1 ? decode_launch(decode::decode_gemm1_act_kernel<T, NT, true>, smem1, p, a1, s, pdl)
+                              : decode_launch(decode::decode_gemm1_act_kernel<T, NT, false>, smem1, p, a1, s, pdl);
+  if (e1 != cudaSuccess) return e1;
+  decode::Args a2 = a1;
+  a2.x = ws;
+  a2.w = b.w2;
+  a2.out = b.y;
+  a2.k_len = p.inter;
+  a2.n_out = p.hidden;
+  a2.ks = decode_ks(p.inter, NT);
+  a2.tiles = static_cast<int>(ceil_div<std::int64_t>(p.hidden, (decode::kWarps / a2.ks) * decode::kMT * 16));
+  const bool vec2 = aligned16(ws) && aligned16(b.w2) && p.inter % 8 == 0;
+  const std::size_t smem2 = decode::smem_bytes<NT>(a2.ks);
+  return vec2 ? decode_launch(decode::decode_gemm2_kernel<T, NT, true>, smem2, p, a2, s, pdl)
+              : decode_launch(decode::decode_gemm2_kernel<T, NT, false>, smem2, p, a2, s, pdl);
+}
+template <class T>
+LaunchStatus decode_dtype(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  switch (decode_nt(p)) {
+    case 1: return decode_typed<T, 1>(p, b, ws, s, pdl);
+    case 2: return decode_typed<T, 2>(p, b, ws, s, pdl);
+    default: return decode_typed<T, 4>(p, b, ws, s, pdl);
+  }
+}
+LaunchStatus decode_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  return p.dtype == DType::bf16 ? decode_dtype<__nv_bfloat16>(p, b, ws, s, pdl)
+                                : decode_dtype<__half>(p, b, ws, s, pdl);
+}
+// The largest shared memory a decode launch asks for stays below the 48 KiB
+// that needs no opt-in.
+static_assert(decode::smem_bytes<4>(2) <= 48 * 1024 && decode::smem_bytes<4>(4) <= 48 * 1024 &&
+              decode::smem_bytes<4>(8) <= 48 * 1024);
+
 struct Ffn {
   std::string_view name;
   FfnLaunch launch;
@@ -123,10 +232,11 @@ struct Ffn {
 };
 // grouped: CUTLASS's sm_90a grouped GEMM over device-side problem shapes
 // (grouped.hpp; its translation unit is the only one that includes CUTLASS).
-const std::array<Ffn, 3> kFfns{{
+const std::array<Ffn, 4> kFfns{{
     {"naive", naive_ffn, naive_ws},
     {"grouped", grouped::launch, grouped::workspace_bytes},
     {"mma", mma_ffn, mma_ws},
+    {"decode", decode_ffn, naive_ws},
 }};
 const Ffn* ffn_of(std::string_view name) {
   for (const Ffn& f : kFfns)
@@ -236,6 +346,12 @@ std::string grouped_limits(const DeviceCaps& caps) {
   if (const char* why = grouped::not_built()) return why;
   return std::string(grouped::limits_text()) + "; " + stages_limits(caps);
 }
+// decode's mma.sync with bf16 operands needs sm_80.
+const char* decode_na(const Problem& p, const DeviceCaps& caps) {
+  if (caps.present() && caps.arch() < 80) return "needs sm_80 or newer (mma.sync on bf16/f16)";
+  return stages_na(p, caps);
+}
+std::string decode_limits(const DeviceCaps& caps) { return stages_limits(caps) + "; sm_80 or newer"; }
 
 // mma's own limits beyond the stages': sm_80+, 16-byte rows, its grids
 // (tile_capacity times the column tiles) under 2^31 blocks, its
@@ -261,7 +377,7 @@ std::string mma_limits(const DeviceCaps& caps) {
          " KiB of shared memory a block; " + stages_limits(caps);
 }
 
-const std::array<Variant, 3> kVariants{{
+const std::array<Variant, 4> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
@@ -282,9 +398,20 @@ const std::array<Variant, 3> kVariants{{
       "where a base pointer is not 16-byte aligned",
       "permute:* mma_tile_list_kernel mma_gemm1_act_kernel mma_gemm2_kernel @naive combine:*"},
      false, mma_limits, mma_na, workspace_of<2>, launch_variant<2>},
+    {{"decode",
+      "weight streaming for small T: tensor-core (mma.sync) swap-AB kernels that read each active expert's W1 "
+      "and W2 once, 16-byte loads straight into the fragments, the k split over a CTA's warps, persistent grids "
+      "over the active experts each CTA lists from the layout (no host sync); gemm1 + act into a [rows, I], "
+      "then gemm2; rows in groups of up to 32 (more rows re-stream the tile: right, but slow)",
+      "permute:* decode_gemm1_act_kernel decode_gemm2_kernel combine:*"},
+     false, decode_limits, decode_na, workspace_of<3>, launch_variant<3>},
 }};
 
-const std::array<AutoRow<Problem>, 1> kAutoRows = {{
+// decode up to issue 32's decode range (T <= 64), where it applies (sm_80+);
+// the bound is the issue's, not yet fitted on a bench.
+bool decode_range(const Problem& p, const DeviceCaps&) { return p.tokens <= 64; }
+const std::array<AutoRow<Problem>, 2> kAutoRows = {{
+    {"decode", "T <= 64", decode_range},
     {"naive", "", nullptr},
 }};
 

@@ -8,7 +8,8 @@
 // stage (per-stage timing relies on it) on the small cases.
 //
 // Cases (kCases): T 0 and 1, K 1, odd sizes, empty experts, one hot expert,
-// H and I off every tile (H 200 I 72, H 4104), dropped slots (-1 ids and an
+// H and I off every tile (H 200 I 72, H 4104), more than 256 active experts
+// (decode lists them in windows of 256), dropped slots (-1 ids and an
 // expert map that makes half the experts non-local), the interleaved W1, every
 // activation, f16 and bf16, generated weights (the device generator; the
 // reference recomputes them) and given ones (random host arrays), recorded
@@ -96,6 +97,7 @@ const Case kCases[] = {
     {"one hot expert (K 4)", 130, 4, 32, 384, 128, DType::bf16, Act::silu, W1Layout::gate_up, Routing::hot, true},
     {"H 200 I 72", 50, 3, 12, 200, 72, DType::bf16, Act::silu, W1Layout::gate_up, Routing::uniform, true},
     {"H 4104", 20, 2, 8, 4104, 136, DType::f16, Act::silu, W1Layout::gate_up, Routing::uniform, false},
+    {"E 512, more than 256 active experts", 160, 4, 512, 64, 40, DType::bf16, Act::silu, W1Layout::gate_up, Routing::uniform, false},
     {"dropped slots and expert map", 77, 4, 16, 256, 128, DType::bf16, Act::silu, W1Layout::gate_up, Routing::dropped, true},
     {"dropped slots, f16", 40, 2, 8, 320, 64, DType::f16, Act::gelu_tanh, W1Layout::gate_up, Routing::dropped, false},
     {"interleaved w1", 40, 2, 8, 512, 256, DType::bf16, Act::silu, W1Layout::interleaved, Routing::uniform, true},
