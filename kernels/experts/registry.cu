@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "common/cuda_check.cuh"
+#include "experts/cublas.cuh"
 #include "experts/experts.hpp"
 #include "experts/naive.cuh"
 #include "experts/weights.hpp"
@@ -60,8 +61,9 @@ struct Ffn {
   FfnLaunch launch;
   FfnWorkspace workspace;
 };
-const std::array<Ffn, 1> kFfns{{
+const std::array<Ffn, 2> kFfns{{
     {"naive", naive_ffn, naive_ws},
+    {"cublas", cublas::ffn, cublas::workspace_bytes},
 }};
 const Ffn* ffn_of(std::string_view name) {
   for (const Ffn& f : kFfns)
@@ -163,13 +165,30 @@ std::string stages_limits(const DeviceCaps& caps) {
          (c != nullptr ? c->limits(caps) : std::string("?"));
 }
 
-const std::array<Variant, 1> kVariants{{
+// cublas: the compact layout only, sizes within cuBLAS's int; then the stages'.
+const char* cublas_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = cublas::not_applicable(p, caps)) return why;
+  return stages_na(p, caps);
+}
+std::string cublas_limits(const DeviceCaps& caps) {
+  return "--layout compact; rows (T*K), 2*I and H < 2^31 (cuBLAS's int sizes); cuBLAS 12.5 or newer; " +
+         stages_limits(caps);
+}
+
+const std::array<Variant, 2> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
       "auto picks",
       "permute:* experts::naive::gemm1_act_kernel experts::naive::gemm2_kernel combine:*"},
      false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>},
+    {{"cublas",
+      "the vendor baseline: cuBLAS grouped GEMMs (cublasGemmGroupedBatchedEx, one group per expert with rows) "
+      "for gemm1 and gemm2 around an act-and-mul kernel, compact layout only; cuBLAS takes the row counts on "
+      "the host, so every launch copies expert_offsets back and waits for them (timed with events, never "
+      "captured into a CUDA graph); every architecture cuBLAS runs on",
+      "permute:* experts::cublas::act_mul_kernel combine:*"},
+     false, cublas_limits, cublas_na, workspace_of<1>, launch_variant<1>, nullptr, false, /*host_sync=*/true},
 }};
 
 const std::array<AutoRow<Problem>, 1> kAutoRows = {{
