@@ -98,13 +98,14 @@ int run_info(const std::vector<std::string>& files, const std::string& format) {
     return kOk;
   }
   DeviceProps d = device_props();
-  double bw = measured_copy_bandwidth_gbps();
+  const double bw = measured_copy_bandwidth_gbps(), rbw = measured_read_bandwidth_gbps();
   if (json) {
     fmt::print(
         "{{\"device\":{},\"sm_count\":{},\"compute_capability\":\"{}.{}\",\"l2_bytes\":{},\"memory_bytes\":{},"
-        "\"driver\":\"{}\",\"runtime\":\"{}\",\"copy_bandwidth_gbps\":{:.1f},\"build\":{},\"gpu_arch\":{}}}\n",
+        "\"driver\":\"{}\",\"runtime\":\"{}\",\"copy_bandwidth_gbps\":{:.1f},\"read_bandwidth_gbps\":{:.1f},"
+        "\"build\":{},\"gpu_arch\":{}}}\n",
         jq(d.name), d.sm_count, d.cc_major, d.cc_minor, d.l2_bytes, d.global_mem_bytes,
-        version_text(d.driver_version), version_text(d.runtime_version), bw, jq(build), jq(arch));
+        version_text(d.driver_version), version_text(d.runtime_version), bw, rbw, jq(build), jq(arch));
   } else {
     fmt::print("device:              {}\n", d.name);
     fmt::print("compute capability:  {}.{}\n", d.cc_major, d.cc_minor);
@@ -115,6 +116,9 @@ int run_info(const std::vector<std::string>& files, const std::string& format) {
     fmt::print("copy bandwidth:      {:.0f} GB/s (device-to-device 512 MiB copies, read + write bytes, "
                "median of 10; the peak that pct_of_peak uses)\n",
                bw);
+    fmt::print("read bandwidth:      {:.0f} GB/s (a streaming reduction over 2 GiB, bytes read, median of 10; the "
+               "ceiling for weight streaming)\n",
+               rbw);
     fmt::print("build:               {}, {}\n", build, arch_text(arch));
   }
   return kOk;

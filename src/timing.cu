@@ -162,4 +162,58 @@ double measured_copy_bandwidth_gbps() {
   return cached;
 }
 
+namespace {
+// Each thread sums 16-byte words (four in flight per loop) as integers, so
+// nothing is skipped; one word per block keeps the compiler from dropping
+// the loads.
+__global__ void read_stream_kernel(const uint4* __restrict__ in, std::size_t n, unsigned* __restrict__ out) {
+  unsigned acc = 0;
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = in[i], b = in[i + stride], c = in[i + 2 * stride], d = in[i + 3 * stride];
+    acc += a.x ^ b.y ^ c.z ^ d.w;
+    acc += a.y + b.x + c.w + d.z;
+    acc ^= a.z + b.w + c.x + d.y;
+    acc += a.w ^ b.z ^ c.y ^ d.x;
+  }
+  for (; i < n; i += stride) acc += in[i].x ^ in[i].y ^ in[i].z ^ in[i].w;
+  acc += __shfl_xor_sync(0xffffffffu, acc, 16);
+  if (threadIdx.x == 0) out[blockIdx.x] = acc;
+}
+}  // namespace
+
+double measured_read_bandwidth_gbps() {
+  static double cached = 0;
+  if (cached > 0) return cached;
+  const std::size_t bytes = std::size_t(2) << 30;
+  DeviceBuffer a(bytes);
+  a.fill_bytes(1);
+  int sms = 0, dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  const int threads = 512, blocks = sms * 4;  // 2048 threads per SM: full occupancy, a few waves of loads
+  DeviceBuffer sink(std::size_t(blocks) * sizeof(unsigned));
+  const cudaStream_t s = process_stream();
+  cudaEvent_t e0, e1;
+  cuda_check(cudaEventCreate(&e0), "cudaEventCreate");
+  cuda_check(cudaEventCreate(&e1), "cudaEventCreate");
+  std::vector<double> ms;
+  for (int i = 0; i < 12; ++i) {
+    cuda_check(cudaEventRecord(e0, s), "cudaEventRecord");
+    read_stream_kernel<<<blocks, threads, 0, s>>>(a.as<const uint4>(), bytes / sizeof(uint4), sink.as<unsigned>());
+    cuda_check(cudaGetLastError(), "read bandwidth kernel");
+    cuda_check(cudaEventRecord(e1, s), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(e1), "read bandwidth kernel");
+    float t = 0;
+    cuda_check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
+    if (i >= 2) ms.push_back(t);  // first two are warm-up
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  cached = double(bytes) / (ms[ms.size() / 2] * 1e-3) / 1e9;
+  return cached;
+}
+
 }  // namespace moekit

@@ -42,4 +42,10 @@ int rotation_copies(std::size_t input_bytes, bool cold, int max_copies = 16);
 // of several cudaMemcpyAsync of 512 MiB; measured once per process.
 double measured_copy_bandwidth_gbps();
 
+// Read bandwidth in GB/s: a streaming reduction over 2 GiB (16-byte loads,
+// each element read once, one word written per block), median of 10 after 2
+// warm-ups; measured once per process. Reads alone go faster than the copy:
+// the ceiling for kernels that stream weights (experts at decode).
+double measured_read_bandwidth_gbps();
+
 }  // namespace moekit

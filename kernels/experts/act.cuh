@@ -14,10 +14,12 @@ namespace moekit::experts {
 __device__ __forceinline__ float act_and_mul(Act act, float g, float u) {
   switch (act) {
     case Act::silu: return g / (1.0f + expf(-g)) * u;
-    case Act::gelu: return 0.5f * g * (1.0f + erff(g * 0.70710678118654752f)) * u;
+    // Forms without the cancellation of 1 + erf / 1 + tanh at very negative g:
+    // 0.5 (1 + erf(x)) = 0.5 erfc(-x), 0.5 (1 + tanh(z)) = 1 / (1 + exp(-2 z)).
+    case Act::gelu: return 0.5f * g * erfcf(-g * 0.70710678118654752f) * u;
     case Act::gelu_tanh: {
       const float c = 0.79788456080286536f;  // sqrt(2 / pi)
-      return 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * u;
+      return g / (1.0f + expf(-2.0f * c * (g + 0.044715f * g * g * g))) * u;
     }
     case Act::swiglu_oai: {
       const float gc = fminf(g, kSwigluLimit);
@@ -29,7 +31,7 @@ __device__ __forceinline__ float act_and_mul(Act act, float g, float u) {
 }
 
 // Rows of W1 holding gate i and up i.
-__host__ __device__ __forceinline__ std::int64_t gate_row(W1Layout l, std::int64_t i, std::int64_t inter) {
+__host__ __device__ __forceinline__ std::int64_t gate_row(W1Layout l, std::int64_t i, std::int64_t /*inter*/) {
   return l == W1Layout::interleaved ? 2 * i : i;
 }
 __host__ __device__ __forceinline__ std::int64_t up_row(W1Layout l, std::int64_t i, std::int64_t inter) {

@@ -16,6 +16,7 @@
 #include "common/cuda_check.cuh"
 #include "experts/cublas.cuh"
 #include "experts/experts.hpp"
+#include "experts/grouped.hpp"
 #include "experts/naive.cuh"
 #include "experts/weights.hpp"
 #include "primitives/launch.cuh"
@@ -61,8 +62,13 @@ struct Ffn {
   FfnLaunch launch;
   FfnWorkspace workspace;
 };
-const std::array<Ffn, 2> kFfns{{
+// grouped: CUTLASS's sm_90a grouped GEMM over device-side problem shapes
+// (grouped.hpp; its translation unit is the only one that includes CUTLASS).
+// cublas: cuBLAS's grouped GEMM (cublas.cuh; cublas.cu is the only one that
+// includes cuBLAS).
+const std::array<Ffn, 3> kFfns{{
     {"naive", naive_ffn, naive_ws},
+    {"grouped", grouped::launch, grouped::workspace_bytes},
     {"cublas", cublas::ffn, cublas::workspace_bytes},
 }};
 const Ffn* ffn_of(std::string_view name) {
@@ -165,6 +171,15 @@ std::string stages_limits(const DeviceCaps& caps) {
          (c != nullptr ? c->limits(caps) : std::string("?"));
 }
 
+const char* grouped_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = grouped::not_applicable(p, caps)) return why;
+  return stages_na(p, caps);
+}
+std::string grouped_limits(const DeviceCaps& caps) {
+  if (const char* why = grouped::not_built()) return why;
+  return std::string(grouped::limits_text()) + "; " + stages_limits(caps);
+}
+
 // cublas: the compact layout only, sizes within cuBLAS's int; then the stages'.
 const char* cublas_na(const Problem& p, const DeviceCaps& caps) {
   if (const char* why = cublas::not_applicable(p, caps)) return why;
@@ -175,20 +190,27 @@ std::string cublas_limits(const DeviceCaps& caps) {
          stages_limits(caps);
 }
 
-const std::array<Variant, 2> kVariants{{
+const std::array<Variant, 3> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
       "auto picks",
-      "permute:* experts::naive::gemm1_act_kernel experts::naive::gemm2_kernel combine:*"},
+      "permute:* gemm1_act_kernel gemm2_kernel combine:*"},
      false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>},
+    {{"grouped",
+      "moekit's sm_90a grouped GEMM (CUTLASS 3.x ptr-array kernel: TMA + WGMMA, persistent group tile scheduler) on "
+      "the compact layout, problem shapes built on the device from expert_offsets (no host sync; experts with no "
+      "rows get no tiles): gemm1 into h [rows, 2I], act-and-mul into a [rows, I], gemm2 into y; between permute's "
+      "and combine's auto picks",
+      grouped::kKernelSpec},
+     false, grouped_limits, grouped_na, workspace_of<1>, launch_variant<1>},
     {{"cublas",
       "the vendor baseline: cuBLAS grouped GEMMs (cublasGemmGroupedBatchedEx, one group per expert with rows) "
       "for gemm1 and gemm2 around an act-and-mul kernel, compact layout only; cuBLAS takes the row counts on "
       "the host, so every launch copies expert_offsets back and waits for them (timed with events, never "
       "captured into a CUDA graph); every architecture cuBLAS runs on",
-      "permute:* experts::cublas::act_mul_kernel combine:*"},
-     false, cublas_limits, cublas_na, workspace_of<1>, launch_variant<1>, nullptr, false, /*host_sync=*/true},
+      "permute:* act_mul_kernel combine:*"},
+     false, cublas_limits, cublas_na, workspace_of<2>, launch_variant<2>, nullptr, false, /*host_sync=*/true},
 }};
 
 const std::array<AutoRow<Problem>, 1> kAutoRows = {{

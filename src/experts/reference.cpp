@@ -27,8 +27,11 @@ constexpr double kC = 8.0;
 // gelu-tanh 1.129, swiglu-oai's g * sigmoid(1.702 g) 1.0998); the clamps and
 // the up factor are 1-Lipschitz.
 constexpr double kActLipschitz = 1.15;
-// Relative error of the GPU's f32 evaluation of act(g) * u (expf/erff/tanhf
-// within a few ulps, a handful of multiplies).
+// Error of the GPU's f32 evaluation of act(g) * u (expf/erff/tanhf within a
+// few ulps, a handful of multiplies), in f32 ulps of |a| + |g m(u)|: relative
+// to a where act(g) is O(g), but only absolute, in ulps of g m(u), in the
+// negative tail, where 0.5 g (1 + erff(g / sqrt 2)) and 1 + tanhf cancel and
+// expf of a rounded argument loses |argument| ulps.
 constexpr double kActEval = 16.0 * kU32;
 
 double to_d(DType dt, std::uint16_t b) { return dt == DType::bf16 ? bf16_bits_to_f64(b) : f16_bits_to_f64(b); }
@@ -192,7 +195,7 @@ Outputs reference(const Problem& p, const Inputs& in, std::span<const std::int64
           const double ax = act_d(p.act, gr_, ur_);
           // |act(g') m(u') - act(g) m(u)| for |g' - g| <= dg, |u' - u| <= du.
           const double f = std::fabs(act_f(p.act, gr_)), m = std::fabs(act_m(p.act, ur_));
-          const double ea = kActLipschitz * dg * (m + du) + f * du + kActEval * (std::fabs(ax) + 1e-30);
+          const double ea = kActLipschitz * dg * (m + du) + f * du + kActEval * (std::fabs(ax) + std::fabs(gr_) * m + 1e-30);
           a[std::size_t(i)] = rnd(dt, ax);
           da[std::size_t(i)] = spread(dt, ax, ea);
         }

@@ -22,7 +22,8 @@ USES = {
     "route": {"align"},                                    # --then-align, block-rank-align
     "permute": {"align"},                                  # align's auto pick before the copies
     "combine": {"permute"},                                # reads permute's layouts
-    "moe_path": {"align", "route", "permute", "combine"},  # its stages
+    "experts": {"align", "permute", "combine"},            # its layout and combine stages
+    "moe_path": {"align", "route", "permute", "combine", "experts"},  # its stages
 }
 
 
