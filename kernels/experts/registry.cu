@@ -14,9 +14,11 @@
 #include <string_view>
 
 #include "common/cuda_check.cuh"
+#include "common/fits_smem.hpp"
 #include "experts/cublas.cuh"
 #include "experts/experts.hpp"
 #include "experts/grouped.hpp"
+#include "experts/mma.cuh"
 #include "experts/naive.cuh"
 #include "experts/weights.hpp"
 #include "primitives/launch.cuh"
@@ -57,6 +59,50 @@ LaunchStatus naive_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, b
   return p.dtype == DType::bf16 ? naive_typed<__nv_bfloat16>(p, b, ws, s, pdl) : naive_typed<__half>(p, b, ws, s, pdl);
 }
 
+// mma: a device-built tile list, then the two tensor-core GEMMs (mma.cuh),
+// gemm1 with act-and-mul fused into its epilogue, writing `a` in the
+// workspace. Base pointers that are not 16-byte aligned take naive's kernels
+// (the workspace is larger than naive's, `a` at its start).
+std::size_t mma_ws(const Problem& p, const DeviceCaps&) {
+  return mma::ws_layout(p).total;
+}
+bool aligned16(const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; }
+template <class T>
+LaunchStatus mma_typed(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  if (!aligned16(b.permuted) || !aligned16(b.w1) || !aligned16(b.w2) || !aligned16(b.y) || !aligned16(ws))
+    return naive_typed<T>(p, b, ws, s, pdl);
+  const RowMap m = row_map(p, b);
+  const mma::WsLayout l = mma::ws_layout(p);
+  char* w = static_cast<char*>(ws);
+  int* count = reinterpret_cast<int*>(w);
+  int4* tiles = reinterpret_cast<int4*>(w + l.tiles);
+  T* a = reinterpret_cast<T*>(w + l.a);
+  const int cap = static_cast<int>(mma::tile_capacity(p));
+  const int H = static_cast<int>(p.hidden), I = static_cast<int>(p.inter);
+  if (const cudaError_t e = prim::launch_ex(mma::mma_tile_list_kernel, dim3(1), mma::kPrepThreads, 0, s,
+                                            prim::pdl_attrs(pdl), m, p.experts, static_cast<int>(p.rows()), cap,
+                                            count, tiles, reinterpret_cast<int*>(w + l.begin),
+                                            reinterpret_cast<int*>(w + l.end), reinterpret_cast<int*>(w + l.first));
+      e != cudaSuccess)
+    return e;
+  const int cols1 = ceil_div(I, mma::kGateCols), cols2 = ceil_div(H, mma::kBN);
+  if (const cudaError_t e = prim::launch_with_smem(
+          mma::mma_gemm1_act_kernel<T>, dim3(static_cast<unsigned>(cap) * static_cast<unsigned>(cols1)),
+          mma::kThreads, mma::kSmemBytes, s, prim::pdl_attrs(pdl), static_cast<const int*>(count),
+          static_cast<const int4*>(tiles), cap, cols1, static_cast<const T*>(b.permuted),
+          static_cast<const T*>(b.w1), a, m, H, I, p.act, p.w1_layout);
+      e != cudaSuccess)
+    return e;
+  return prim::launch_with_smem(mma::mma_gemm2_kernel<T>,
+                                dim3(static_cast<unsigned>(cap) * static_cast<unsigned>(cols2)), mma::kThreads,
+                                mma::kSmemBytes, s, prim::pdl_attrs(pdl), static_cast<const int*>(count),
+                                static_cast<const int4*>(tiles), cap, cols2, static_cast<const T*>(a),
+                                static_cast<const T*>(b.w2), static_cast<T*>(b.y), m, H, I);
+}
+LaunchStatus mma_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  return p.dtype == DType::bf16 ? mma_typed<__nv_bfloat16>(p, b, ws, s, pdl) : mma_typed<__half>(p, b, ws, s, pdl);
+}
+
 struct Ffn {
   std::string_view name;
   FfnLaunch launch;
@@ -66,9 +112,10 @@ struct Ffn {
 // (grouped.hpp; its translation unit is the only one that includes CUTLASS).
 // cublas: cuBLAS's grouped GEMM (cublas.cuh; cublas.cu is the only one that
 // includes cuBLAS).
-const std::array<Ffn, 3> kFfns{{
+const std::array<Ffn, 4> kFfns{{
     {"naive", naive_ffn, naive_ws},
     {"grouped", grouped::launch, grouped::workspace_bytes},
+    {"mma", mma_ffn, mma_ws},
     {"cublas", cublas::ffn, cublas::workspace_bytes},
 }};
 const Ffn* ffn_of(std::string_view name) {
@@ -180,6 +227,30 @@ std::string grouped_limits(const DeviceCaps& caps) {
   return std::string(grouped::limits_text()) + "; " + stages_limits(caps);
 }
 
+// mma's own limits beyond the stages': sm_80+, 16-byte rows, its grids
+// (tile_capacity times the column tiles) under 2^31 blocks, its
+// shared memory.
+std::int64_t mma_grid_blocks(const Problem& p) {
+  const std::int64_t cols =
+      std::max(ceil_div<std::int64_t>(p.inter, mma::kGateCols), ceil_div<std::int64_t>(p.hidden, mma::kBN));
+  return mma::tile_capacity(p) * cols;
+}
+const char* mma_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = stages_na(p, caps)) return why;
+  if (caps.present() && caps.arch() < 80) return "needs sm_80 or newer (mma.sync with bf16/f16 inputs, cp.async)";
+  if (p.hidden % 8 != 0 || p.inter % 8 != 0)
+    return "H and I must be multiples of 8 (cp.async copies rows in 16-byte pieces)";
+  if (mma_grid_blocks(p) > 0x7fffffffLL)
+    return "too many tiles for one grid (ceil(rows / 128) + min(E, T * K), times the column tiles)";
+  if (!fits_smem(caps, mma::kSmemBytes)) return "needs 64 KiB of shared memory per block";
+  return nullptr;
+}
+std::string mma_limits(const DeviceCaps& caps) {
+  return "sm_80+; H and I multiples of 8; tiles of " + std::to_string(mma::kBM) + " rows x " +
+         std::to_string(mma::kBN) + " columns, " + std::to_string(mma::kSmemBytes / 1024) +
+         " KiB of shared memory a block; " + stages_limits(caps);
+}
+
 // cublas: the compact layout only, sizes within cuBLAS's int; then the stages'.
 const char* cublas_na(const Problem& p, const DeviceCaps& caps) {
   if (const char* why = cublas::not_applicable(p, caps)) return why;
@@ -190,7 +261,7 @@ std::string cublas_limits(const DeviceCaps& caps) {
          stages_limits(caps);
 }
 
-const std::array<Variant, 3> kVariants{{
+const std::array<Variant, 4> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
@@ -204,13 +275,20 @@ const std::array<Variant, 3> kVariants{{
       "and combine's auto picks",
       grouped::kKernelSpec},
      false, grouped_limits, grouped_na, workspace_of<1>, launch_variant<1>},
+    {{"mma",
+      "tensor cores without CUTLASS (sm_80, sm_90): a one-block kernel lists (expert, 128-row) tiles on the "
+      "device, then mma.sync grouped GEMMs with 4-stage cp.async pipelines: gemm1 computes gate and up of the "
+      "same columns in one CTA and applies the activation in its epilogue, gemm2 writes y; naive's kernels "
+      "where a base pointer is not 16-byte aligned",
+      "permute:* mma_tile_list_kernel mma_gemm1_act_kernel mma_gemm2_kernel @naive combine:*"},
+     false, mma_limits, mma_na, workspace_of<2>, launch_variant<2>},
     {{"cublas",
       "the vendor baseline: cuBLAS grouped GEMMs (cublasGemmGroupedBatchedEx, one group per expert with rows) "
       "for gemm1 and gemm2 around an act-and-mul kernel, compact layout only; cuBLAS takes the row counts on "
       "the host, so every launch copies expert_offsets back and waits for them (timed with events, never "
       "captured into a CUDA graph); every architecture cuBLAS runs on",
       "permute:* act_mul_kernel combine:*"},
-     false, cublas_limits, cublas_na, workspace_of<2>, launch_variant<2>, nullptr, false, /*host_sync=*/true},
+     false, cublas_limits, cublas_na, workspace_of<3>, launch_variant<3>, nullptr, false, /*host_sync=*/true},
 }};
 
 const std::array<AutoRow<Problem>, 1> kAutoRows = {{

@@ -27,23 +27,33 @@ struct HostInputs {
   std::span<const std::int32_t> expert_map;   // [map_size] or empty
   std::span<const std::byte> w1, w2;          // given weights, or empty
   std::uint64_t seed = 0;                     // generated weights
+  // Weights already on the device (the dtype, [E, 2I, H] and [E, H, I]):
+  // neither uploaded nor generated, so a bench generates a model's weights
+  // (22 GB for DeepSeek-V3) once for all its cells.
+  const void* device_w1 = nullptr;
+  const void* device_w2 = nullptr;
 };
 
 // The set: hidden rows (rotated), ids, weights, expert map, W1 and W2 (one
-// copy: uploaded or generated in place), permute's outputs, y, combine's out,
-// the workspace (every stage's slice).
+// copy: uploaded or generated in place, or the caller's device_w1/w2),
+// permute's outputs, y, combine's out, the workspace (every stage's slice).
 class DeviceBuffers {
  public:
   DeviceBuffers(const Problem& p, const HostInputs& in, WorkspaceNeed ws, const SetOptions& o) : p_(p), set_(o) {
     const std::size_t slots = std::size_t(p.permute.align.numel);
-    hidden_ = set_.input("hidden", in.hidden.data(), in.hidden.size(), {.rotate = true});
+    // Misalignable: the GPU test's checked set starts it off the allocation's alignment.
+    hidden_ = set_.input("hidden", in.hidden.data(), in.hidden.size(), {.rotate = true, .misalign = true});
     ids_ = set_.input("topk_ids", in.ids.data(), slots * 4);
     w_ = set_.input("topk_weights", in.weights.data(), slots * 4);
     if (!in.expert_map.empty()) map_ = set_.input("expert_map", in.expert_map.data(), in.expert_map.size() * 4);
     const bool given = !in.w1.empty();
-    w1_ = set_.input("w1", given ? in.w1.data() : nullptr, p.w1_elements() * 2);
-    w2_ = set_.input("w2", given ? in.w2.data() : nullptr, p.w2_elements() * 2);
-    if (!given) {
+    device_w1_ = in.device_w1;
+    device_w2_ = in.device_w2;
+    if (device_w1_ == nullptr) {
+      w1_ = set_.input("w1", given ? in.w1.data() : nullptr, p.w1_elements() * 2);
+      w2_ = set_.input("w2", given ? in.w2.data() : nullptr, p.w2_elements() * 2);
+    }
+    if (!given && device_w1_ == nullptr) {
       cuda_check(generate_weights(p, in.seed, set_.ptr(w1_), set_.ptr(w2_), process_stream()),
                  "generating the expert weights");
       cuda_sync("generating the expert weights");
@@ -60,8 +70,8 @@ class DeviceBuffers {
     b.topk_ids = set_.as<std::int32_t>(ids_);
     b.topk_weights = set_.as<float>(w_);
     b.expert_map = set_.as<std::int32_t>(map_);
-    b.w1 = set_.ptr(w1_);
-    b.w2 = set_.ptr(w2_);
+    b.w1 = device_w1_ != nullptr ? device_w1_ : set_.ptr(w1_);
+    b.w2 = device_w2_ != nullptr ? device_w2_ : set_.ptr(w2_);
     perm_.wire(set_, b);
     b.y = set_.ptr(y_);
     b.out = set_.ptr(out_.out);
@@ -71,6 +81,8 @@ class DeviceBuffers {
   void poison() { set_.poison(); }
   // A later variant's workspace, the inputs and outputs kept (benches, GPU tests).
   void replace_workspace(WorkspaceNeed need) { set_.replace_workspace(ws_, need); }
+  // Whether the workspace came back all zero (a variant that keeps it zeroed).
+  bool workspace_zero() const { return set_.all_zero(ws_); }
 
   // out [T, H] into `out`; with `y`, the y rows [rows, H] and the inverse map
   // [T, K] (check_y). Returns "" or what is wrong (a changed guard zone).
@@ -92,6 +104,8 @@ class DeviceBuffers {
   Problem p_;
   DeviceSet set_;
   DeviceSet::Handle hidden_, ids_, w_, map_, w1_, w2_, y_, ws_;
+  const void* device_w1_ = nullptr;
+  const void* device_w2_ = nullptr;
   permute::OutputBuffers perm_;
   combine::OutputBuffer out_;
 };

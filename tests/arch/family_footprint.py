@@ -22,7 +22,7 @@ USES = {
     "route": {"align"},                                    # --then-align, block-rank-align
     "permute": {"align"},                                  # align's auto pick before the copies
     "combine": {"permute"},                                # reads permute's layouts
-    "experts": {"align", "permute", "combine"},            # its layout and combine stages
+    "experts": {"align", "permute", "combine"},            # its layout and combine stages; generated routing
     "moe_path": {"align", "route", "permute", "combine", "experts"},  # its stages
 }
 
