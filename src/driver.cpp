@@ -40,21 +40,23 @@ bool decide_gpu(const CommonOpts& c, Report& r) {
   return false;
 }
 
-namespace {
-
-TimingOptions timing_options(const CommonOpts& c) {
+TimingOptions timing_options(const CommonOpts& c, bool host_sync) {
   TimingOptions t;
   t.warmup = c.warmup;
   t.samples = c.iters;
   t.cold = c.cold;
-  t.graph = c.graph;
+  t.graph = c.graph && !host_sync;  // a capture would fail at the host's wait
   return t;
 }
 
-}  // namespace
+std::string timing_note(const CommonOpts& c, bool host_sync) {
+  if (!c.bench || !host_sync || !c.graph) return "";
+  return "timed with events around each launch, not CUDA-graph replays: the variant waits on the device from "
+         "the host inside its launch (not capturable), so its times include that wait and its launch overheads";
+}
 
 void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatus(Stream, int)>& launch,
-                 int copies) {
+                 int copies, bool host_sync) {
   // Launches inside a graph capture cannot throw: the first error is kept and
   // thrown once the capture or profile range is closed.
   LaunchStatus first = 0;
@@ -63,7 +65,7 @@ void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatu
     if (first == 0) first = e;
   };
   if (c.bench) {
-    r.timing = time_launches(keep, copies, timing_options(c));
+    r.timing = time_launches(keep, copies, timing_options(c, host_sync));
     cuda_check(first, "kernel launch while timing");
     r.peak_gbps = measured_copy_bandwidth_gbps();
   }
@@ -74,7 +76,8 @@ void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatu
   }
 }
 
-void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage>& stages, int copies, bool pdl) {
+void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage>& stages, int copies, bool pdl,
+                    bool host_sync) {
   if (!c.bench) return;
   for (const Job::Stage& st : stages) {
     LaunchStatus first = 0;
@@ -82,7 +85,7 @@ void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage
       const LaunchStatus e = st.launch(s, pdl, copy);
       if (first == 0) first = e;
     };
-    TimingStats t = time_launches(keep, copies, timing_options(c));
+    TimingStats t = time_launches(keep, copies, timing_options(c, host_sync));
     cuda_check(first, fmt::format("{} stage launch while timing", st.name).c_str());
     r.stage_timings.emplace_back(st.name, std::move(t));
   }

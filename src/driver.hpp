@@ -20,6 +20,7 @@
 #include "errors.hpp"
 #include "npy.hpp"
 #include "report.hpp"
+#include "timing.hpp"
 
 namespace moekit {
 
@@ -34,15 +35,26 @@ bool decide_gpu(const CommonOpts& c, Report& r);
 // stages): --pdl on and a device with PDL (DeviceCaps::pdl).
 inline bool launch_pdl(const CommonOpts& c, const DeviceCaps& caps) { return c.pdl == "on" && caps.pdl; }
 
-// Timing and ncu profiling of a GPU launch, per the options. `launch(stream, copy)`
-// reads input copy `copy` of `copies`; the first launch error it returns is
-// thrown as CudaError once the timing or profiling is over.
+// How the run times its launches: the options' warm-up, samples, --cold and
+// --graph, except that a variant that waits on the device from the host inside
+// its launch (Resolved::host_sync) is never captured into a graph: it is timed
+// with events around each launch, whatever --graph says.
+TimingOptions timing_options(const CommonOpts& c, bool host_sync);
+// The report's note for such a run, or "" when the timing is as the options say.
+std::string timing_note(const CommonOpts& c, bool host_sync);
+
+// Timing and ncu profiling of a GPU launch, per the options (timing_options
+// with `host_sync`). `launch(stream, copy)` reads input copy `copy` of
+// `copies`; the first launch error it returns is thrown as CudaError once the
+// timing or profiling is over.
 void measure_gpu(const CommonOpts& c, Report& r, const std::function<LaunchStatus(Stream, int)>& launch,
-                 int copies);
+                 int copies, bool host_sync);
 
 // With --bench, times each stage of a job's launch alone (Job::stages), with
-// the options, input copies and `pdl` of the whole launch, into r.stage_timings.
-void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage>& stages, int copies, bool pdl);
+// the options, input copies, `pdl` and `host_sync` of the whole launch, into
+// r.stage_timings.
+void measure_stages(const CommonOpts& c, Report& r, const std::vector<Job::Stage>& stages, int copies, bool pdl,
+                    bool host_sync);
 
 // Times a CPU reference run with the host clock (median of c.iters runs, at most ~2 s).
 void measure_cpu(const CommonOpts& c, Report& r, const std::function<void()>& run);
@@ -76,7 +88,7 @@ struct ResolvedVariant {
       throw InputError(fmt::format("unknown {} variant '{}' (see `moekit variants {}`)", op, printable(requested), op));
     if (const char* why = v->not_applicable(p, caps))
       throw InputError(fmt::format("{} variant '{}' does not apply to this input: {}", op, v->info.name, why));
-    return {std::string(v->info.name), v->stable_order, launches_with_pdl(*v, pdl, caps)};
+    return {std::string(v->info.name), v->stable_order, launches_with_pdl(*v, pdl, caps), v->host_sync};
   }
   // Allocates the workspace; zeroes it once when the variant keeps it zero.
   template <class P>

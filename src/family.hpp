@@ -62,6 +62,9 @@ struct Resolved {
   // common/variant.hpp: the skeleton's pdl, or a variant's always_pdl, where
   // the device has PDL): the run report's "pdl".
   bool pdl = false;
+  // It waits on the device from the host inside its launch (Variant::host_sync):
+  // timed with events, never captured into a graph (timing_options, driver.hpp).
+  bool host_sync = false;
 };
 
 // One line of `moekit variants`.

@@ -81,7 +81,9 @@ void add_common(CLI::App* sub, CommonOpts& c) {
       ->capture_default_str();
   sub->add_option("--iters", c.iters, "timed samples")->check(CLI::Range(1, 1000000))->capture_default_str();
   sub->add_flag("--cold", c.cold, "flush L2 before each timed launch (outside the timed region)");
-  sub->add_flag_callback("--graph", [&c] { c.graph = true; }, "time replays of a CUDA graph of 20 launches (default)");
+  sub->add_flag_callback("--graph", [&c] { c.graph = true; },
+                         "time replays of a CUDA graph of 20 launches (default; a variant that waits on the host "
+                         "inside its launch is timed with events)");
   sub->add_flag_callback("--no-graph", [&c] { c.graph = false; }, "time with CUDA events around each launch instead");
   sub->add_option("--format", c.format, "report format")->check(CLI::IsMember({"text", "json", "csv"}))
       ->capture_default_str();

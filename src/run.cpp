@@ -111,8 +111,10 @@ int run_family(Family& f, const CommonOpts& c, std::string* ran_variant) {
       if (exact_order) r.notes.push_back("checked bit for bit: the variant promises the reference's order");
     }
     r.bytes = job->bytes_moved();
-    measure_gpu(c, r, [&](Stream s, int copy) { return job->launch(s, pdl, copy); }, copies);
-    measure_stages(c, r, job->stages(), copies, pdl);
+    // A host_sync variant is timed with events, its stages too (timing_options).
+    measure_gpu(c, r, [&](Stream s, int copy) { return job->launch(s, pdl, copy); }, copies, picked.host_sync);
+    measure_stages(c, r, job->stages(), copies, pdl, picked.host_sync);
+    if (const std::string note = timing_note(c, picked.host_sync); !note.empty()) r.notes.push_back(note);
   }
 
   r.summary = job->summary();

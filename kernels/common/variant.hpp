@@ -35,7 +35,7 @@ struct VariantInfo {
 //
 // Contract for launch(p, b, stream, pdl): asynchronous on `stream`, and
 // capturable into a CUDA graph: no allocation, no synchronisation, no
-// host<->device copies. All scratch memory comes from Buffers::workspace
+// host<->device copies (the one exception: a host_sync variant, below). All scratch memory comes from Buffers::workspace
 // (workspace_bytes(problem, caps) bytes, contents undefined on entry unless
 // zeroed_workspace says otherwise). Returns the first CUDA error of its
 // launches (0: all were issued), never erasing an error produced before it.
@@ -74,6 +74,14 @@ struct Variant {
   // (a variant named after the mode). The run report's "pdl" reads it
   // (launches_with_pdl below), nothing else.
   bool always_pdl = false;
+  // True: launch() waits on the device from the host (it copies sizes the
+  // device computed back to the host, as a vendor library's grouped GEMM that
+  // takes its problem shapes on the host must), so it cannot be captured into
+  // a CUDA graph and refuses to run inside a capture. The run skeleton times
+  // such a variant with events around each launch instead of graph replays
+  // (timing_options, src/driver.hpp) and says so in the report's notes; a
+  // composed launch (a graph of several stages) must not contain one.
+  bool host_sync = false;
 };
 
 // Whether v's launches carry the PDL attribute when launched with `pdl` on a

@@ -20,6 +20,7 @@
 #include "common/cuda_check.cuh"
 #include "common/fits_smem.hpp"
 #include "experts/decode.cuh"
+#include "experts/cublas.cuh"
 #include "experts/experts.hpp"
 #include "experts/grouped.hpp"
 #include "experts/mma.cuh"
@@ -232,11 +233,14 @@ struct Ffn {
 };
 // grouped: CUTLASS's sm_90a grouped GEMM over device-side problem shapes
 // (grouped.hpp; its translation unit is the only one that includes CUTLASS).
-const std::array<Ffn, 4> kFfns{{
+// cublas: cuBLAS's grouped GEMM (cublas.cuh; cublas.cu is the only one that
+// includes cuBLAS).
+const std::array<Ffn, 5> kFfns{{
     {"naive", naive_ffn, naive_ws},
     {"grouped", grouped::launch, grouped::workspace_bytes},
     {"mma", mma_ffn, mma_ws},
     {"decode", decode_ffn, naive_ws},
+    {"cublas", cublas::ffn, cublas::workspace_bytes},
 }};
 const Ffn* ffn_of(std::string_view name) {
   for (const Ffn& f : kFfns)
@@ -377,7 +381,17 @@ std::string mma_limits(const DeviceCaps& caps) {
          " KiB of shared memory a block; " + stages_limits(caps);
 }
 
-const std::array<Variant, 4> kVariants{{
+// cublas: the compact layout only, sizes within cuBLAS's int; then the stages'.
+const char* cublas_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = cublas::not_applicable(p, caps)) return why;
+  return stages_na(p, caps);
+}
+std::string cublas_limits(const DeviceCaps& caps) {
+  return "--layout compact; rows (T*K), 2*I and H < 2^31 (cuBLAS's int sizes); cuBLAS 12.5 or newer; " +
+         stages_limits(caps);
+}
+
+const std::array<Variant, 5> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
@@ -405,6 +419,13 @@ const std::array<Variant, 4> kVariants{{
       "then gemm2; rows in groups of up to 32 (more rows re-stream the tile: right, but slow)",
       "permute:* decode_gemm1_act_kernel decode_gemm2_kernel combine:*"},
      false, decode_limits, decode_na, workspace_of<3>, launch_variant<3>},
+    {{"cublas",
+      "the vendor baseline: cuBLAS grouped GEMMs (cublasGemmGroupedBatchedEx, one group per expert with rows) "
+      "for gemm1 and gemm2 around an act-and-mul kernel, compact layout only; cuBLAS takes the row counts on "
+      "the host, so every launch copies expert_offsets back and waits for them (timed with events, never "
+      "captured into a CUDA graph); every architecture cuBLAS runs on",
+      "permute:* act_mul_kernel combine:*"},
+     false, cublas_limits, cublas_na, workspace_of<4>, launch_variant<4>, nullptr, false, /*host_sync=*/true},
 }};
 
 // decode up to issue 32's decode range (T <= 64), where it applies (sm_80+);

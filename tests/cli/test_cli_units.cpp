@@ -91,9 +91,10 @@ TEST_CASE("the run's one PDL decision: --pdl on and a device with PDL") {
 
 namespace {
 
-// A registry of two variants: "plain" launches as asked, "always" with PDL
-// whatever it is asked (Variant::always_pdl); auto takes "always" only for
-// launches with PDL (a pdl_only row), else "plain".
+// A registry of three variants: "plain" launches as asked, "always" with PDL
+// whatever it is asked (Variant::always_pdl), "synced" waits on the device
+// from the host inside its launch (Variant::host_sync); auto takes "always"
+// only for launches with PDL (a pdl_only row), else "plain".
 struct FakeProblem {};
 struct FakeBuffers {};
 using FakeVariant = Variant<FakeProblem, FakeBuffers>;
@@ -104,6 +105,8 @@ LaunchStatus no_launch(const FakeProblem&, const FakeBuffers&, Stream, bool) { r
 const FakeVariant kFake[] = {
     {{"plain", "launches as asked", ""}, true, any_limits, applies, no_ws, no_launch},
     {{"always", "launches with PDL whatever it is asked", ""}, false, any_limits, applies, no_ws, no_launch, nullptr, true},
+    {{"synced", "copies sizes to the host inside its launch", ""}, false, any_limits, applies, no_ws, no_launch, nullptr,
+     false, /*host_sync=*/true},
 };
 const AutoRow<FakeProblem> kFakeRows[] = {
     {"always", "PDL", nullptr, /*pdl_only=*/true},
@@ -142,5 +145,51 @@ TEST_CASE("PDL in a resolve: auto's pdl_only rows hold only with pdl; the report
     CHECK(r.name == c.name);
     CHECK(r.exact_order == c.exact);
     CHECK(r.pdl == c.report_pdl);
+  }
+}
+
+// ---- a variant that waits on the host: timed with events, never a graph capture ----
+
+TEST_CASE("timing mode: a host_sync variant is timed with events whatever --graph says, and the report says why") {
+  DeviceCaps sm90;
+  sm90.ordinal = 0;
+  sm90.cc_major = 9;
+  sm90.pdl = true;
+  // {variant, --graph} -> graph replays?, a note?  (by hand: only a variant
+  // without host_sync follows --graph; the note only where the run differs
+  // from what --graph asked).
+  struct Case {
+    const char* requested;
+    bool graph_option;
+    bool graph, note;
+  };
+  const Case cases[] = {
+      {"plain", true, true, false},   {"plain", false, false, false},  {"always", true, true, false},
+      {"synced", true, false, true},  {"synced", false, false, false}, {"auto", true, true, false},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.requested);
+    CAPTURE(k.graph_option);
+    CommonOpts c;
+    c.bench = true;
+    c.graph = k.graph_option;
+    c.warmup = 3;
+    c.iters = 7;
+    c.cold = true;
+    ResolvedVariant<FakeVariant> rv;
+    const Resolved r = rv.resolve("fake", k.requested, FakeProblem{}, sm90, false, kFakeRegistry);
+    CHECK(r.host_sync == (std::string(k.requested) == "synced"));
+    const TimingOptions t = timing_options(c, r.host_sync);
+    CHECK(t.graph == k.graph);
+    // The other options pass through unchanged.
+    CHECK(t.warmup == 3);
+    CHECK(t.samples == 7);
+    CHECK(t.cold);
+    const std::string note = timing_note(c, r.host_sync);
+    CHECK(note.empty() == !k.note);
+    if (k.note) CHECK(note.find("events") != std::string::npos);
+    // Without --bench nothing is timed: no note.
+    c.bench = false;
+    CHECK(timing_note(c, r.host_sync).empty());
   }
 }
