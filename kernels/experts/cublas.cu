@@ -1,6 +1,7 @@
 // The cublas variant's FFN (cublas.cuh): cuBLAS grouped GEMMs over the compact
 // layout's per-expert row ranges, the act-and-mul kernel between them.
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -55,6 +57,42 @@ Parts parts(const Problem& p) {
 
 #if MOEKIT_HAS_GROUPED_GEMM
 
+// cuBLAS is loaded at run time, on the first use of this variant, not linked:
+// libcublasLt alone maps about half a gigabyte, which every other command
+// would pay at start (and could not start under a 1 GB address-space cap).
+// Only the five entry points below are used; the header gives their types.
+struct Api {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
+  decltype(&cublasSetPointerMode_v2) set_pointer_mode = nullptr;
+  decltype(&cublasGemmGroupedBatchedEx) grouped = nullptr;
+  std::string error;  // why it could not be loaded; empty when loaded
+};
+const Api& api() {
+  static const Api a = [] {
+    Api r;
+    const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) lib = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* e = dlerror();
+      r.error = "cuBLAS could not be loaded (" + name + ": " + (e != nullptr ? e : "not found") +
+                "; the CUDA toolkit's lib directory must be on the loader's path)";
+      return r;
+    }
+    r.create = reinterpret_cast<decltype(r.create)>(dlsym(lib, "cublasCreate_v2"));
+    r.set_stream = reinterpret_cast<decltype(r.set_stream)>(dlsym(lib, "cublasSetStream_v2"));
+    r.set_workspace = reinterpret_cast<decltype(r.set_workspace)>(dlsym(lib, "cublasSetWorkspace_v2"));
+    r.set_pointer_mode = reinterpret_cast<decltype(r.set_pointer_mode)>(dlsym(lib, "cublasSetPointerMode_v2"));
+    r.grouped = reinterpret_cast<decltype(r.grouped)>(dlsym(lib, "cublasGemmGroupedBatchedEx"));
+    if (!r.create || !r.set_stream || !r.set_workspace || !r.set_pointer_mode || !r.grouped)
+      r.error = "the loaded " + name + " lacks cublasGemmGroupedBatchedEx (cuBLAS 12.5 or newer is needed)";
+    return r;
+  }();
+  return a;
+}
+
 // One handle per device, created on the first launch there (never inside a
 // capture: ffn refuses those first) and kept for the process: destroying it
 // at exit could run after the CUDA context is gone. `lock` serializes its use
@@ -67,7 +105,7 @@ cudaError_t device_handle(cublasHandle_t* out) {
   static std::array<cublasHandle_t, kMaxDevices> handles{};
   if (handles[dev] == nullptr) {
     cublasHandle_t h = nullptr;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return cudaErrorInitializationError;
+    if (api().create(&h) != CUBLAS_STATUS_SUCCESS) return cudaErrorInitializationError;
     handles[dev] = h;
   }
   *out = handles[dev];
@@ -117,7 +155,7 @@ void add_group(Grouped& g, std::int64_t rows, std::int64_t M, std::int64_t K) {
 
 cublasStatus_t grouped_gemm(cublasHandle_t h, const Grouped& g, void* const* dev_ptrs, cudaDataType_t t) {
   const int n = g.count();
-  return cublasGemmGroupedBatchedEx(h, g.ta.data(), g.tb.data(), g.m.data(), g.n.data(), g.k.data(), g.alpha.data(),
+  return api().grouped(h, g.ta.data(), g.tb.data(), g.m.data(), g.n.data(), g.k.data(), g.alpha.data(),
                                     const_cast<const void* const*>(dev_ptrs), t, g.lda.data(),
                                     const_cast<const void* const*>(dev_ptrs + n), t, g.ldb.data(), g.beta.data(),
                                     dev_ptrs + 2 * n, t, g.ldc.data(), n, g.size.data(), CUBLAS_COMPUTE_32F);
@@ -185,11 +223,11 @@ LaunchStatus ffn_typed(const Problem& p, const Buffers& b, void* ws, cudaStream_
   cublasHandle_t handle = nullptr;
   if (const cudaError_t e = device_handle(&handle); e != cudaSuccess) return e;
   // The stream first: cublasSetStream resets the workspace to cuBLAS's own.
-  if (const cublasStatus_t st = cublasSetStream(handle, s); st != CUBLAS_STATUS_SUCCESS) return to_cuda(st);
-  if (const cublasStatus_t st = cublasSetWorkspace(handle, base + pt.blas, kCublasWorkspace);
+  if (const cublasStatus_t st = api().set_stream(handle, s); st != CUBLAS_STATUS_SUCCESS) return to_cuda(st);
+  if (const cublasStatus_t st = api().set_workspace(handle, base + pt.blas, kCublasWorkspace);
       st != CUBLAS_STATUS_SUCCESS)
     return to_cuda(st);
-  if (const cublasStatus_t st = cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST); st != CUBLAS_STATUS_SUCCESS)
+  if (const cublasStatus_t st = api().set_pointer_mode(handle, CUBLAS_POINTER_MODE_HOST); st != CUBLAS_STATUS_SUCCESS)
     return to_cuda(st);
   const cudaDataType_t t = std::is_same_v<T, __nv_bfloat16> ? CUDA_R_16BF : CUDA_R_16F;
 
@@ -219,6 +257,7 @@ const char* not_applicable(const Problem& p, const DeviceCaps&) {
     return "needs the compact layout (--layout compact): its groups are expert_offsets' per-expert row ranges";
   if (p.rows() > INT_MAX || 2 * p.inter > INT_MAX || p.hidden > INT_MAX)
     return "rows, 2*I and H must fit cuBLAS's int sizes (< 2^31)";
+  if (!api().error.empty()) return api().error.c_str();
   return nullptr;
 #endif
 }

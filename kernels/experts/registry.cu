@@ -428,11 +428,20 @@ const std::array<Variant, 5> kVariants{{
      false, cublas_limits, cublas_na, workspace_of<4>, launch_variant<4>, nullptr, false, /*host_sync=*/true},
 }};
 
-// decode up to issue 32's decode range (T <= 64), where it applies (sm_80+);
-// the bound is the issue's, not yet fitted on a bench.
-bool decode_range(const Problem& p, const DeviceCaps&) { return p.tokens <= 64; }
-const std::array<AutoRow<Problem>, 2> kAutoRows = {{
-    {"decode", "T <= 64", decode_range},
+// decode while the experts with rows hold few each (T*K <= 16 * min(E, T*K):
+// its rows come in groups of at most 32, and from 32 rows an expert's weights
+// are worth a GEMM tile); then the tensor-core GEMMs, CUTLASS's where built
+// (sm_90a), mma elsewhere; naive last. Fitted on the first H200 cells of the
+// four models at T 1, 64 and 1024 (decode, grouped, mma, cublas, naive; fitted
+// on 6c837ce (record not kept); docs/bench/experts.md has the full tables).
+bool few_rows(const Problem& p, const DeviceCaps&) {
+  const std::int64_t slots = p.tokens * p.topk;
+  return slots <= 16 * std::min<std::int64_t>(p.experts, std::max<std::int64_t>(slots, 1));
+}
+const std::array<AutoRow<Problem>, 4> kAutoRows = {{
+    {"decode", "T*K <= 16 * min(E, T*K)", few_rows},
+    {"grouped", "", nullptr},
+    {"mma", "", nullptr},
     {"naive", "", nullptr},
 }};
 
