@@ -122,6 +122,11 @@ std::span<const Stage> stages();
 std::string_view stage_name(Stage s);
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl);
 
+// Where a variant keeps its workspace zeroed (Variant::zeroed_workspace:
+// permute's auto pick counts in its slice), the bytes from the workspace's
+// start that every launch leaves zero; the rest is the FFN's scratch.
+std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps);
+
 // Generated weights: W1 and W2 of every expert written on the device, each
 // element the pure function weight_value (weights.hpp) of (seed, matrix,
 // expert, row, column), so the CPU reference recomputes only what it reads.

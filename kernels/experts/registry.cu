@@ -326,16 +326,22 @@ std::size_t workspace_of(const Problem& p, const DeviceCaps& caps) {
   return slices(kFfns[kIndex], p, caps).total;
 }
 
-// The stage families' workspaces must not need zeros (none of their auto
-// picks keeps one zero today; a pick that did would be refused, not shared).
+// permute's auto pick may keep its workspace zero (align's counters at large
+// T*K): its slice comes first, so the variant promises a zeroed workspace then
+// and keeps that prefix zero (zeroed_workspace_bytes); the FFN's own slice
+// behind it holds whatever the FFN wrote. combine's pick never keeps one zero;
+// one that did is refused rather than shared.
 const char* stages_na(const Problem& p, const DeviceCaps& caps) {
   if (const char* why = permute_pick(p, caps).not_applicable(p.permute, caps)) return why;
   if (const char* why = combine_pick(p, caps).not_applicable(p.combine, caps)) return why;
-  if (needs_zeroed_workspace(permute_pick(p, caps), p.permute, caps) ||
-      needs_zeroed_workspace(combine_pick(p, caps), p.combine, caps))
-    return "a stage's auto pick keeps a zeroed workspace (not supported)";
+  if (needs_zeroed_workspace(combine_pick(p, caps), p.combine, caps))
+    return "combine's auto pick keeps a zeroed workspace (not supported)";
   return nullptr;
 }
+bool stages_zeroed(const Problem& p, const DeviceCaps& caps) {
+  return needs_zeroed_workspace(permute_pick(p, caps), p.permute, caps);
+}
+
 std::string stages_limits(const DeviceCaps& caps) {
   const combine::Variant* c = combine::registry().find(combine::registry().auto_rows().back().variant);
   return "any T, E, H, I with 2*I*H < 2^31; permute's and align's limits; combine " +
@@ -397,35 +403,35 @@ const std::array<Variant, 5> kVariants{{
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
       "auto picks",
       "permute:* gemm1_act_kernel gemm2_kernel combine:*"},
-     false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>},
+     false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>, stages_zeroed},
     {{"grouped",
       "moekit's sm_90a grouped GEMM (CUTLASS 3.x ptr-array kernel: TMA + WGMMA, persistent group tile scheduler) on "
       "the compact layout, problem shapes built on the device from expert_offsets (no host sync; experts with no "
       "rows get no tiles): gemm1 into h [rows, 2I], act-and-mul into a [rows, I], gemm2 into y; between permute's "
       "and combine's auto picks",
       grouped::kKernelSpec},
-     false, grouped_limits, grouped_na, workspace_of<1>, launch_variant<1>},
+     false, grouped_limits, grouped_na, workspace_of<1>, launch_variant<1>, stages_zeroed},
     {{"mma",
       "tensor cores without CUTLASS (sm_80, sm_90): a one-block kernel lists (expert, 128-row) tiles on the "
       "device, then mma.sync grouped GEMMs with 4-stage cp.async pipelines: gemm1 computes gate and up of the "
       "same columns in one CTA and applies the activation in its epilogue, gemm2 writes y; naive's kernels "
       "where a base pointer is not 16-byte aligned",
       "permute:* mma_tile_list_kernel mma_gemm1_act_kernel mma_gemm2_kernel @naive combine:*"},
-     false, mma_limits, mma_na, workspace_of<2>, launch_variant<2>},
+     false, mma_limits, mma_na, workspace_of<2>, launch_variant<2>, stages_zeroed},
     {{"decode",
       "weight streaming for small T: tensor-core (mma.sync) swap-AB kernels that read each active expert's W1 "
       "and W2 once, 16-byte loads straight into the fragments, the k split over a CTA's warps, persistent grids "
       "over the active experts each CTA lists from the layout (no host sync); gemm1 + act into a [rows, I], "
       "then gemm2; rows in groups of up to 32 (more rows re-stream the tile: right, but slow)",
       "permute:* decode_gemm1_act_kernel decode_gemm2_kernel combine:*"},
-     false, decode_limits, decode_na, workspace_of<3>, launch_variant<3>},
+     false, decode_limits, decode_na, workspace_of<3>, launch_variant<3>, stages_zeroed},
     {{"cublas",
       "the vendor baseline: cuBLAS grouped GEMMs (cublasGemmGroupedBatchedEx, one group per expert with rows) "
       "for gemm1 and gemm2 around an act-and-mul kernel, compact layout only; cuBLAS takes the row counts on "
       "the host, so every launch copies expert_offsets back and waits for them (timed with events, never "
       "captured into a CUDA graph); every architecture cuBLAS runs on",
       "permute:* act_mul_kernel combine:*"},
-     false, cublas_limits, cublas_na, workspace_of<4>, launch_variant<4>, nullptr, false, /*host_sync=*/true},
+     false, cublas_limits, cublas_na, workspace_of<4>, launch_variant<4>, stages_zeroed, false, /*host_sync=*/true},
 }};
 
 // decode while the experts with rows hold few each (T*K <= 16 * min(E, T*K):
@@ -491,6 +497,10 @@ LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, 
   const Ffn* f = ffn_of(v.info.name);
   if (f == nullptr) return cudaErrorInvalidValue;
   return run_stage(*f, p, b, st, s, pdl);
+}
+
+std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps) {
+  return stages_zeroed(p, caps) ? permute_pick(p, caps).workspace_bytes(p.permute, caps) : 0;
 }
 
 LaunchStatus generate_weights(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream s) {

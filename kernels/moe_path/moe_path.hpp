@@ -89,6 +89,11 @@ Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t expert
 using Variant = moekit::Variant<Problem, Buffers>;
 
 using Registry = moekit::Registry<Problem, Buffers>;
+
+// Where the path keeps its workspace zeroed (a stage's pick counts in its
+// slice), the bytes from its start every launch leaves zero: all of it, or,
+// with the FFN, everything before the FFN's scratch slice (last).
+std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps);
 const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 
 // The stages of the `stages` variant, each launchable alone (per-stage

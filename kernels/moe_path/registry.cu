@@ -59,7 +59,9 @@ Slices slices(const Problem& p, const DeviceCaps& caps) {
   if (p.ffn) {
     const experts::Variant& ev = experts_pick(p, caps);
     s.bytes[3] = ev.workspace_bytes(p.experts, caps);
-    s.zeroed[3] = needs_zeroed_workspace(ev, p.experts, caps);
+    // Only the FFN's scratch is used there (it holds what the FFN wrote): the
+    // slice comes last, outside the zero promise of the slices before it.
+    s.zeroed[3] = false;
   }
   for (int i = 0; i < kSlices; ++i) {
     s.offset[i] = s.total;
@@ -77,7 +79,7 @@ void* slice(void* ws, const Slices& s, int i) {
 // refused rather than shared.
 int zero_kind(const Slices& s) {  // 0: no stage needs zeros, 1: all that have one do, -1: a mix
   bool any_zeroed = false, any_dirty = false;
-  for (int i = 0; i < kSlices; ++i) {
+  for (int i = 0; i < kSlices - 1; ++i) {  // not the FFN's scratch (zeroed_bytes)
     if (s.bytes[i] == 0) continue;
     (s.zeroed[i] ? any_zeroed : any_dirty) = true;
   }
@@ -134,6 +136,11 @@ const std::array<AutoRow<Problem>, 1> kAutoRows = {{
 }};
 
 }  // namespace
+
+std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps) {
+  const Slices s = slices(p, caps);
+  return zero_kind(s) > 0 ? (p.ffn ? s.offset[kSlices - 1] : s.total) : 0;
+}
 
 std::span<const Stage> stages(const Problem& p) {
   if (p.ffn) return p.routed ? std::span<const Stage>(kRoutedFfn) : std::span<const Stage>(kGivenFfn);

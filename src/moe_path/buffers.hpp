@@ -107,7 +107,7 @@ class DeviceBuffers {
     got.out.resize(combine::out_bytes(p_.combine));
     return out_.download(set_, got.out.data());
   }
-  bool workspace_zero() const { return set_.all_zero(ws_); }
+  bool workspace_zero() const { return set_.all_zero(ws_, zeroed_workspace_bytes(p_, device_caps())); }
   int copies() const { return set_.copies(); }
 
  private:
