@@ -1079,3 +1079,34 @@ TEST_CASE("experts grouped: applies to the compact layout with H, I multiples of
   for (const DeviceCaps* c : {&none, static_cast<const DeviceCaps*>(&sm90)})
     CHECK(v->workspace_bytes(ok, *c) >= std::size_t(ok.rows()) * 3 * 1024 * 2);
 }
+
+// From T*K = 32768 on, permute's auto pick on an sm_90 device keeps its
+// workspace zero (align's counters). Every experts variant was refused there
+// ("a stage's auto pick keeps a zeroed workspace"), so `moekit experts` ran no
+// prefill shape at all on the GPU; now the zeroed slice comes first and the
+// variant promises just that prefix.
+TEST_CASE("experts: prefill shapes apply where permute keeps a zeroed workspace (fake sm_90)") {
+  using namespace moekit;
+  DeviceCaps c;
+  c.ordinal = 0;
+  c.name = "fake sm_90";
+  c.cc_major = 9;
+  c.sm_count = 132;
+  c.smem_optin = 227 * 1024;
+  c.smem_per_sm = c.smem_optin + 1024;
+  c.cooperative = true;
+  c.pdl = true;
+  const experts::Problem p = experts::make_problem(4096, 8, 128, 4096, 1536, experts::DType::bf16, experts::Act::silu,
+                                                   experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f);
+  const permute::Variant& pv = permute::registry().pick_auto(p.permute, c, false);
+  REQUIRE(needs_zeroed_workspace(pv, p.permute, c));  // the case this test is about
+  for (const auto& v : experts::registry().variants()) {
+    if (std::string_view(v.info.name) == "grouped" || std::string_view(v.info.name) == "cublas") continue;  // build- and library-dependent
+    INFO(v.info.name);
+    CHECK(v.not_applicable(p, c) == nullptr);
+    CHECK(needs_zeroed_workspace(v, p, c));
+    const std::size_t zeroed = experts::zeroed_workspace_bytes(p, c);
+    CHECK(zeroed == pv.workspace_bytes(p.permute, c));
+    CHECK(zeroed <= v.workspace_bytes(p, c));
+  }
+}
