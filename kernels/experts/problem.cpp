@@ -15,8 +15,9 @@ Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t expert
   if (hidden < 1) throw ProblemError("the hidden size H must be >= 1, got " + std::to_string(hidden));
   if (inter < 1) throw ProblemError("the intermediate size I must be >= 1, got " + std::to_string(inter));
   // Kernels index a row of W1 (2I x H) and of y with 32-bit arithmetic inside
-  // an expert; an expert's matrices stay below 2^31 elements.
-  if (2 * inter * hidden >= (std::int64_t{1} << 31))
+  // an expert; an expert's matrices stay below 2^31 elements. Divided, not
+  // multiplied: 2 * I * H wraps int64 for sizes the options accept.
+  if (inter > ((std::int64_t{1} << 30) - 1) / hidden)
     throw ProblemError("2 * I * H must be below 2^31 elements per expert, got 2 * " + std::to_string(inter) + " * " +
                        std::to_string(hidden));
   if (act == Act::swiglu_oai && w1_layout != W1Layout::interleaved)

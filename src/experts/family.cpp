@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "align/gen.hpp"
@@ -551,8 +552,25 @@ std::unique_ptr<Job> ExpertsFamily::prepare(const CommonOpts& c, Report& r) {
     throw InputError(fmt::format("--topk {} is more than the {} experts the generated ids draw from (distinct per "
                                  "token)",
                                  K, id_bound));
-  gen::check_size(double(T) * double(H), "hidden rows");
-  gen::check_size(double(T) * double(K), "expert ids");
+  // The files whose headers gave the sizes: a refusal of the sizes names them
+  // (a tiny file whose header claims gigabytes).
+  std::string sized_by;
+  for (const auto& [path, l, info] : {std::tuple{&a.hidden, &hl, &hi}, std::tuple{&a.ids, &il, &ii},
+                                      std::tuple{&a.w1, &w1l, &w1i}, std::tuple{&a.w2, &w2l, &w2i}})
+    if (!path->empty())
+      sized_by += fmt::format("{}{} {}", sized_by.empty() ? "" : ", ", *l, npy::format_shape(info->shape));
+  const auto sized = [&](auto&& f) {
+    try {
+      return f();
+    } catch (const InputError& e) {
+      if (sized_by.empty()) throw;
+      throw InputError(fmt::format("{} (sizes from {})", e.what(), sized_by));
+    }
+  };
+  sized([&] {
+    gen::check_size(double(T) * double(H), "hidden rows");
+    gen::check_size(double(T) * double(K), "expert ids");
+  });
 
   const experts::DType edt = dt == npy::DType::bf16 ? experts::DType::bf16 : experts::DType::f16;
   const experts::Act act = a.act == "gelu"         ? experts::Act::gelu
@@ -562,19 +580,23 @@ std::unique_ptr<Job> ExpertsFamily::prepare(const CommonOpts& c, Report& r) {
   const experts::W1Layout w1_layout =
       a.w1_layout == "interleaved" ? experts::W1Layout::interleaved : experts::W1Layout::gate_up;
   const permute::Layout layout = a.layout == "padded" ? permute::Layout::padded : permute::Layout::compact;
-  const experts::Problem p = planned([&] {
-    return experts::make_problem(T, K, E, H, I, edt, act, w1_layout, layout, a.block_size,
-                                 static_cast<float>(scaling), have_map ? std::int32_t(h.map.size()) : 0);
+  const experts::Problem p = sized([&] {
+    return planned([&] {
+      return experts::make_problem(T, K, E, H, I, edt, act, w1_layout, layout, a.block_size,
+                                   static_cast<float>(scaling), have_map ? std::int32_t(h.map.size()) : 0);
+    });
   });
 
   // A CPU run (--device cpu, or auto without a device: decide_gpu's rule) is
   // the reference of every token.
   h.cpu = c.device == "cpu" || (c.device == "auto" && cuda_device_count() == 0);
   const double macs = double(T) * double(K) * 3.0 * double(I) * double(H);
-  if (h.cpu && macs > kCpuMacs)
-    throw InputError(fmt::format("a CPU run computes every token: T * K * 3 * I * H = {:.3g} multiply-adds is over "
-                                 "{:g}; run on a GPU (--device gpu) or with fewer --tokens",
-                                 macs, kCpuMacs));
+  sized([&] {
+    if (h.cpu && macs > kCpuMacs)
+      throw InputError(fmt::format("a CPU run computes every token: T * K * 3 * I * H = {:.3g} multiply-adds is over "
+                                   "{:g}; run on a GPU (--device gpu) or with fewer --tokens",
+                                   macs, kCpuMacs));
+  });
 
   // Host memory at once: the inputs (hidden, ids and weights as read and as
   // kept, the given weights), the reference on the tokens it computes (out
@@ -582,14 +604,18 @@ std::unique_ptr<Job> ExpertsFamily::prepare(const CommonOpts& c, Report& r) {
   // of out, 10 of y, plus 8 of a working copy of y's bound), the run's out,
   // the output set's copy and the written file read back; with
   // --keep-intermediate y over the layout's rows twice, and the CPU layout's
-  // permuted copy of the rows.
+  // permuted copy of the rows; generated weights: the reference's one
+  // expert's W1 and W2 (2I x H and H x I, 2 bytes an element).
   const double slots = double(T) * double(K), rowsH = double(T) * double(H);
   const double ref_tokens = h.cpu ? double(T) : std::min(double(T), std::max(1.0, kCheckMacs / (macs / std::max(1.0, double(T)))));
-  const double w_bytes = a.w1.empty() ? 0.0 : 2.0 * double(p.w1_elements() + p.w2_elements());
+  const double w_bytes =
+      a.w1.empty() ? 6.0 * double(I) * double(H) : 2.0 * double(p.w1_elements() + p.w2_elements());
   const double cap = double(p.rows()) * double(H) * 2.0;
-  require_host_memory(rowsH * 2.0 + 24.0 * slots + w_bytes + ref_tokens * double(H) * (18.0 + 18.0 * double(K)) +
-                          3.0 * rowsH * 2.0 + (h.keep ? 3.0 * cap : 0.0),
-                      "this experts run");
+  sized([&] {
+    require_host_memory(rowsH * 2.0 + 24.0 * slots + w_bytes + ref_tokens * double(H) * (18.0 + 18.0 * double(K)) +
+                            3.0 * rowsH * 2.0 + (h.keep ? 3.0 * cap : 0.0),
+                        "this experts run");
+  });
 
   // Read or generate.
   if (!a.hidden.empty()) {
