@@ -1196,6 +1196,314 @@ def size_k_beyond_int32_refused(w):
                  rb"ids\.npy: K \(the inverse map's last dimension\) = 4294967297 does not fit int32")
 
 
+
+# ------------------------------------------------------------------ experts: bad input (issue 32)
+# `moekit experts` and `moe-path --experts ffn` read hidden rows, ids, weights
+# and the expert matrices W1 [E, 2I, H] and W2 [E, H, I]. Sizes come from the
+# headers and are checked before anything is read: a tiny file claiming
+# gigabytes is refused by name under a 1 GB address-space cap.
+F16_ONE = 0x3C00
+
+
+def save_16(path, shape, values=None, descr="<f2"):
+    """A 2-byte .npy: float16 ('<f2') or bfloat16 ('|V2'), raw bit patterns (default: all 1.0 in f16)."""
+    n = 1
+    for d in shape:
+        n *= d
+    values = values if values is not None else [F16_ONE] * n
+    with open(path, "wb") as f:
+        f.write(npy_bytes(descr, repr(tuple(shape)), struct.pack(f"<{n}H", *values)))
+
+
+def load_f16_rows(path):
+    """[[floats of row 0], ...] of a float16 [T, H] .npy (v1 header, as moekit writes)."""
+    import ast
+    with open(path, "rb") as f:
+        b = f.read()
+    hl = struct.unpack("<H", b[8:10])[0]
+    hdr = ast.literal_eval(b[10:10 + hl].decode("latin1"))
+    expect(hdr["descr"] == "<f2" and len(hdr["shape"]) == 2, f"{path}: {hdr}")
+    t, h = hdr["shape"]
+    v = struct.unpack(f"<{t * h}e", b[10 + hl:])
+    return [list(v[i:i + h]) for i in range(0, t * h, h)]
+
+
+E_SMALL, H_SMALL, I_SMALL = 4, 8, 6
+
+
+def experts_files(w, tokens=3):
+    """hidden [T, H] f16, ids/weights [T, 2], W1 [E, 2I, H], W2 [E, H, I]: a valid set; their paths."""
+    names = ("h.npy", "ids.npy", "wt.npy", "w1.npy", "w2.npy")
+    h, ids, wt, w1, w2 = (os.path.join(w, n) for n in names)
+    save_16(h, (tokens, H_SMALL), [0x3C00 + (i % 7) * 0x100 for i in range(tokens * H_SMALL)])
+    save_i32(ids, [i % E_SMALL for i in range(tokens * 2)], (tokens, 2))
+    save_f32(wt, [0.5] * (tokens * 2), (tokens, 2))
+    save_16(w1, (E_SMALL, 2 * I_SMALL, H_SMALL), [0x2C00 + (i % 5) * 0x100 for i in range(E_SMALL * 2 * I_SMALL * H_SMALL)])
+    save_16(w2, (E_SMALL, H_SMALL, I_SMALL), [0x2E00 - (i % 3) * 0x100 for i in range(E_SMALL * H_SMALL * I_SMALL)])
+    return h, ids, wt, w1, w2
+
+
+def experts_run(h, ids, wt, w1, w2, *extra, cap=1, timeout=20):
+    args = ["experts", "--device", "cpu"]
+    for opt, v in (("--hidden", h), ("--topk-ids", ids), ("--topk-weights", wt), ("--w1", w1), ("--w2", w2)):
+        if v is not None:
+            args += [opt, v]
+    return run(*args, *extra, timeout=timeout, preexec_fn=capped(cap))
+
+
+@case
+def experts_huge_weight_headers_named(w):
+    # W1/W2 headers of 16 GB (holes): refused at once, by size, naming the files.
+    h, ids, wt, _, _ = experts_files(w)
+    w1, w2 = os.path.join(w, "big1.npy"), os.path.join(w, "big2.npy")
+    for (e, i, hh), pattern in (
+            ((1, 65536, 65536), rb"2 \* I \* H must be below 2\^31 elements per expert.*big1\.npy \(1, 131072, 65536\)"),
+            ((2**20, 32, 64), rb"no variant takes more than \d+ experts.*big1\.npy \(1048576, 64, 64\)"),
+            ((4096, 1024, 1024), rb"this experts run needs about \S+ GB .*big1\.npy \(4096, 2048, 1024\), \S*big2\.npy")):
+        sparse_npy(w1, "<f2", (e, 2 * i, hh), 2)
+        sparse_npy(w2, "<f2", (e, hh, i), 2)
+        t = time.monotonic()
+        o = os.path.join(w, "o")
+        expect_error(experts_run(None, None, None, w1, w2, "--tokens", 2, "--topk", 1, "--gen-dtype", "f16",
+                                 "--out", o), pattern)
+        expect(time.monotonic() - t < 5, f"E {e}: refused only after {time.monotonic() - t:.1f} s")
+        expect(not os.path.exists(o), "an output folder was made")
+    # a W2 header that claims more than W1: refused by shape, naming W2
+    save_16(os.path.join(w, "w1.npy"), (E_SMALL, 2 * I_SMALL, H_SMALL))
+    sparse_npy(w2, "<f2", (E_SMALL, H_SMALL, 2**30), 2)
+    expect_error(experts_run(h, ids, wt, os.path.join(w, "w1.npy"), w2),
+                 rb"big2\.npy: W2 must be \[E, H, I\] = \(4, 8, 6\) .*got \(4, 8, 1073741824\)")
+    # E beyond int32 (a header-only file: the refusal is its size, not the read)
+    header_only(w1, "<f2", (2**33, 2, 1))
+    header_only(w2, "<f2", (2**33, 1, 1))
+    expect_error(experts_run(None, None, None, w1, w2, "--tokens", 2, "--topk", 1, "--gen-dtype", "f16"),
+                 rb"big1\.npy: ")
+
+
+@case
+def experts_huge_hidden_header_named(w):
+    f = os.path.join(w, "hh.npy")
+    sparse_npy(f, "<f2", (2**26, 4), 2)  # 512 MB of rows: over a 1 GB cap with what the run holds
+    expect_error(experts_run(f, None, None, None, None, "-E", 4, "--topk", 1, "--inter-size", 4),
+                 rb"this experts run needs about .*\(sizes from \S*hh\.npy \(67108864, 4\)\)$")
+    sparse_npy(f, "<f2", (4, 2**28), 2)  # one H of 2^28: 2 I H over 2^31 with I = 4
+    expect_error(experts_run(f, None, None, None, None, "-E", 4, "--topk", 1, "--inter-size", 4),
+                 rb"2 \* I \* H must be below 2\^31 .*\(sizes from \S*hh\.npy \(4, 268435456\)\)$")
+    sparse_npy(f, "<f2", (2**30, 4), 2)  # 8 GB: over the CPU run's multiply-add limit first
+    expect_error(experts_run(f, None, None, None, None, "-E", 4, "--topk", 1, "--inter-size", 4),
+                 rb"a CPU run computes every token: .*\(sizes from \S*hh\.npy \(1073741824, 4\)\)$")
+    ids = os.path.join(w, "ids.npy")
+    header_only(ids, "<i4", (2**40, 0))
+    wt = os.path.join(w, "wt.npy")
+    header_only(wt, "<f4", (2**40, 0))
+    expect_error(experts_run(None, ids, wt, None, None, "-E", 4, "--hidden-size", 4, "--inter-size", 4),
+                 rb"ids\.npy: expert ids must have K >= 1 per token")
+
+
+@case
+def experts_weight_shapes_disagree(w):
+    h, ids, wt, w1, w2 = experts_files(w)
+    E, H, I = E_SMALL, H_SMALL, I_SMALL
+    bad = os.path.join(w, "bad.npy")
+    for shape in ((E + 1, H, I), (E, H + 1, I), (E, H, I + 1), (E, I, H), (E, H * I), (E, H, I, 1)):
+        save_16(bad, shape)
+        expect_error(experts_run(h, ids, wt, w1, bad), rb"bad\.npy: W2 must be")
+    for shape, pattern in (((E, 2 * I + 1, H), rb"bad\.npy: W1 must be \[E, 2I, H\] .*13 rows per expert is not 2I"),
+                           ((E, 2 * I, H + 1), rb"bad\.npy: W1 rows have 9 columns, but H is 8 \(\S*h\.npy\)"),
+                           ((0, 2 * I, H), rb"bad\.npy: W1 has no experts"),
+                           ((E, 0, H), rb"bad\.npy: W1 must be \[E, 2I, H\]"),
+                           ((E, 2 * I), rb"bad\.npy: W1 must be 3-D")):
+        save_16(bad, shape)
+        expect_error(experts_run(h, ids, wt, bad, w2), pattern)
+    expect_error(experts_run(h, ids, wt, w1, w2, "-E", E + 1), rb"w1\.npy: W1 holds 4 experts, but -E is 5")
+    # the hidden rows against the weights' H; the ids against the rows' T
+    save_16(bad, (3, H + 2))
+    expect_error(experts_run(bad, ids, wt, w1, w2), rb"w1\.npy: W1 rows have 8 columns, but H is 10 \(\S*bad\.npy\)")
+    save_16(bad, (5, H))
+    expect_error(experts_run(bad, ids, wt, w1, w2), rb"ids\.npy: 3 tokens, but \S*bad\.npy has 5 rows")
+
+
+@case
+def experts_dtypes_disagree_with_hidden(w):
+    h, ids, wt, w1, w2 = experts_files(w)  # float16 rows and weights
+    bf = os.path.join(w, "bf.npy")
+    save_16(bf, (E_SMALL, 2 * I_SMALL, H_SMALL), descr="|V2")  # bfloat16 as ml_dtypes saves it
+    expect_error(experts_run(h, ids, wt, bf, w2), rb"bf\.npy: W1 are bfloat16, the hidden states float16")
+    save_16(bf, (E_SMALL, H_SMALL, I_SMALL), descr="|V2")
+    expect_error(experts_run(h, ids, wt, w1, bf), rb"bf\.npy: W2 are bfloat16, the hidden states float16")
+    f32 = os.path.join(w, "f32.npy")
+    save_f32(f32, [0.0] * (E_SMALL * 2 * I_SMALL * H_SMALL), (E_SMALL, 2 * I_SMALL, H_SMALL))
+    expect_error(experts_run(h, ids, wt, f32, w2), rb"f32\.npy: W1 must be bfloat16 or float16, got float32")
+    save_16(f32, (3, H_SMALL), descr="<i2")
+    expect_error(experts_run(f32, ids, wt, w1, w2), rb"f32\.npy: hidden states must be bfloat16 or float16, got int16")
+    # generated rows (bf16 by default) against float16 weights
+    expect_error(experts_run(None, None, None, w1, w2, "--tokens", 2, "--topk", 1),
+                 rb"w1\.npy: W1 are float16, the hidden states bfloat16")
+    save_f32(f32, [0.5] * 6, (3, 2))
+    save_i32(bf, [0] * 6, (3, 2))
+    expect_error(experts_run(h, ids, bf, w1, w2), rb"bf\.npy: the weights must be float32 \[3, 2\]")
+    expect_error(experts_run(h, f32, wt, w1, w2), rb"f32\.npy: expert ids must be int32 or int64 \[T, K\], got float32")
+
+
+@case
+def experts_dropped_ids_contribute_nothing(w):
+    # -1, E and beyond, and int64 ids beyond int32 are dropped slots (exit 0).
+    # Two formulations agree: a dropped slot adds what a slot of weight 0 adds
+    # (nothing), and a token with every slot dropped has an all-zero row.
+    h, _, _, w1, w2 = experts_files(w, tokens=4)
+    ids, ids0, wt, wt0 = (os.path.join(w, n) for n in ("d.npy", "z.npy", "dw.npy", "zw.npy"))
+    with open(ids, "wb") as f:
+        f.write(npy_bytes("<i8", "(4, 2)", struct.pack("<8q", 1, -1, 2, 4, -1, -1, 3, 2**40)))
+    save_f32(wt, [0.5, 0.25, 0.5, 0.75, 1.0, 1.0, 0.5, 0.5], (4, 2))
+    save_i32(ids0, [1, 0, 2, 0, 0, 1, 3, 0], (4, 2))  # the dropped slots as weight-0 slots
+    save_f32(wt0, [0.5, 0.0, 0.5, 0.0, 0.0, 0.0, 0.5, 0.0], (4, 2))
+    outs = []
+    for i, (ii, ww) in enumerate(((ids, wt), (ids0, wt0))):
+        o = os.path.join(w, f"o{i}")
+        rc, out, err = experts_run(h, ii, ww, w1, w2, "--out", o)
+        expect(rc == 0, f"exit {rc}: {err!r}")
+        outs.append(load_f16_rows(os.path.join(o, "out.npy")))
+        if i == 0:
+            expect(b"5 of 8 slots dropped" in out, f"no note of the dropped slots: {out!r}")
+    expect(outs[0] == outs[1], f"dropped slots differ from weight-0 slots: {outs[0]} vs {outs[1]}")
+    expect(all(v == 0.0 for v in outs[0][2]), f"a token with every slot dropped: {outs[0][2]}")
+    expect(any(v != 0.0 for v in outs[0][0]), f"token 0 has a kept slot but an all-zero row: {outs[0][0]}")
+
+
+@case
+def experts_non_finite_inputs(w):
+    h, ids, wt, w1, w2 = experts_files(w)
+    bad = os.path.join(w, "bad.npy")
+    o = os.path.join(w, "o")
+    v = [F16_ONE] * (3 * H_SMALL)
+    v[11] = 0x7E00  # NaN
+    save_16(bad, (3, H_SMALL), v)
+    expect_error(experts_run(bad, ids, wt, w1, w2, "--out", o), rb"bad\.npy: hidden\[1, 3\] is nan: rows must be finite")
+    v = [F16_ONE] * (E_SMALL * 2 * I_SMALL * H_SMALL)
+    v[100] = 0x7C00  # +inf
+    save_16(bad, (E_SMALL, 2 * I_SMALL, H_SMALL), v)
+    expect_error(experts_run(h, ids, wt, bad, w2, "--out", o), rb"bad\.npy: element 100 is inf: weights must be finite")
+    v = [F16_ONE] * (E_SMALL * H_SMALL * I_SMALL)
+    v[-1] = 0xFC00  # -inf
+    save_16(bad, (E_SMALL, H_SMALL, I_SMALL), v)
+    expect_error(experts_run(h, ids, wt, w1, bad, "--out", o), rb"bad\.npy: element 191 is -inf: weights must be finite")
+    save_f32(bad, [0.5, 0.5, float("inf"), 0.5, 0.5, 0.5], (3, 2))
+    expect_error(experts_run(h, ids, bad, w1, w2, "--out", o), rb"bad\.npy: weight \[1, 0\] is inf: weights must be finite")
+    expect(not os.path.exists(o), "an output folder was made for a refused input")
+
+
+@case
+def experts_truncated_inputs(w):
+    files = experts_files(w)
+    for i, f in enumerate(files):
+        with open(f, "rb") as fh:
+            body = fh.read()
+        cut = os.path.join(w, "cut.npy")
+        with open(cut, "wb") as fh:
+            fh.write(body[:-1])
+        args = list(files)
+        args[i] = cut
+        expect_error(experts_run(*args), rb"cut\.npy: truncated: shape \(.*\) of \w+ needs \d+ data bytes, the file has \d+$")
+        with open(cut, "wb") as fh:
+            fh.write(body[:20])  # inside the header
+        expect_error(experts_run(*args), rb"cut\.npy: ")
+
+
+@case
+def experts_cpu_limit_refuses_big_models_quickly(w):
+    # DeepSeek-V3 at a million tokens on the CPU: refused by the multiply-add
+    # limit before anything T-long is made (a 1 GB cap shows an allocation).
+    for family in (["experts"], ["moe-path", "--experts", "ffn"]):
+        t = time.monotonic()
+        expect_error(run(*family, "--model", "deepseek-v3", "--tokens", 1000000, "--device", "cpu",
+                         "--out", os.path.join(w, "o"), timeout=20, preexec_fn=capped(1)),
+                     rb"(multiply-adds|needs about [\d.]+ GB of host memory)")
+        expect(time.monotonic() - t < 5, f"{family[0]}: refused only after {time.monotonic() - t:.1f} s")
+    expect_error(run("experts", "--model", "deepseek-v3", "--tokens", 1000000, "--device", "cpu", timeout=20,
+                     preexec_fn=capped(1)), rb"a CPU run computes every token: .* 3\.52e\+14 multiply-adds is over")
+    expect(not os.path.exists(os.path.join(w, "o")), "an output folder was made")
+
+
+@case
+def experts_bad_size_options(w):
+    gen = ["--tokens", 2, "-E", 4, "--topk", 2, "--hidden-size", 8, "--inter-size", 4, "--device", "cpu"]
+
+    def with_(**kw):
+        a = list(gen)
+        for k, v in kw.items():
+            a[a.index("--" + k.replace("_", "-"))+ 1] = v
+        return a
+    for family in (["experts"], ["moe-path", "--experts", "ffn"]):
+        ex = lambda *a: run(*family, *a, timeout=20, preexec_fn=capped(1))  # noqa: E731
+        expect_error(ex(*with_(tokens=-1)), rb"--tokens N")
+        expect_error(ex(*with_(inter_size=0)), rb"--inter-size must be >= 1, got 0$")
+        expect_error(ex(*with_(hidden_size=0)), rb"--hidden-size must be >= 1, got 0$")
+        expect_error(ex(*with_(hidden_size=-5)), rb"--hidden-size must be >= 1, got -5$")
+        # 2 * I * H = 2^64 wrapped to 0 and passed the per-expert limit
+        for tokens, hs, inter in ((2, 2**32, 2**31), (0, 2**32, 2**31), (0, 2**30, 2**33), (0, 1, 2**62)):
+            expect_error(ex(*with_(tokens=tokens, hidden_size=hs, inter_size=inter)),
+                         rb"(2 \* I \* H must be below 2\^31 elements per expert|elements of hidden rows is too large)")
+        expect_error(ex(*gen, "--act", "swiglu-oai"), rb"--act swiglu-oai takes W1 with interleaved gate/up rows")
+        expect_error(ex(*gen, "--act", "swiglu-oai", "--w1-layout", "gate-up"),
+                     rb"--act swiglu-oai takes W1 with interleaved gate/up rows")
+        rc, out, err = ex(*gen, "--act", "swiglu-oai", "--w1-layout", "interleaved")
+        expect(rc == 0, f"{family[0]}: swiglu-oai with interleaved rows: exit {rc}: {err!r}")
+    ex = lambda *a: run("experts", *a, timeout=20, preexec_fn=capped(1))  # noqa: E731
+    expect_error(ex(*with_(tokens=2**40)), rb"elements of hidden rows is too large")
+    expect_error(ex(*with_(topk=0)), rb"--topk must be >= 1, got 0$")
+    expect_error(ex("--tokens", 2, "-E", 0, "--topk", 2, "--hidden-size", 8, "--inter-size", 4, "--device", "cpu"),
+                 rb"-E must be >= 1, got 0$")
+    expect_error(ex(*with_(topk=5)), rb"--topk 5 is more than the 4 experts")
+    # generated weights: the reference makes one expert's W1 and W2 (6.4 GB
+    # here); counted, so refused up front (it died "out of host memory")
+    expect_error(ex("--tokens", 4, "-E", 4, "--topk", 2, "--hidden-size", 65536, "--inter-size", 16383,
+                    "--device", "cpu"), rb"this experts run needs about 6\.\d GB of host memory")
+
+
+
+@case
+def moe_path_ffn_bad_weights(w):
+    # moe-path --experts ffn reads the same W1/W2: refused by header, naming the file.
+    h, ids, wt, w1, w2 = experts_files(w, tokens=3)
+    base = ["moe-path", "--experts", "ffn", "--hidden", h, "--topk-ids", ids, "--topk-weights", wt, "-E", E_SMALL,
+            "--device", "cpu"]
+    mp = lambda a, b: run(*base, "--w1", a, "--w2", b, timeout=20, preexec_fn=capped(1))  # noqa: E731
+    rc, _, err = mp(w1, w2)
+    expect(rc == 0, f"the valid set: exit {rc}: {err!r}")
+    bad = os.path.join(w, "bad.npy")
+    save_16(bad, (E_SMALL, H_SMALL, I_SMALL + 1))
+    expect_error(mp(w1, bad), rb"bad\.npy: W2 must be \[E, H, I\] = \[4, 8, 6\]")
+    save_16(bad, (E_SMALL + 1, 2 * I_SMALL, H_SMALL))
+    expect_error(mp(bad, w2), rb"bad\.npy: W1 must be \[E, 2I, H\] = \[4, 2I, 8\]")
+    save_16(bad, (E_SMALL, 2 * I_SMALL, H_SMALL), descr="|V2")
+    expect_error(mp(bad, w2), rb"bad\.npy: the expert weights must be float16 like the hidden states, got bfloat16")
+    v = [F16_ONE] * (E_SMALL * H_SMALL * I_SMALL)
+    v[-1] = 0x7C00
+    save_16(bad, (E_SMALL, H_SMALL, I_SMALL), v)
+    expect_error(mp(w1, bad), rb"bad\.npy: element \[3, 7, 5\] is inf: expert weights must be finite")
+    with open(w2, "rb") as fh:
+        body = fh.read()
+    with open(bad, "wb") as fh:
+        fh.write(body[:-1])
+    expect_error(mp(w1, bad), rb"bad\.npy: truncated")
+    sparse_npy(bad, "<f2", (E_SMALL, H_SMALL, 2**30), 2)  # a W2 header of 64 GB (a hole)
+    expect_error(mp(w1, bad), rb"bad\.npy: W2 must be")
+
+@case
+def in_experts_inputs_fifo(w):
+    h, ids, wt, w1, w2 = experts_files(w)
+    m = os.path.join(w, "m.npy")
+    save_i32(m, [0, 1, 2, 3])
+    fifo = os.path.join(w, "f.npy")
+    full = ["--hidden", h, "--topk-ids", ids, "--topk-weights", wt, "--w1", w1, "--w2", w2, "--expert-map", m]
+    for i in range(1, len(full), 2):
+        if os.path.exists(fifo):
+            os.remove(fifo)
+        fifo_input(w)
+        args = list(full)
+        args[i] = fifo
+        input_refused(w, ["experts", *args, "--device", "cpu"])
+
 @case
 def text_readers_never_echo_raw_bytes(w):
     # nlohmann quotes the bytes it stopped at ("last read: '...'"): it writes
