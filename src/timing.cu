@@ -134,12 +134,11 @@ TimingStats time_launches(const std::function<void(Stream, int)>& launch, int co
   return st;
 }
 
-double measured_copy_bandwidth_gbps() {
-  static double cached = 0;
-  if (cached > 0) return cached;
-  const std::size_t bytes = std::size_t(512) << 20;
-  DeviceBuffer a(bytes), b(bytes);
-  a.fill_bytes(1);
+namespace {
+// Median milliseconds of `work` on process_stream() over 10 event-timed runs
+// after 2 warm-ups: the device's bandwidth probes.
+template <class F>
+double median_event_ms(F work, const char* what) {
   const cudaStream_t s = process_stream();
   cudaEvent_t e0, e1;
   cuda_check(cudaEventCreate(&e0), "cudaEventCreate");
@@ -147,9 +146,10 @@ double measured_copy_bandwidth_gbps() {
   std::vector<double> ms;
   for (int i = 0; i < 12; ++i) {
     cuda_check(cudaEventRecord(e0, s), "cudaEventRecord");
-    cuda_check(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s), "copy");
+    work(s);
+    cuda_check(cudaGetLastError(), what);
     cuda_check(cudaEventRecord(e1, s), "cudaEventRecord");
-    cuda_check(cudaEventSynchronize(e1), "copy");
+    cuda_check(cudaEventSynchronize(e1), what);
     float t = 0;
     cuda_check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
     if (i >= 2) ms.push_back(t);  // first two are warm-up
@@ -157,7 +157,21 @@ double measured_copy_bandwidth_gbps() {
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   std::sort(ms.begin(), ms.end());
-  double med = ms[ms.size() / 2];
+  return ms[ms.size() / 2];
+}
+}  // namespace
+
+double measured_copy_bandwidth_gbps() {
+  static double cached = 0;
+  if (cached > 0) return cached;
+  const std::size_t bytes = std::size_t(512) << 20;
+  DeviceBuffer a(bytes), b(bytes);
+  a.fill_bytes(1);
+  const double med = median_event_ms(
+      [&](cudaStream_t s) {
+        cuda_check(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s), "copy");
+      },
+      "copy");
   cached = 2.0 * double(bytes) / (med * 1e-3) / 1e9;
   return cached;
 }
@@ -194,25 +208,12 @@ double measured_read_bandwidth_gbps() {
   cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
   const int threads = 512, blocks = sms * 4;  // 2048 threads per SM: full occupancy, a few waves of loads
   DeviceBuffer sink(std::size_t(blocks) * sizeof(unsigned));
-  const cudaStream_t s = process_stream();
-  cudaEvent_t e0, e1;
-  cuda_check(cudaEventCreate(&e0), "cudaEventCreate");
-  cuda_check(cudaEventCreate(&e1), "cudaEventCreate");
-  std::vector<double> ms;
-  for (int i = 0; i < 12; ++i) {
-    cuda_check(cudaEventRecord(e0, s), "cudaEventRecord");
-    read_stream_kernel<<<blocks, threads, 0, s>>>(a.as<const uint4>(), bytes / sizeof(uint4), sink.as<unsigned>());
-    cuda_check(cudaGetLastError(), "read bandwidth kernel");
-    cuda_check(cudaEventRecord(e1, s), "cudaEventRecord");
-    cuda_check(cudaEventSynchronize(e1), "read bandwidth kernel");
-    float t = 0;
-    cuda_check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
-    if (i >= 2) ms.push_back(t);  // first two are warm-up
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::sort(ms.begin(), ms.end());
-  cached = double(bytes) / (ms[ms.size() / 2] * 1e-3) / 1e9;
+  const double med = median_event_ms(
+      [&](cudaStream_t s) {
+        read_stream_kernel<<<blocks, threads, 0, s>>>(a.as<const uint4>(), bytes / sizeof(uint4), sink.as<unsigned>());
+      },
+      "read bandwidth kernel");
+  cached = double(bytes) / (med * 1e-3) / 1e9;
   return cached;
 }
 

@@ -8,27 +8,13 @@
 
 #include "align/align.hpp"
 #include "align/reference.hpp"
+#include "fake_caps.hpp"
 
 using namespace moekit;
 using align::Invalid;
 using align::MapSemantics;
 
-namespace {
-
-DeviceCaps fake_sm90() {
-  DeviceCaps c;
-  c.ordinal = 0;
-  c.name = "fake sm_90";
-  c.cc_major = 9;
-  c.sm_count = 132;
-  c.smem_optin = 227 * 1024;
-  c.smem_per_sm = c.smem_optin + 1024;
-  c.cooperative = true;
-  c.pdl = true;
-  return c;
-}
-
-}  // namespace
+using test::fake_sm90;
 
 TEST_CASE("variant_problem: the bucket adds a group and int32 ids; vllm drops the map; else unchanged") {
   const align::Problem plain = align::make_problem(100, 64, 16, true, 80, false);

@@ -22,6 +22,7 @@
 #include "experts/experts.hpp"
 #include "experts/reference.hpp"
 #include "experts/weights.hpp"
+#include "fake_caps.hpp"
 
 using namespace moekit;
 using namespace moekit::experts;
@@ -1087,15 +1088,7 @@ TEST_CASE("experts grouped: applies to the compact layout with H, I multiples of
 // variant promises just that prefix.
 TEST_CASE("experts: prefill shapes apply where permute keeps a zeroed workspace (fake sm_90)") {
   using namespace moekit;
-  DeviceCaps c;
-  c.ordinal = 0;
-  c.name = "fake sm_90";
-  c.cc_major = 9;
-  c.sm_count = 132;
-  c.smem_optin = 227 * 1024;
-  c.smem_per_sm = c.smem_optin + 1024;
-  c.cooperative = true;
-  c.pdl = true;
+  const DeviceCaps c = test::fake_sm90();
   const experts::Problem p = experts::make_problem(4096, 8, 128, 4096, 1536, experts::DType::bf16, experts::Act::silu,
                                                    experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f);
   const permute::Variant& pv = permute::registry().pick_auto(p.permute, c, false);
