@@ -1238,7 +1238,8 @@ def experts_files(w, tokens=3):
     save_16(h, (tokens, H_SMALL), [0x3C00 + (i % 7) * 0x100 for i in range(tokens * H_SMALL)])
     save_i32(ids, [i % E_SMALL for i in range(tokens * 2)], (tokens, 2))
     save_f32(wt, [0.5] * (tokens * 2), (tokens, 2))
-    save_16(w1, (E_SMALL, 2 * I_SMALL, H_SMALL), [0x2C00 + (i % 5) * 0x100 for i in range(E_SMALL * 2 * I_SMALL * H_SMALL)])
+    n1 = E_SMALL * 2 * I_SMALL * H_SMALL
+    save_16(w1, (E_SMALL, 2 * I_SMALL, H_SMALL), [0x2C00 + (i % 5) * 0x100 for i in range(n1)])
     save_16(w2, (E_SMALL, H_SMALL, I_SMALL), [0x2E00 - (i % 3) * 0x100 for i in range(E_SMALL * H_SMALL * I_SMALL)])
     return h, ids, wt, w1, w2
 
@@ -1257,9 +1258,11 @@ def experts_huge_weight_headers_named(w):
     h, ids, wt, _, _ = experts_files(w)
     w1, w2 = os.path.join(w, "big1.npy"), os.path.join(w, "big2.npy")
     for (e, i, hh), pattern in (
-            ((1, 65536, 65536), rb"2 \* I \* H must be below 2\^31 elements per expert.*big1\.npy \(1, 131072, 65536\)"),
+            ((1, 65536, 65536),
+             rb"2 \* I \* H must be below 2\^31 elements per expert.*big1\.npy \(1, 131072, 65536\)"),
             ((2**20, 32, 64), rb"no variant takes more than \d+ experts.*big1\.npy \(1048576, 64, 64\)"),
-            ((4096, 1024, 1024), rb"this experts run needs about \S+ GB .*big1\.npy \(4096, 2048, 1024\), \S*big2\.npy")):
+            ((4096, 1024, 1024),
+             rb"this experts run needs about \S+ GB .*big1\.npy \(4096, 2048, 1024\), \S*big2\.npy")):
         sparse_npy(w1, "<f2", (e, 2 * i, hh), 2)
         sparse_npy(w2, "<f2", (e, hh, i), 2)
         t = time.monotonic()
@@ -1378,7 +1381,8 @@ def experts_non_finite_inputs(w):
     v = [F16_ONE] * (3 * H_SMALL)
     v[11] = 0x7E00  # NaN
     save_16(bad, (3, H_SMALL), v)
-    expect_error(experts_run(bad, ids, wt, w1, w2, "--out", o), rb"bad\.npy: hidden\[1, 3\] is nan: rows must be finite")
+    expect_error(experts_run(bad, ids, wt, w1, w2, "--out", o),
+                 rb"bad\.npy: hidden\[1, 3\] is nan: rows must be finite")
     v = [F16_ONE] * (E_SMALL * 2 * I_SMALL * H_SMALL)
     v[100] = 0x7C00  # +inf
     save_16(bad, (E_SMALL, 2 * I_SMALL, H_SMALL), v)
@@ -1386,9 +1390,11 @@ def experts_non_finite_inputs(w):
     v = [F16_ONE] * (E_SMALL * H_SMALL * I_SMALL)
     v[-1] = 0xFC00  # -inf
     save_16(bad, (E_SMALL, H_SMALL, I_SMALL), v)
-    expect_error(experts_run(h, ids, wt, w1, bad, "--out", o), rb"bad\.npy: element 191 is -inf: weights must be finite")
+    expect_error(experts_run(h, ids, wt, w1, bad, "--out", o),
+                 rb"bad\.npy: element 191 is -inf: weights must be finite")
     save_f32(bad, [0.5, 0.5, float("inf"), 0.5, 0.5, 0.5], (3, 2))
-    expect_error(experts_run(h, ids, bad, w1, w2, "--out", o), rb"bad\.npy: weight \[1, 0\] is inf: weights must be finite")
+    expect_error(experts_run(h, ids, bad, w1, w2, "--out", o),
+                 rb"bad\.npy: weight \[1, 0\] is inf: weights must be finite")
     expect(not os.path.exists(o), "an output folder was made for a refused input")
 
 
@@ -1403,7 +1409,8 @@ def experts_truncated_inputs(w):
             fh.write(body[:-1])
         args = list(files)
         args[i] = cut
-        expect_error(experts_run(*args), rb"cut\.npy: truncated: shape \(.*\) of \w+ needs \d+ data bytes, the file has \d+$")
+        expect_error(experts_run(*args),
+                     rb"cut\.npy: truncated: shape \(.*\) of \w+ needs \d+ data bytes, the file has \d+$")
         with open(cut, "wb") as fh:
             fh.write(body[:20])  # inside the header
         expect_error(experts_run(*args), rb"cut\.npy: ")
@@ -1431,7 +1438,7 @@ def experts_bad_size_options(w):
     def with_(**kw):
         a = list(gen)
         for k, v in kw.items():
-            a[a.index("--" + k.replace("_", "-"))+ 1] = v
+            a[a.index("--" + k.replace("_", "-")) + 1] = v
         return a
     for family in (["experts"], ["moe-path", "--experts", "ffn"]):
         ex = lambda *a: run(*family, *a, timeout=20, preexec_fn=capped(1))  # noqa: E731
