@@ -284,20 +284,8 @@ LaunchStatus run_stage(const Ffn& f, const Problem& p, const Buffers& b, Stage s
   const DeviceCaps& caps = device_caps();
   const Slices sl = slices(f, p, caps);
   switch (st) {
-    case Stage::layout: {
-      permute::Buffers pb;
-      pb.hidden = b.hidden;
-      pb.topk_ids = b.topk_ids;
-      pb.expert_map = b.expert_map;
-      pb.permuted = b.permuted;
-      pb.inverse = b.inverse;
-      pb.sorted_token_ids = b.sorted_token_ids;
-      pb.expert_ids = b.expert_ids;
-      pb.num_tokens_post_pad = b.num_tokens_post_pad;
-      pb.expert_offsets = b.expert_offsets;
-      pb.workspace = slice(b.workspace, sl, 0);
-      return permute_pick(p, caps).launch(p.permute, pb, s, pdl);
-    }
+    case Stage::layout:
+      return permute_pick(p, caps).launch(p.permute, permute::buffers_of(b, slice(b.workspace, sl, 0)), s, pdl);
     case Stage::ffn:
       if (p.rows() == 0) return cudaSuccess;
       return f.launch(p, b, slice(b.workspace, sl, 2), s, pdl);

@@ -180,19 +180,8 @@ LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s
       rb.workspace = slice(b.workspace, sl, 0);
       return route_pick(p, caps).launch(p.route, rb, s, pdl);
     }
-    case Stage::permute: {
-      permute::Buffers pb;
-      pb.hidden = b.hidden;
-      pb.topk_ids = b.topk_ids;
-      pb.permuted = b.permuted;
-      pb.inverse = b.inverse;
-      pb.sorted_token_ids = b.sorted_token_ids;
-      pb.expert_ids = b.expert_ids;
-      pb.num_tokens_post_pad = b.num_tokens_post_pad;
-      pb.expert_offsets = b.expert_offsets;
-      pb.workspace = slice(b.workspace, sl, 1);
-      return permute_pick(p, caps).launch(p.permute, pb, s, pdl);
-    }
+    case Stage::permute:
+      return permute_pick(p, caps).launch(p.permute, permute::buffers_of(b, slice(b.workspace, sl, 1)), s, pdl);
     case Stage::ffn: {
       if (!p.ffn) return 1;  // cudaErrorInvalidValue: no FFN planned
       if (p.experts.tokens == 0) return 0;  // as the experts variants' own launch

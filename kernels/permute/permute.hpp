@@ -58,6 +58,24 @@ Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t expert
                      align::Invalid invalid = align::Invalid::reject,
                      align::MapSemantics map_semantics = align::MapSemantics::local);
 
+// permute's Buffers from a later family's (moe_path, experts), whose fields
+// carry permute's names; expert_map where that family has one.
+template <class B>
+Buffers buffers_of(const B& b, void* workspace) {
+  Buffers pb;
+  pb.hidden = b.hidden;
+  pb.topk_ids = b.topk_ids;
+  if constexpr (requires { b.expert_map; }) pb.expert_map = b.expert_map;
+  pb.permuted = b.permuted;
+  pb.inverse = b.inverse;
+  pb.sorted_token_ids = b.sorted_token_ids;
+  pb.expert_ids = b.expert_ids;
+  pb.num_tokens_post_pad = b.num_tokens_post_pad;
+  pb.expert_offsets = b.expert_offsets;
+  pb.workspace = workspace;
+  return pb;
+}
+
 using Variant = moekit::Variant<Problem, Buffers>;
 
 using Registry = moekit::Registry<Problem, Buffers>;
