@@ -448,6 +448,17 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
   // The expert FFN: bf16 or f16 rows, I from --inter-size, --w1 or --model;
   // given weights checked from their headers before anything is read.
   std::optional<moe_path::FfnArgs> ffn_args;
+  // The weight files whose headers gave I (and the sizes it drives): a
+  // refusal of those sizes names them (a tiny file whose header claims gigabytes).
+  std::string sized_by;
+  const auto sized = [&](auto&& f) {
+    try {
+      return f();
+    } catch (const InputError& e) {
+      if (sized_by.empty()) throw;
+      throw InputError(fmt::format("{} (sizes from {})", e.what(), sized_by));
+    }
+  };
   npy::ReadOptions wro;
   if (!a.dtype.empty()) wro.reinterpret = npy::parse_dtype(a.dtype);
   if (ffn) {
@@ -478,6 +489,7 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
       if (i2.shape != std::vector<std::int64_t>{E, H, I})
         throw InputError(fmt::format("{}: W2 must be [E, H, I] = [{}, {}, {}] (W1's E, H and I), got {}", l2, E, H, I,
                                      npy::format_shape(i2.shape)));
+      sized_by = fmt::format("{} {}, {} {}", l1, npy::format_shape(i1.shape), l2, npy::format_shape(i2.shape));
     }
     if (f.inter < 1)
       throw InputError(given(g_.inter) ? fmt::format("--inter-size must be >= 1, got {}", a.inter)
@@ -504,9 +516,11 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
   // Route's limits, then align's int32 limits, before anything T-long is made.
   const combine::DType cdt = hdt == npy::DType::f4 ? combine::DType::f32
                              : hdt == npy::DType::bf16 ? combine::DType::bf16 : combine::DType::f16;
-  const moe_path::Problem p = planned([&] {
-    return moe_path::make_problem(T, K, E, H, cdt, layout, a.block_size, static_cast<float>(scaling),
-                                  routed ? &router : nullptr, ffn_args ? &*ffn_args : nullptr);
+  const moe_path::Problem p = sized([&] {
+    return planned([&] {
+      return moe_path::make_problem(T, K, E, H, cdt, layout, a.block_size, static_cast<float>(scaling),
+                                    routed ? &router : nullptr, ffn_args ? &*ffn_args : nullptr);
+    });
   });
   const std::int64_t row_bytes = p.permute.row_bytes;
 
@@ -525,10 +539,12 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
   const double ffn_bytes = !ffn ? 0.0
                                 : (weights_given ? 2.0 * double(p.experts.w1_elements() + p.experts.w2_elements()) : 0.0) +
                                       3.0 * rows * double(row_bytes) + slots * double(row_bytes) * 9.0;
-  require_host_memory(hidden_bytes + (routed ? 8.0 * double(T) * E : 0.0) +
-                          3.0 * (rows * (double(row_bytes) + 4.0) + hidden_bytes + 12.0 * slots) + 2.0 * hidden_bytes +
-                          ffn_bytes,
-                      "this moe-path run");
+  sized([&] {
+    require_host_memory(hidden_bytes + (routed ? 8.0 * double(T) * E : 0.0) +
+                            3.0 * (rows * (double(row_bytes) + 4.0) + hidden_bytes + 12.0 * slots) + 2.0 * hidden_bytes +
+                            ffn_bytes,
+                        "this moe-path run");
+  });
   // The CPU reference computes every token's FFN; a GPU run checks a sample.
   h.cpu_run = ffn && (c.device == "cpu" || (c.device != "gpu" && cuda_device_count() == 0));
   if (ffn && h.cpu_run) {

@@ -1495,6 +1495,18 @@ def moe_path_ffn_bad_weights(w):
     expect_error(mp(w1, bad), rb"bad\.npy: truncated")
     sparse_npy(bad, "<f2", (E_SMALL, H_SMALL, 2**30), 2)  # a W2 header of 64 GB (a hole)
     expect_error(mp(w1, bad), rb"bad\.npy: W2 must be")
+    # Headers that agree but claim sizes past a limit: the refusal names both files
+    # (it said only "2 * I * H must be below 2^31" or "needs about 1.6 GB").
+    gen = ["moe-path", "--experts", "ffn", "-E", "4", "-k", "2", "--tokens", "2", "--gen-dtype", "f16", "--device", "cpu"]
+    b1, b2 = os.path.join(w, "b1.npy"), os.path.join(w, "b2.npy")
+    sparse_npy(b1, "<f2", (4, 2 * 65536, 65536), 2)
+    sparse_npy(b2, "<f2", (4, 65536, 65536), 2)
+    expect_error(run(*gen, "--hidden-size", "65536", "--w1", b1, "--w2", b2, timeout=20, preexec_fn=capped(1)),
+                 rb"2 \* I \* H must be below 2\^31.*\(sizes from .*b1\.npy \(4, 131072, 65536\), .*b2\.npy")
+    sparse_npy(b1, "<f2", (4, 2 * 8192, 8192), 2)
+    sparse_npy(b2, "<f2", (4, 8192, 8192), 2)
+    expect_error(run(*gen, "--hidden-size", "8192", "--w1", b1, "--w2", b2, timeout=20, preexec_fn=capped(1)),
+                 rb"host memory.*\(sizes from .*b1\.npy \(4, 16384, 8192\), .*b2\.npy")
 
 @case
 def in_experts_inputs_fifo(w):
