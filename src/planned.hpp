@@ -1,6 +1,7 @@
 // The kernel layer's refusals as the CLI's input errors.
 #pragma once
 
+#include <string>
 #include <utility>
 
 #include "common/problem_error.hpp"
@@ -16,6 +17,19 @@ decltype(auto) planned(F&& f) {
     return std::forward<F>(f)();
   } catch (const ProblemError& e) {
     throw InputError(e.what());
+  }
+}
+
+// f(); an InputError it throws (a size limit, a memory estimate) gains
+// " (sizes from <sized_by>)" when sized_by is not empty: the files whose
+// headers gave those sizes (a tiny file whose header claims gigabytes).
+template <class F>
+decltype(auto) sized_from(const std::string& sized_by, F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (const InputError& e) {
+    if (sized_by.empty()) throw;
+    throw InputError(std::string(e.what()) + " (sizes from " + sized_by + ")");
   }
 }
 

@@ -559,14 +559,7 @@ std::unique_ptr<Job> ExpertsFamily::prepare(const CommonOpts& c, Report& r) {
                                       std::tuple{&a.w1, &w1l, &w1i}, std::tuple{&a.w2, &w2l, &w2i}})
     if (!path->empty())
       sized_by += fmt::format("{}{} {}", sized_by.empty() ? "" : ", ", *l, npy::format_shape(info->shape));
-  const auto sized = [&](auto&& f) {
-    try {
-      return f();
-    } catch (const InputError& e) {
-      if (sized_by.empty()) throw;
-      throw InputError(fmt::format("{} (sizes from {})", e.what(), sized_by));
-    }
-  };
+  const auto sized = [&](auto&& f) { return sized_from(sized_by, f); };
   sized([&] {
     gen::check_size(double(T) * double(H), "hidden rows");
     gen::check_size(double(T) * double(K), "expert ids");

@@ -451,14 +451,7 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
   // The weight files whose headers gave I (and the sizes it drives): a
   // refusal of those sizes names them (a tiny file whose header claims gigabytes).
   std::string sized_by;
-  const auto sized = [&](auto&& f) {
-    try {
-      return f();
-    } catch (const InputError& e) {
-      if (sized_by.empty()) throw;
-      throw InputError(fmt::format("{} (sizes from {})", e.what(), sized_by));
-    }
-  };
+  const auto sized = [&](auto&& f) { return sized_from(sized_by, f); };
   npy::ReadOptions wro;
   if (!a.dtype.empty()) wro.reinterpret = npy::parse_dtype(a.dtype);
   if (ffn) {
