@@ -8,6 +8,7 @@
 // computed in double is never double-rounded through float.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -124,6 +125,16 @@ inline float bf16_bits_to_f32(std::uint16_t h) {
 inline double bf16_bits_to_f64(std::uint16_t h) { return static_cast<double>(bf16_bits_to_f32(h)); }
 inline bool bf16_is_nan(std::uint16_t h) { return (h & 0x7f80) == 0x7f80 && (h & 0x007f); }
 inline bool bf16_is_inf(std::uint16_t h) { return (h & 0x7fff) == 0x7f80; }
+
+// ---- Spacing of values ----------------------------------------------------------
+// The distance between neighbouring values of the format at |v|: the
+// subnormals' spacing below the smallest normal (0 and NaN included), infinite
+// at an infinite v.
+inline double spacing16(double v, int mantissa_bits, int emin) {
+  return std::ldexp(1.0, std::max(std::ilogb(v), emin) - mantissa_bits);
+}
+inline double f16_spacing(double v) { return spacing16(v, 10, -14); }
+inline double bf16_spacing(double v) { return spacing16(v, 7, -126); }
 
 // ---- ULP distances -----------------------------------------------------------
 // Number of representable values between two patterns of the same format

@@ -47,13 +47,10 @@ std::pair<float, double> f32_result(const Problem& p, const void* x, const std::
   return {acc * p.scaling, mag * std::fabs(double(p.scaling))};
 }
 
-// Spacing of the output dtype's values at |v| (bf16: 8 significant bits, f16: 11).
+// Spacing of the output dtype's values at |v| (0 for f32: its check is relative).
 double ulp_at(DType d, double v) {
   if (d == DType::f32) return 0;
-  const int bits = d == DType::bf16 ? 8 : 11;
-  const double min_normal = d == DType::bf16 ? std::ldexp(1.0, -126) : std::ldexp(1.0, -14);
-  const double a = std::max(std::fabs(v), min_normal);
-  return std::ldexp(1.0, std::ilogb(a) - (bits - 1));
+  return d == DType::bf16 ? bf16_spacing(v) : f16_spacing(v);
 }
 
 }  // namespace

@@ -43,15 +43,8 @@ double spread(DType dt, double exact, double err) {
   const double r = rnd(dt, exact);
   return std::max(std::fabs(rnd(dt, exact - err) - r), std::fabs(rnd(dt, exact + err) - r));
 }
-// One unit in the last place of the dtype at |v| (subnormal spacing below the normals).
-double ulp_at(DType dt, double v) {
-  const int m = dt == DType::bf16 ? 7 : 10;
-  const double min_normal = dt == DType::bf16 ? std::ldexp(1.0, -126) : std::ldexp(1.0, -14);
-  const double a = std::max(std::fabs(v), min_normal);
-  int e = 0;
-  (void)std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
-  return std::ldexp(1.0, e - 1 - m);
-}
+// One unit in the last place of the dtype at |v|.
+double ulp_at(DType dt, double v) { return dt == DType::bf16 ? bf16_spacing(v) : f16_spacing(v); }
 
 double act_d(Act act, double g, double u) {
   switch (act) {

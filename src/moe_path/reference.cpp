@@ -40,17 +40,6 @@ std::uint16_t bits16(const std::byte* base, std::int64_t i) {
   return h;
 }
 
-// The spacing of the format's values at |v| (mantissa bits m, smallest normal exponent emin).
-double ulp_at(double v, int m, int emin) {
-  int e = emin;
-  if (v != 0 && std::isfinite(v)) {
-    int ex = 0;
-    (void)std::frexp(std::fabs(v), &ex);  // |v| in [2^(ex-1), 2^ex)
-    e = std::max(ex - 1, emin);
-  }
-  return std::ldexp(1.0, e - m);
-}
-
 CheckResult with_stage(CheckResult c, const char* stage) {
   if (!c.ok) c.first_difference = std::string(stage) + ": " + c.first_difference;
   return c;
@@ -151,7 +140,7 @@ CheckResult check_identity(const Problem& p, const std::byte* hidden, const floa
           err = static_cast<double>(ulp_distance16(gb, wb));
           const double acc_bound = double(K + 1) * 0x1p-24 * mag;
           ok = err <= 1 || (std::isfinite(got) &&
-                            std::fabs(got - want) <= ulp_at(want, bf ? 7 : 10, bf ? -126 : -14) + acc_bound);
+                            std::fabs(got - want) <= (bf ? bf16_spacing(want) : f16_spacing(want)) + acc_bound);
         }
       }
       if (std::isfinite(err)) r.max_error = std::max(r.max_error, err);

@@ -346,3 +346,16 @@ TEST_CASE("act-and-mul bytes moved: the input read once, the output written once
   p.dtype = DType::f32;
   CHECK(act::bytes_moved(p) == 180.0);
 }
+
+TEST_CASE("f16/bf16: spacing16 is the step to the next value, for every positive pattern") {
+  for (std::uint32_t h = 0; h < 0x7bffu; ++h) {  // up to the largest finite f16 below max
+    const double v = f16_bits_to_f64(std::uint16_t(h)), next = f16_bits_to_f64(std::uint16_t(h + 1));
+    REQUIRE(f16_spacing(v) == next - v);
+    REQUIRE(f16_spacing(-v) == next - v);
+  }
+  for (std::uint32_t h = 0; h < 0x7f7fu; ++h) {
+    const double v = bf16_bits_to_f64(std::uint16_t(h)), next = bf16_bits_to_f64(std::uint16_t(h + 1));
+    REQUIRE(bf16_spacing(v) == next - v);
+  }
+  CHECK(std::isinf(f16_spacing(INFINITY)));
+}
