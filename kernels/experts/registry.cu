@@ -19,6 +19,7 @@
 
 #include "common/cuda_check.cuh"
 #include "common/fits_smem.hpp"
+#include "common/workspace_slices.hpp"
 #include "experts/decode.cuh"
 #include "experts/cublas.cuh"
 #include "experts/experts.hpp"
@@ -44,9 +45,6 @@ __global__ void generate_kernel(T* __restrict__ w, std::uint64_t seed, int matri
 }  // namespace gen_detail
 
 namespace {
-
-constexpr std::size_t kSliceAlign = 256;
-std::size_t round_up(std::size_t n) { return (n + kSliceAlign - 1) / kSliceAlign * kSliceAlign; }
 
 // ---- the FFN of each variant ----------------------------------------------
 
@@ -259,43 +257,35 @@ const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps) {
   return combine::registry().pick_auto(p.combine, caps, false);
 }
 
-// Workspace slices: permute's, combine's, the FFN's, each 256-byte aligned.
-struct Slices {
-  std::size_t bytes[3] = {0, 0, 0};
-  std::size_t offset[3] = {0, 0, 0};
-  std::size_t total = 0;
-};
+// Workspace slices: permute's (first: the part a zeroed workspace keeps zero),
+// combine's, the FFN's.
+using Slices = WorkspaceSlices<3>;
 Slices slices(const Ffn& f, const Problem& p, const DeviceCaps& caps) {
   Slices s;
   s.bytes[0] = permute_pick(p, caps).workspace_bytes(p.permute, caps);
   s.bytes[1] = combine_pick(p, caps).workspace_bytes(p.combine, caps);
   s.bytes[2] = f.workspace(p, caps);
-  for (int i = 0; i < 3; ++i) {
-    s.offset[i] = s.total;
-    s.total += round_up(s.bytes[i]);
-  }
+  s.place();
   return s;
 }
-void* slice(void* ws, const Slices& s, int i) {
-  return ws != nullptr && s.bytes[i] > 0 ? static_cast<char*>(ws) + s.offset[i] : nullptr;
-}
 
-LaunchStatus run_stage(const Ffn& f, const Problem& p, const Buffers& b, Stage st, Stream s, bool pdl) {
+// One stage with the workspace cut as `sl` (slices(f, p, caps), planned once per launch).
+LaunchStatus run_stage(const Ffn& f, const Problem& p, const Buffers& b, const Slices& sl, Stage st, Stream s,
+                       bool pdl) {
   const DeviceCaps& caps = device_caps();
-  const Slices sl = slices(f, p, caps);
   switch (st) {
     case Stage::layout:
-      return permute_pick(p, caps).launch(p.permute, permute::buffers_of(b, slice(b.workspace, sl, 0)), s, pdl);
+      return permute_pick(p, caps).launch(p.permute, permute::buffers_of(b, sl.at(b.workspace, 0)), s, pdl);
     case Stage::ffn:
       if (p.rows() == 0) return cudaSuccess;
-      return f.launch(p, b, slice(b.workspace, sl, 2), s, pdl);
+      return f.launch(p, b, sl.at(b.workspace, 2), s, pdl);
     case Stage::combine: {
       combine::Buffers cb;
       cb.expert_out = b.y;
       cb.inverse = b.inverse;
       cb.weights = b.topk_weights;
       cb.out = b.out;
-      cb.workspace = slice(b.workspace, sl, 1);
+      cb.workspace = sl.at(b.workspace, 1);
       return combine_pick(p, caps).launch(p.combine, cb, s, pdl);
     }
   }
@@ -305,8 +295,9 @@ LaunchStatus run_stage(const Ffn& f, const Problem& p, const Buffers& b, Stage s
 template <std::size_t kIndex>
 LaunchStatus launch_variant(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (p.tokens == 0) return cudaSuccess;
+  const Slices sl = slices(kFfns[kIndex], p, device_caps());
   for (Stage st : stages())
-    if (const LaunchStatus e = run_stage(kFfns[kIndex], p, b, st, s, pdl); e != 0) return e;
+    if (const LaunchStatus e = run_stage(kFfns[kIndex], p, b, sl, st, s, pdl); e != 0) return e;
   return cudaSuccess;
 }
 template <std::size_t kIndex>
@@ -484,7 +475,7 @@ std::string_view stage_name(Stage s) {
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage st, Stream s, bool pdl) {
   const Ffn* f = ffn_of(v.info.name);
   if (f == nullptr) return cudaErrorInvalidValue;
-  return run_stage(*f, p, b, st, s, pdl);
+  return run_stage(*f, p, b, slices(*f, p, device_caps()), st, s, pdl);
 }
 
 std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps) {

@@ -7,14 +7,11 @@
 #include <cstdint>
 #include <string>
 
+#include "common/workspace_slices.hpp"
 #include "moe_path/moe_path.hpp"
 
 namespace moekit::moe_path {
 namespace {
-
-// Each stage's workspace starts on its own 256-byte boundary.
-constexpr std::size_t kSliceAlign = 256;
-std::size_t round_up(std::size_t n) { return (n + kSliceAlign - 1) / kSliceAlign * kSliceAlign; }
 
 // The stages' families' auto rows read no PDL (tests/moe_path/cpu_moe_path.cpp
 // checks), so the picks asked without it size the workspace and launch alike.
@@ -36,11 +33,8 @@ const experts::Variant& experts_pick(const Problem& p, const DeviceCaps& caps) {
 // its FFN stage uses only its own slice inside, the layout and combine slices
 // there stay unused (this path's permute and combine have theirs).
 constexpr int kSlices = 4;  // route, permute, combine, ffn
-struct Slices {
-  std::size_t bytes[kSlices] = {0, 0, 0, 0};
-  std::size_t offset[kSlices] = {0, 0, 0, 0};
+struct Slices : WorkspaceSlices<kSlices> {
   bool zeroed[kSlices] = {false, false, false, false};
-  std::size_t total = 0;
 };
 
 Slices slices(const Problem& p, const DeviceCaps& caps) {
@@ -63,15 +57,8 @@ Slices slices(const Problem& p, const DeviceCaps& caps) {
     // slice comes last, outside the zero promise of the slices before it.
     s.zeroed[3] = false;
   }
-  for (int i = 0; i < kSlices; ++i) {
-    s.offset[i] = s.total;
-    s.total += round_up(s.bytes[i]);
-  }
+  s.place();
   return s;
-}
-
-void* slice(void* ws, const Slices& s, int i) {
-  return ws != nullptr && s.bytes[i] > 0 ? static_cast<char*>(ws) + s.offset[i] : nullptr;
 }
 
 // The whole workspace keeps the zero-workspace promise when every stage with
@@ -177,11 +164,11 @@ LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s
       rb.bias = b.bias;
       rb.topk_ids = b.topk_ids;
       rb.topk_weights = b.topk_weights;
-      rb.workspace = slice(b.workspace, sl, 0);
+      rb.workspace = sl.at(b.workspace, 0);
       return route_pick(p, caps).launch(p.route, rb, s, pdl);
     }
     case Stage::permute:
-      return permute_pick(p, caps).launch(p.permute, permute::buffers_of(b, slice(b.workspace, sl, 1)), s, pdl);
+      return permute_pick(p, caps).launch(p.permute, permute::buffers_of(b, sl.at(b.workspace, 1)), s, pdl);
     case Stage::ffn: {
       if (!p.ffn) return 1;  // cudaErrorInvalidValue: no FFN planned
       if (p.experts.tokens == 0) return 0;  // as the experts variants' own launch
@@ -199,7 +186,7 @@ LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s
       eb.expert_offsets = b.expert_offsets;
       eb.y = b.y;
       eb.out = b.out;
-      eb.workspace = slice(b.workspace, sl, 3);
+      eb.workspace = sl.at(b.workspace, 3);
       return experts::launch_stage(experts_pick(p, caps), p.experts, eb, experts::Stage::ffn, s, pdl);
     }
     case Stage::combine: {
@@ -208,7 +195,7 @@ LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s
       cb.inverse = b.inverse;
       cb.weights = b.topk_weights;
       cb.out = b.out;
-      cb.workspace = slice(b.workspace, sl, 2);
+      cb.workspace = sl.at(b.workspace, 2);
       return combine_pick(p, caps).launch(p.combine, cb, s, pdl);
     }
   }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/workspace_slices.hpp"
 #include "experts/experts.hpp"
 #include "experts/reference.hpp"
 #include "experts/weights.hpp"
@@ -1102,4 +1103,24 @@ TEST_CASE("experts: prefill shapes apply where permute keeps a zeroed workspace 
     CHECK(zeroed == pv.workspace_bytes(p.permute, c));
     CHECK(zeroed <= v.workspace_bytes(p, c));
   }
+}
+
+// The slices a composed launch (experts, moe_path) cuts its workspace into,
+// hand-listed: each on a 256-byte boundary, in index order, none for a stage
+// that needs no workspace.
+TEST_CASE("workspace slices: offsets, total, and no pointer for an empty slice") {
+  moekit::WorkspaceSlices<3> s;
+  s.bytes[0] = 0;
+  s.bytes[1] = 300;
+  s.bytes[2] = 5;
+  s.place();
+  CHECK(s.offset[0] == 0);
+  CHECK(s.offset[1] == 0);
+  CHECK(s.offset[2] == 512);
+  CHECK(s.total == 768);
+  char ws[768];
+  CHECK(s.at(ws, 0) == nullptr);
+  CHECK(s.at(ws, 1) == ws);
+  CHECK(s.at(ws, 2) == ws + 512);
+  CHECK(s.at(nullptr, 1) == nullptr);
 }
