@@ -233,7 +233,7 @@ struct Ffn {
 // (grouped.hpp; its translation unit is the only one that includes CUTLASS).
 // cublas: cuBLAS's grouped GEMM (cublas.cuh; cublas.cu is the only one that
 // includes cuBLAS).
-const std::array<Ffn, 5> kFfns{{
+constexpr std::array<Ffn, 5> kFfns{{
     {"naive", naive_ffn, naive_ws},
     {"grouped", grouped::launch, grouped::workspace_bytes},
     {"mma", mma_ffn, mma_ws},
@@ -376,7 +376,7 @@ std::string cublas_limits(const DeviceCaps& caps) {
          stages_limits(caps);
 }
 
-const std::array<Variant, 5> kVariants{{
+constexpr std::array<Variant, 5> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
@@ -412,6 +412,12 @@ const std::array<Variant, 5> kVariants{{
       "permute:* act_mul_kernel combine:*"},
      false, cublas_limits, cublas_na, workspace_of<4>, launch_variant<4>, stages_zeroed, false, /*host_sync=*/true},
 }};
+// launch_variant<i> and workspace_of<i> run kFfns[i]: the two tables line up by name.
+static_assert([] {
+  for (std::size_t i = 0; i < kVariants.size(); ++i)
+    if (kVariants[i].info.name != kFfns[i].name) return false;
+  return kVariants.size() == kFfns.size();
+}(), "kVariants and kFfns must list the same variants in the same order");
 
 // decode while the experts with rows hold few each (T*K <= 16 * min(E, T*K):
 // its rows come in groups of at most 32, and from 32 rows an expert's weights
