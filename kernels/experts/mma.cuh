@@ -47,6 +47,7 @@
 #include <type_traits>
 
 #include "experts/act.cuh"
+#include "primitives/cp_async.cuh"
 #include "primitives/pdl.cuh"
 #include "primitives/warp_scan.cuh"
 
@@ -178,22 +179,9 @@ __global__ void __launch_bounds__(kPrepThreads)
 #define MOEKIT_MMA_SUPPORTED 0
 #endif
 
-__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, int src_bytes) {
-#if MOEKIT_MMA_SUPPORTED
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if MOEKIT_MMA_SUPPORTED
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-#if MOEKIT_MMA_SUPPORTED
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
-}
+using prim::cp_async16;
+using prim::cp_async_commit;
+using prim::cp_async_wait;
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
 #if MOEKIT_MMA_SUPPORTED
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
