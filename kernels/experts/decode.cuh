@@ -13,8 +13,12 @@
 //    k of activation row g, and uses elements 0-3 for one mma and 4-7 for the
 //    next. That permutes k identically on both operands, which a dot product
 //    does not see, so no shared-memory staging and no ldmatrix. Weights load
-//    with L1::no_allocate; the activation rows are small, re-read by the CTA
-//    and left to the L1 and L2.
+//    with L1::no_allocate and L2::128B: an instruction reads 64 bytes of each
+//    of 8 rows and the next one the other half of those lines, and fetching
+//    whole lines on the first miss streamed 6-9 % faster on an H200 (plain
+//    loads ~76 % of the read bandwidth; neither a per-thread cp.async ring
+//    nor L2 bulk prefetch ahead of the loads helped: docs/bench/experts-notes.md).
+//    The activation rows are small, re-read by the CTA and left to the L1 and L2.
 //  - Work item = (active expert, tile of output rows), CTA = 8 warps =
 //    KS k-slices x (8 / KS) column groups: the k split inside the CTA (batches
 //    of k dealt round-robin, so the warps read neighbouring pieces of the same
@@ -122,7 +126,7 @@ __device__ __forceinline__ uint4 load8(const unsigned short* p, std::int64_t k, 
   if (p == nullptr || k >= ke) return v;
   if constexpr (kVec) {
     if constexpr (kStream) {
-      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
           : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
           : "l"(p + k));
     } else {
