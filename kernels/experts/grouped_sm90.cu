@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -43,15 +44,28 @@ namespace moekit::experts::grouped {
 // resource records and `moekit sass --kernel` show.
 namespace sm90 {
 
-// One kernel configuration per dtype: 128 x 128 x 64 tiles (the cooperative
-// schedule splits M between two consumer warpgroups), no cluster (a plain
-// launch; TMA multicast across a cluster is a later tuning step), as many
-// pipeline stages as the shared memory left by the epilogue holds.
-using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
-using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+// Two kernel configurations per dtype (Config below picks one per launch):
+//  - Narrow: 128 x 128 x 64 tiles (the cooperative schedule splits M between
+//    two consumer warpgroups), no cluster;
+//  - Wide: 128 x 256 x 64 tiles in clusters of 2 along M (the two CTAs of a
+//    cluster share each B tile by TMA multicast), half the B traffic per
+//    FLOP where experts hold many rows.
+// Both take as many pipeline stages as the shared memory left by the
+// epilogue holds.
+struct Narrow {
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+};
+struct Wide {
+  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+};
 
-template <class Element>
+template <class Element, class Config = Narrow>
 struct Gemm {
+  using TileShape = typename Config::TileShape;
+  using ClusterShape = typename Config::ClusterShape;
+  static constexpr int kClusterM = cute::size<0>(ClusterShape{});
   static constexpr int kAlign = 16 / sizeof(Element);  // TMA: 16-byte rows and bases
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
@@ -74,6 +88,10 @@ struct Gemm {
   using StrideB = typename Kernel::InternalStrideB;
   using StrideD = typename Kernel::InternalStrideD;
 };
+// The group arrays (GroupArrays) are written once for either configuration.
+static_assert(std::is_same_v<Gemm<cutlass::bfloat16_t, Narrow>::StrideA, Gemm<cutlass::bfloat16_t, Wide>::StrideA> &&
+              std::is_same_v<Gemm<cutlass::bfloat16_t, Narrow>::StrideB, Gemm<cutlass::bfloat16_t, Wide>::StrideB> &&
+              std::is_same_v<Gemm<cutlass::bfloat16_t, Narrow>::StrideD, Gemm<cutlass::bfloat16_t, Wide>::StrideD>);
 
 // A stride of a row-major-in-memory operand whose rows are `ld` elements
 // apart: every stride type here is (ld, 1, 0), only ld dynamic.
@@ -112,9 +130,10 @@ std::size_t take(std::size_t& at, std::size_t bytes) {
   return o;
 }
 
-template <class Element>
-typename Gemm<Element>::Kernel::Arguments arguments(int experts, const GroupArrays<Element>& g, const DeviceCaps& caps) {
-  using K = typename Gemm<Element>::Kernel;
+template <class Element, class Config = Narrow>
+typename Gemm<Element, Config>::Kernel::Arguments arguments(int experts, const GroupArrays<Element>& g,
+                                                            const DeviceCaps& caps) {
+  using K = typename Gemm<Element, Config>::Kernel;
   typename K::Arguments args{};
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
   args.problem_shape = {experts, g.shape, nullptr};  // no host shapes: the counts stay on the device
@@ -151,10 +170,16 @@ Layout layout(const Problem& p, const DeviceCaps& caps) {
   for (auto& gemm : l.arrays)
     for (int i = 0; i < 7; ++i) gemm[i] = take(at, E * sizes[i]);
   // CUTLASS's own workspace for E groups (per-SM TMA descriptors today),
-  // the larger of the two dtypes' kernels.
-  const std::size_t cws =
-      std::max(G::Kernel::get_workspace_size(arguments(p.experts, GroupArrays<cutlass::bfloat16_t>{}, caps)),
-               Gemm<cutlass::half_t>::Kernel::get_workspace_size(arguments(p.experts, GroupArrays<cutlass::half_t>{}, caps)));
+  // the largest of the dtypes' and configurations' kernels.
+  const std::size_t cws = std::max(
+      {Gemm<cutlass::bfloat16_t, Narrow>::Kernel::get_workspace_size(
+           arguments<cutlass::bfloat16_t, Narrow>(p.experts, GroupArrays<cutlass::bfloat16_t>{}, caps)),
+       Gemm<cutlass::half_t, Narrow>::Kernel::get_workspace_size(
+           arguments<cutlass::half_t, Narrow>(p.experts, GroupArrays<cutlass::half_t>{}, caps)),
+       Gemm<cutlass::bfloat16_t, Wide>::Kernel::get_workspace_size(
+           arguments<cutlass::bfloat16_t, Wide>(p.experts, GroupArrays<cutlass::bfloat16_t>{}, caps)),
+       Gemm<cutlass::half_t, Wide>::Kernel::get_workspace_size(
+           arguments<cutlass::half_t, Wide>(p.experts, GroupArrays<cutlass::half_t>{}, caps))});
   for (std::size_t& c : l.cutlass_ws) c = take(at, cws);
   l.total = at;
   return l;
@@ -209,10 +234,11 @@ struct FfnGroups {
 // host time on every eager launch otherwise); nothing is allocated and no
 // stream work is issued (CUTLASS's initialize_workspace is a no-op for these
 // collectives and the group scheduler).
-template <class Element>
+template <class Element, class Config>
 cudaError_t run_gemm(const GroupArrays<Element>& g, int experts, void* cutlass_ws, const DeviceCaps& caps,
                      cudaStream_t s) {
-  using K = typename Gemm<Element>::Kernel;
+  using G = Gemm<Element, Config>;
+  using K = typename G::Kernel;
   struct Key {
     GroupArrays<Element> g;
     void* ws;
@@ -226,14 +252,27 @@ cudaError_t run_gemm(const GroupArrays<Element>& g, int experts, void* cutlass_w
   thread_local std::optional<std::pair<Key, typename K::Params>> cached;
   const Key key{g, cutlass_ws, experts, caps.ordinal, caps.sm_count};
   if (!cached || !(cached->first == key)) {
-    const typename K::Arguments args = arguments(experts, g, caps);
+    const typename K::Arguments args = arguments<Element, Config>(experts, g, caps);
     if (!K::can_implement(args)) return cudaErrorInvalidValue;
     if (K::initialize_workspace(args, cutlass_ws, s) != cutlass::Status::kSuccess) return cudaErrorUnknown;
     cached.emplace(key, K::to_underlying_arguments(args, cutlass_ws));
   }
   const typename K::Params& params = cached->second;
+  prim::LaunchAttrs attrs{};
+  attrs.cluster = G::kClusterM > 1 ? G::kClusterM : 0;
   return prim::launch_with_smem(cutlass::device_kernel<K>, K::get_grid_shape(params), K::get_block_shape(),
-                                std::size_t(K::SharedStorageSize), s, prim::LaunchAttrs{}, params);
+                                std::size_t(K::SharedStorageSize), s, attrs, params);
+}
+
+// Wide tiles where the mean expert holds at least kWideMinRows rows (T*K/E);
+// below that the wide tile's M x N is mostly padding. The sm_90 policy,
+// fitted on one H200 call (twentieth session, docs/bench/experts-notes.md,
+// "grouped tile shapes"): wide was 3-11 % faster from 256 rows an expert (Mixtral
+// T 1024-16384, Qwen3-235B T 4096-16384, the TP8 shard T 16384) and 2-27 %
+// slower at 32-128 (Qwen3-235B T 1024, DeepSeek-V3 and its shard T 1024-4096).
+constexpr std::int64_t kWideMinRows = 256;
+bool use_wide(const Problem& p) {
+  return p.tokens * std::int64_t(p.topk) >= kWideMinRows * std::int64_t(p.experts);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -265,12 +304,17 @@ LaunchStatus launch_typed(const Problem& p, const Buffers& b, void* ws, Stream s
                                             p.experts, capacity, f);
       e != cudaSuccess)
     return e;
-  if (const cudaError_t e = run_gemm(f.g1, p.experts, w + l.cutlass_ws[0], caps, s); e != cudaSuccess) return e;
+  const bool wide = use_wide(p);
+  if (const cudaError_t e = wide ? run_gemm<Element, Wide>(f.g1, p.experts, w + l.cutlass_ws[0], caps, s)
+                                 : run_gemm<Element, Narrow>(f.g1, p.experts, w + l.cutlass_ws[0], caps, s);
+      e != cudaSuccess)
+    return e;
   if (const cudaError_t e = static_cast<cudaError_t>(
           launch_act_rows(p, f.h, f.a, static_cast<const std::int64_t*>(b.expert_offsets), s, pdl));
       e != cudaSuccess)
     return e;
-  return run_gemm(f.g2, p.experts, w + l.cutlass_ws[1], caps, s);
+  return wide ? run_gemm<Element, Wide>(f.g2, p.experts, w + l.cutlass_ws[1], caps, s)
+              : run_gemm<Element, Narrow>(f.g2, p.experts, w + l.cutlass_ws[1], caps, s);
 }
 
 }  // namespace sm90
@@ -280,7 +324,8 @@ using sm90::launch_typed;
 const char* not_built() { return nullptr; }
 
 const char* limits_text() {
-  return "sm_90 only (sm_90a kernels: CUTLASS 4.2 ptr-array grouped GEMM, 128x128x64 tiles, TMA + WGMMA); compact "
+  return "sm_90 only (sm_90a kernels: CUTLASS 4.2 ptr-array grouped GEMM, TMA + WGMMA, 128x128x64 tiles or, from "
+         "256 rows an expert on average, 128x256x64 tiles in 2-CTA clusters); compact "
          "layout; H and I multiples of 8 (TMA: 16-byte rows); rows per launch (T*K) below 2^31";
 }
 
