@@ -370,6 +370,18 @@ def experts_bad_input_exits_2():
 
 
 @case()
+def experts_gather_needs_the_padded_layout():
+    # gather's gemm1 reads hidden through sorted_token_ids: the compact layout
+    # has none, so it is refused on every machine with one line saying why.
+    p = run(COMMAND, *SMALL_ARGS, "--variant", "gather", "--layout", "compact", "--device", "cpu", code=2)
+    one_line_refusal(p, "variant 'gather' does not apply to this input: needs --layout padded "
+                        "(it gathers through sorted_token_ids)")
+    p = run(COMMAND, *SMALL_ARGS, "--variant", "gather", "--device", "cpu", code=2)  # compact is the default
+    one_line_refusal(p, "needs --layout padded")
+    run(COMMAND, *SMALL_ARGS, "--variant", "gather", "--layout", "padded", "-B", 4, "--device", "cpu", code=0)
+
+
+@case()
 def experts_model_presets_and_zero_tokens():
     def params(*args):
         return json_of(run(COMMAND, "--tokens", 0, *args, "--device", "cpu", "--format", "json", code=0))["params"]
