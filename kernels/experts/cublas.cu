@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/cuda_check.cuh"
+#include "experts/act_rows.cuh"
 #include "experts/cublas.cuh"
 #include "experts/experts.hpp"
 #include "primitives/launch.cuh"
@@ -232,11 +233,8 @@ LaunchStatus ffn_typed(const Problem& p, const Buffers& b, void* ws, cudaStream_
   const cudaDataType_t t = std::is_same_v<T, __nv_bfloat16> ? CUDA_R_16BF : CUDA_R_16F;
 
   if (const cublasStatus_t st = grouped_gemm(handle, g1, ptrs, t); st != CUBLAS_STATUS_SUCCESS) return to_cuda(st);
-  const std::int64_t row0 = off[used.front()], row1 = off[used.back() + 1];
-  const unsigned blocks =
-      static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div<std::int64_t>((row1 - row0) * I, kThreads), 1, kMaxBlocks));
-  if (const cudaError_t e = prim::launch_ex(act_mul_kernel<T>, blocks, kThreads, 0, s, prim::pdl_attrs(pdl),
-                                            static_cast<const T*>(h), a, row0, row1, I, p.act, p.w1_layout);
+  // The rows in use are [0, off[E]): act_rows reads that count on the device.
+  if (const cudaError_t e = static_cast<cudaError_t>(launch_act_rows(p, h, a, b.expert_offsets, s, pdl));
       e != cudaSuccess)
     return e;
   return to_cuda(grouped_gemm(handle, g2, ptrs + 3 * G, t));

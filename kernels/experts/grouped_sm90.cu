@@ -266,12 +266,8 @@ LaunchStatus launch_typed(const Problem& p, const Buffers& b, void* ws, Stream s
       e != cudaSuccess)
     return e;
   if (const cudaError_t e = run_gemm(f.g1, p.experts, w + l.cutlass_ws[0], caps, s); e != cudaSuccess) return e;
-  const unsigned act_blocks =
-      static_cast<unsigned>(std::clamp<std::int64_t>(capacity, 1, std::int64_t(std::max(caps.sm_count, 1)) * 16));
-  if (const cudaError_t e = prim::launch_ex(act_rows_kernel<T>, dim3(act_blocks), dim3(kActThreads), 0, s,
-                                            prim::pdl_attrs(pdl), reinterpret_cast<const T*>(f.h),
-                                            reinterpret_cast<T*>(f.a), static_cast<const std::int64_t*>(b.expert_offsets),
-                                            p.experts, capacity, p.inter, p.act, p.w1_layout);
+  if (const cudaError_t e = static_cast<cudaError_t>(
+          launch_act_rows(p, f.h, f.a, static_cast<const std::int64_t*>(b.expert_offsets), s, pdl));
       e != cudaSuccess)
     return e;
   return run_gemm(f.g2, p.experts, w + l.cutlass_ws[1], caps, s);

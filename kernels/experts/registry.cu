@@ -22,6 +22,7 @@
 #include "common/fits_smem.hpp"
 #include "common/workspace_slices.hpp"
 #include "experts/decode.cuh"
+#include "experts/act_rows.cuh"
 #include "experts/cublas.cuh"
 #include "experts/experts.hpp"
 #include "experts/grouped.hpp"
@@ -448,7 +449,7 @@ constexpr std::array<Variant, 6> kVariants{{
       "for gemm1 and gemm2 around an act-and-mul kernel, compact layout only; cuBLAS takes the row counts on "
       "the host, so every launch copies expert_offsets back and waits for them (timed with events, never "
       "captured into a CUDA graph); every architecture cuBLAS runs on",
-      "permute:* act_mul_kernel combine:*"},
+      "permute:* act_rows_kernel combine:*"},
      false, cublas_limits, cublas_na, workspace_of<4>, launch_variant<4>, stages_zeroed, false, /*host_sync=*/true},
     {{"gather",
       "the fused_moe shape on the padded layout, no row copy: the layout stage is align (auto) and the inverse map "
@@ -536,6 +537,20 @@ LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, 
 const permute::Variant& layout_of(const Variant& v, const Problem& p, const DeviceCaps& caps) {
   const Ffn* f = ffn_of(v.info.name);
   return f != nullptr ? layout_for(*f, p, caps) : permute_pick(p, caps);
+}
+
+LaunchStatus launch_act_rows(const Problem& p, const void* h, void* a, const std::int64_t* offsets, Stream s,
+                             bool pdl) {
+  // A block per row, at most 16 a multiprocessor (the rows in use are known on the device only).
+  const unsigned blocks = static_cast<unsigned>(
+      std::clamp<std::int64_t>(p.rows(), 1, std::int64_t(std::max(device_caps().sm_count, 1)) * 16));
+  if (p.dtype == DType::bf16)
+    return prim::launch_ex(act_rows_kernel<__nv_bfloat16>, blocks, kActThreads, 0, s, prim::pdl_attrs(pdl),
+                           static_cast<const __nv_bfloat16*>(h), static_cast<__nv_bfloat16*>(a), offsets, p.experts,
+                           p.rows(), p.inter, p.act, p.w1_layout);
+  return prim::launch_ex(act_rows_kernel<__half>, blocks, kActThreads, 0, s, prim::pdl_attrs(pdl),
+                         static_cast<const __half*>(h), static_cast<__half*>(a), offsets, p.experts, p.rows(), p.inter,
+                         p.act, p.w1_layout);
 }
 
 std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps) {
