@@ -9,10 +9,11 @@
 //   out[t] = S * sum_j w[t, j] * y   f32, j ascending, one rounding (combine's rule)
 //
 // A launch is stages in one stream: the layout (permute's `auto` pick: rows
-// grouped by expert, the inverse map), the variant's FFN over those rows
-// (writing y in the same row order), and combine's `auto` pick (y through the
-// inverse map, weighted). Slots align drops (ids -1 or out of range, experts the
-// map makes -1) get no row and contribute nothing.
+// grouped by expert, the inverse map; `gather`: the same without the row
+// copy, its gemm1 reading hidden through sorted_token_ids), the variant's FFN
+// over those rows (writing y in the same row order), and combine's `auto` pick
+// (y through the inverse map, weighted). Slots align drops (ids -1 or out of
+// range, experts the map makes -1) get no row and contribute nothing.
 #pragma once
 
 #include <cstddef>
@@ -98,7 +99,8 @@ struct Buffers {
 // (device pointers from Buffers). Compact: rows offsets[e] .. offsets[e+1]-1
 // belong to expert e (rows from offsets[E]: none). Padded: row r belongs to
 // expert_ids[r / B] and is real when r < *num_tokens_post_pad and
-// sorted_token_ids[r] < numel.
+// sorted_token_ids[r] < numel; its token (the hidden row a gathering FFN
+// reads, `gather`) is sorted_token_ids[r] / topk.
 struct RowMap {
   bool compact = true;
   const std::int64_t* offsets = nullptr;
@@ -107,6 +109,7 @@ struct RowMap {
   const std::int32_t* num_tokens_post_pad = nullptr;
   std::int32_t block_size = 1;
   std::int64_t numel = 0;
+  std::int32_t topk = 1;
 };
 RowMap row_map(const Problem& p, const Buffers& b);
 
@@ -115,16 +118,22 @@ using Registry = moekit::Registry<Problem, Buffers>;
 const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 
 // The stages of every variant, each launchable alone once a whole launch has
-// run (per-stage timing): layout (permute's auto pick), ffn (the variant's
-// own kernels: gemm1 + act + gemm2), combine (combine's auto pick).
+// run (per-stage timing): layout (permute's auto pick; for a variant whose
+// gemm1 gathers its rows from hidden itself, permute::index_only(): align and
+// the inverse map, no row copy), ffn (the variant's own kernels: gemm1 + act +
+// gemm2), combine (combine's auto pick).
 enum class Stage { layout, ffn, combine };
 std::span<const Stage> stages();
 std::string_view stage_name(Stage s);
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl);
+// What v's layout stage runs on p.permute.
+const permute::Variant& layout_of(const Variant& v, const Problem& p, const DeviceCaps& caps);
 
 // Where a variant keeps its workspace zeroed (Variant::zeroed_workspace:
 // permute's auto pick counts in its slice), the bytes from the workspace's
-// start that every launch leaves zero; the rest is the FFN's scratch.
+// start that every launch leaves zero; the rest is the FFN's scratch. The same
+// for every variant: permute::index_only() runs align as the pick does, with
+// the same workspace (a CPU test ties them).
 std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps);
 
 // Generated weights: W1 and W2 of every expert written on the device, each

@@ -20,6 +20,13 @@
 //     writes a [rows, I] (the FFN workspace).
 //  3. mma_gemm2_kernel: kBM rows x kBN columns of y [rows, H] over K = I.
 //
+// Variant `gather` (kGather = true, the one difference): gemm1's A operand is
+// hidden [T, H] itself, not the layout's permuted copy: row r of the padded
+// layout loads hidden row sorted_token_ids[r] / K through the same cp.async
+// pipeline, and padding rows (sorted_token_ids[r] >= numel) load zeros
+// (src-size 0) where the copy would have read permute's zeroed rows. The tile
+// list and gemm2 are unchanged.
+//
 // CTA: 256 threads, 8 warps as 2 (M) x 4 (N), warp tile 64 x 32 (4 x 4 mma
 // tiles, 64 f32 accumulators a thread); kBK = 32, kStages = 4 (64 KiB of
 // dynamic shared memory, 2 CTAs per SM fit on sm_80 and sm_90). Shared tiles
@@ -347,7 +354,9 @@ __device__ __forceinline__ void store_pair(T* p, float v0, float v1) {
 
 // a[r, i] = act(g, u) for the tile's rows and intermediate columns
 // col_tile * kGateCols + [0, kGateCols). Grid: cap * ceil(I / kGateCols).
-template <class T>
+// x: the layout's rows [rows, H], or (kGather, padded layout only) hidden
+// [T, H], row r reading token sorted_token_ids[r] / K.
+template <class T, bool kGather = false>
 __global__ void __launch_bounds__(kThreads)
     mma_gemm1_act_kernel(const int* count, const int4* tiles, int cap, int col_tiles, const T* __restrict__ x,
                          const T* __restrict__ w1, T* __restrict__ a, RowMap m, int H, int I, Act act,
@@ -365,8 +374,15 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < 2; ++j) {
     const int n = tid / 4 + j * 64;
     const int r = tc.row_begin + n;
-    a_ok[j] = r < tc.row_end;
-    a_row[j] = a_ok[j] ? x + std::int64_t(r) * H : x;
+    if constexpr (kGather) {
+      // r < row_end <= num_tokens_post_pad: sorted_token_ids[r] is align's.
+      const std::int64_t slot = r < tc.row_end ? m.sorted_token_ids[r] : m.numel;
+      a_ok[j] = slot >= 0 && slot < m.numel;
+      a_row[j] = a_ok[j] ? x + (slot / m.topk) * H : x;
+    } else {
+      a_ok[j] = r < tc.row_end;
+      a_row[j] = a_ok[j] ? x + std::int64_t(r) * H : x;
+    }
     const int i = i0 + gate_up_col(n);
     b_ok[j] = i < I;
     const std::int64_t wr = gate_up_is_up(n) ? up_row(layout, i, I) : gate_row(layout, i, I);

@@ -18,8 +18,10 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// grid (rows, ceil(I / kWarps)); a [rows, I] of the dtype.
-template <class T>
+// grid (rows, ceil(I / kWarps)); a [rows, I] of the dtype. x: the layout's
+// rows [rows, H], or (kGather: `gather`'s fallback, padded layout) hidden
+// [T, H], row r reading token sorted_token_ids[r] / K.
+template <class T, bool kGather = false>
 __global__ void __launch_bounds__(kWarps * 32) gemm1_act_kernel(const T* __restrict__ x, const T* __restrict__ w1,
                                                                  T* __restrict__ a, RowMap m, int experts,
                                                                  std::int64_t H, std::int64_t I, Act act,
@@ -31,7 +33,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm1_act_kernel(const T* __restr
   const int lane = threadIdx.x % 32;
   const int e = row_expert(m, experts, r);
   if (e < 0 || i >= I) return;
-  const T* xr = x + r * H;
+  const T* xr = kGather ? x + std::int64_t(m.sorted_token_ids[r] / m.topk) * H : x + r * H;  // a real row (e >= 0)
   const T* g = w1 + (std::int64_t(e) * 2 * I + gate_row(layout, i, I)) * H;
   const T* u = w1 + (std::int64_t(e) * 2 * I + up_row(layout, i, I)) * H;
   float sg = 0.0f, su = 0.0f;

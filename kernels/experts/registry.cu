@@ -1,7 +1,8 @@
 // Launchers and registry of the experts family. Every variant is the same
-// three stages in one stream (experts.hpp): permute's auto pick (the layout),
-// the variant's FFN, combine's auto pick. A variant differs only in its FFN
-// (the kFfns table, by name) and its FFN workspace.
+// three stages in one stream (experts.hpp): the layout (permute's auto pick,
+// or for a variant that gathers its rows, permute::index_only()), the
+// variant's FFN, combine's auto pick. A variant differs only in its FFN and
+// layout (the kFfns table, by name) and its FFN workspace.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -53,18 +54,20 @@ using FfnLaunch = LaunchStatus (*)(const Problem& p, const Buffers& b, void* ws,
 using FfnWorkspace = std::size_t (*)(const Problem& p, const DeviceCaps& caps);
 
 // naive: gemm1 + act into `a` [rows, I] (the FFN workspace), then gemm2.
+// kGather: gemm1 reads hidden through sorted_token_ids (gather's fallback).
 std::size_t naive_ws(const Problem& p, const DeviceCaps&) {
   return std::size_t(p.rows()) * std::size_t(p.inter) * p.element_bytes();
 }
-template <class T>
+template <class T, bool kGather = false>
 LaunchStatus naive_typed(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
   const RowMap m = row_map(p, b);
   T* a = static_cast<T*>(ws);
   const unsigned rows = static_cast<unsigned>(p.rows());
   const dim3 g1(rows, static_cast<unsigned>(ceil_div<std::int64_t>(p.inter, naive::kWarps)));
   if (const cudaError_t e =
-          prim::launch_ex(naive::gemm1_act_kernel<T>, g1, naive::kWarps * 32, 0, s, prim::pdl_attrs(pdl),
-                          static_cast<const T*>(b.permuted), static_cast<const T*>(b.w1), a, m, p.experts, p.hidden,
+          prim::launch_ex(naive::gemm1_act_kernel<T, kGather>, g1, naive::kWarps * 32, 0, s, prim::pdl_attrs(pdl),
+                          static_cast<const T*>(kGather ? b.hidden : b.permuted), static_cast<const T*>(b.w1), a, m,
+                          p.experts, p.hidden,
                           p.inter, p.act, p.w1_layout);
       e != cudaSuccess)
     return e;
@@ -80,15 +83,17 @@ LaunchStatus naive_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, b
 // mma: a device-built tile list, then the two tensor-core GEMMs (mma.cuh),
 // gemm1 with act-and-mul fused into its epilogue, writing `a` in the
 // workspace. Base pointers that are not 16-byte aligned take naive's kernels
-// (the workspace is larger than naive's, `a` at its start).
+// (the workspace is larger than naive's, `a` at its start). kGather (gather):
+// gemm1's rows come from hidden through sorted_token_ids, not from permuted.
 std::size_t mma_ws(const Problem& p, const DeviceCaps&) {
   return mma::ws_layout(p).total;
 }
 bool aligned16(const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; }
-template <class T>
+template <class T, bool kGather = false>
 LaunchStatus mma_typed(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
-  if (!aligned16(b.permuted) || !aligned16(b.w1) || !aligned16(b.w2) || !aligned16(b.y) || !aligned16(ws))
-    return naive_typed<T>(p, b, ws, s, pdl);
+  const void* x = kGather ? b.hidden : b.permuted;
+  if (!aligned16(x) || !aligned16(b.w1) || !aligned16(b.w2) || !aligned16(b.y) || !aligned16(ws))
+    return naive_typed<T, kGather>(p, b, ws, s, pdl);
   const RowMap m = row_map(p, b);
   const mma::WsLayout l = mma::ws_layout(p);
   char* w = static_cast<char*>(ws);
@@ -105,9 +110,9 @@ LaunchStatus mma_typed(const Problem& p, const Buffers& b, void* ws, Stream s, b
     return e;
   const int cols1 = ceil_div(I, mma::kGateCols), cols2 = ceil_div(H, mma::kBN);
   if (const cudaError_t e = prim::launch_with_smem(
-          mma::mma_gemm1_act_kernel<T>, dim3(static_cast<unsigned>(cap) * static_cast<unsigned>(cols1)),
+          mma::mma_gemm1_act_kernel<T, kGather>, dim3(static_cast<unsigned>(cap) * static_cast<unsigned>(cols1)),
           mma::kThreads, mma::kSmemBytes, s, prim::pdl_attrs(pdl), static_cast<const int*>(count),
-          static_cast<const int4*>(tiles), cap, cols1, static_cast<const T*>(b.permuted),
+          static_cast<const int4*>(tiles), cap, cols1, static_cast<const T*>(x),
           static_cast<const T*>(b.w1), a, m, H, I, p.act, p.w1_layout);
       e != cudaSuccess)
     return e;
@@ -119,6 +124,11 @@ LaunchStatus mma_typed(const Problem& p, const Buffers& b, void* ws, Stream s, b
 }
 LaunchStatus mma_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
   return p.dtype == DType::bf16 ? mma_typed<__nv_bfloat16>(p, b, ws, s, pdl) : mma_typed<__half>(p, b, ws, s, pdl);
+}
+// gather: mma's kernels, gemm1 loading its rows from hidden (mma.cuh).
+LaunchStatus gather_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  return p.dtype == DType::bf16 ? mma_typed<__nv_bfloat16, true>(p, b, ws, s, pdl)
+                                : mma_typed<__half, true>(p, b, ws, s, pdl);
 }
 
 // decode: the weight stream (decode.cuh), gemm1 + act into `a` [rows, I] (the
@@ -229,17 +239,22 @@ struct Ffn {
   std::string_view name;
   FfnLaunch launch;
   FfnWorkspace workspace;
+  // The layout stage: false = permute's auto pick (the rows copied into
+  // permuted); true = permute::index_only() (align and the inverse map, no
+  // copy: the FFN reads hidden through sorted_token_ids itself).
+  bool gathers = false;
 };
 // grouped: CUTLASS's sm_90a grouped GEMM over device-side problem shapes
 // (grouped.hpp; its translation unit is the only one that includes CUTLASS).
 // cublas: cuBLAS's grouped GEMM (cublas.cuh; cublas.cu is the only one that
 // includes cuBLAS).
-constexpr std::array<Ffn, 5> kFfns{{
+constexpr std::array<Ffn, 6> kFfns{{
     {"naive", naive_ffn, naive_ws},
     {"grouped", grouped::launch, grouped::workspace_bytes},
     {"mma", mma_ffn, mma_ws},
     {"decode", decode_ffn, naive_ws},
     {"cublas", cublas::ffn, cublas::workspace_bytes},
+    {"gather", gather_ffn, mma_ws, /*gathers=*/true},
 }};
 const Ffn* ffn_of(std::string_view name) {
   for (const Ffn& f : kFfns)
@@ -257,13 +272,16 @@ const permute::Variant& permute_pick(const Problem& p, const DeviceCaps& caps) {
 const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps) {
   return combine::registry().pick_auto(p.combine, caps, false);
 }
+const permute::Variant& layout_for(const Ffn& f, const Problem& p, const DeviceCaps& caps) {
+  return f.gathers ? permute::index_only() : permute_pick(p, caps);
+}
 
 // Workspace slices: permute's (first: the part a zeroed workspace keeps zero),
 // combine's, the FFN's.
 using Slices = WorkspaceSlices<3>;
 Slices slices(const Ffn& f, const Problem& p, const DeviceCaps& caps) {
   Slices s;
-  s.bytes[0] = permute_pick(p, caps).workspace_bytes(p.permute, caps);
+  s.bytes[0] = layout_for(f, p, caps).workspace_bytes(p.permute, caps);
   s.bytes[1] = combine_pick(p, caps).workspace_bytes(p.combine, caps);
   s.bytes[2] = f.workspace(p, caps);
   s.place();
@@ -276,7 +294,7 @@ LaunchStatus run_stage(const Ffn& f, const Problem& p, const Buffers& b, const S
   const DeviceCaps& caps = device_caps();
   switch (st) {
     case Stage::layout:
-      return permute_pick(p, caps).launch(p.permute, permute::buffers_of(b, sl.at(b.workspace, 0)), s, pdl);
+      return layout_for(f, p, caps).launch(p.permute, permute::buffers_of(b, sl.at(b.workspace, 0)), s, pdl);
     case Stage::ffn:
       if (p.rows() == 0) return cudaSuccess;
       return f.launch(p, b, sl.at(b.workspace, 2), s, pdl);
@@ -311,15 +329,19 @@ std::size_t workspace_of(const Problem& p, const DeviceCaps& caps) {
 // and keeps that prefix zero (zeroed_workspace_bytes); the FFN's own slice
 // behind it holds whatever the FFN wrote. combine's pick never keeps one zero;
 // one that did is refused rather than shared.
-const char* stages_na(const Problem& p, const DeviceCaps& caps) {
-  if (const char* why = permute_pick(p, caps).not_applicable(p.permute, caps)) return why;
+const char* stages_na_with(const permute::Variant& layout, const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = layout.not_applicable(p.permute, caps)) return why;
   if (const char* why = combine_pick(p, caps).not_applicable(p.combine, caps)) return why;
   if (needs_zeroed_workspace(combine_pick(p, caps), p.combine, caps))
     return "combine's auto pick keeps a zeroed workspace (not supported)";
   return nullptr;
 }
+const char* stages_na(const Problem& p, const DeviceCaps& caps) { return stages_na_with(permute_pick(p, caps), p, caps); }
 bool stages_zeroed(const Problem& p, const DeviceCaps& caps) {
   return needs_zeroed_workspace(permute_pick(p, caps), p.permute, caps);
+}
+bool index_zeroed(const Problem& p, const DeviceCaps& caps) {
+  return needs_zeroed_workspace(permute::index_only(), p.permute, caps);
 }
 
 std::string stages_limits(const DeviceCaps& caps) {
@@ -351,8 +373,7 @@ std::int64_t mma_grid_blocks(const Problem& p) {
       std::max(ceil_div<std::int64_t>(p.inter, mma::kGateCols), ceil_div<std::int64_t>(p.hidden, mma::kBN));
   return mma::tile_capacity(p) * cols;
 }
-const char* mma_na(const Problem& p, const DeviceCaps& caps) {
-  if (const char* why = stages_na(p, caps)) return why;
+const char* mma_own_na(const Problem& p, const DeviceCaps& caps) {
   if (caps.present() && caps.arch() < 80) return "needs sm_80 or newer (mma.sync with bf16/f16 inputs, cp.async)";
   if (p.hidden % 8 != 0 || p.inter % 8 != 0)
     return "H and I must be multiples of 8 (cp.async copies rows in 16-byte pieces)";
@@ -361,10 +382,28 @@ const char* mma_na(const Problem& p, const DeviceCaps& caps) {
   if (!fits_smem(caps, mma::kSmemBytes)) return "needs 64 KiB of shared memory per block";
   return nullptr;
 }
-std::string mma_limits(const DeviceCaps& caps) {
+const char* mma_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = stages_na(p, caps)) return why;
+  return mma_own_na(p, caps);
+}
+std::string mma_own_limits() {
   return "sm_80+; H and I multiples of 8; tiles of " + std::to_string(mma::kBM) + " rows x " +
          std::to_string(mma::kBN) + " columns, " + std::to_string(mma::kSmemBytes / 1024) +
-         " KiB of shared memory a block; " + stages_limits(caps);
+         " KiB of shared memory a block";
+}
+std::string mma_limits(const DeviceCaps& caps) { return mma_own_limits() + "; " + stages_limits(caps); }
+
+// gather: the padded layout only (its rows are named by sorted_token_ids);
+// the index-only layout's limits (align's), combine's, then mma's own.
+const char* gather_na(const Problem& p, const DeviceCaps& caps) {
+  if (p.permute.layout != permute::Layout::padded) return "needs --layout padded (it gathers through sorted_token_ids)";
+  if (const char* why = stages_na_with(permute::index_only(), p, caps)) return why;
+  return mma_own_na(p, caps);
+}
+std::string gather_limits(const DeviceCaps& caps) {
+  const combine::Variant* c = combine::registry().find(combine::registry().auto_rows().back().variant);
+  return "--layout padded; " + mma_own_limits() + "; any T, E, H, I with 2*I*H < 2^31; align's limits; combine " +
+         (c != nullptr ? c->limits(caps) : std::string("?"));
 }
 
 // cublas: the compact layout only, sizes within cuBLAS's int; then the stages'.
@@ -377,12 +416,12 @@ std::string cublas_limits(const DeviceCaps& caps) {
          stages_limits(caps);
 }
 
-constexpr std::array<Variant, 5> kVariants{{
+constexpr std::array<Variant, 6> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
       "auto picks",
-      "permute:* gemm1_act_kernel gemm2_kernel combine:*"},
+      "permute:* gemm1_act_kernel<false> gemm2_kernel combine:*"},
      false, stages_limits, stages_na, workspace_of<0>, launch_variant<0>, stages_zeroed},
     {{"grouped",
       "moekit's sm_90a grouped GEMM (CUTLASS 3.x ptr-array kernel: TMA + WGMMA, persistent group tile scheduler) on "
@@ -396,7 +435,7 @@ constexpr std::array<Variant, 5> kVariants{{
       "device, then mma.sync grouped GEMMs with 4-stage cp.async pipelines: gemm1 computes gate and up of the "
       "same columns in one CTA and applies the activation in its epilogue, gemm2 writes y; naive's kernels "
       "where a base pointer is not 16-byte aligned",
-      "permute:* mma_tile_list_kernel mma_gemm1_act_kernel mma_gemm2_kernel @naive combine:*"},
+      "permute:* mma_tile_list_kernel mma_gemm1_act_kernel<false> mma_gemm2_kernel @naive combine:*"},
      false, mma_limits, mma_na, workspace_of<2>, launch_variant<2>, stages_zeroed},
     {{"decode",
       "weight streaming for small T: tensor-core (mma.sync) swap-AB kernels that read each active expert's W1 "
@@ -412,6 +451,15 @@ constexpr std::array<Variant, 5> kVariants{{
       "captured into a CUDA graph); every architecture cuBLAS runs on",
       "permute:* act_rows_kernel combine:*"},
      false, cublas_limits, cublas_na, workspace_of<4>, launch_variant<4>, stages_zeroed, false, /*host_sync=*/true},
+    {{"gather",
+      "the fused_moe shape on the padded layout, no row copy: the layout stage is align (auto) and the inverse map "
+      "alone (permute's index-only pass), then mma's tile list and GEMMs with gemm1 loading its A rows straight "
+      "from hidden through sorted_token_ids (cp.async; padding rows zero-filled), act-and-mul in its epilogue, "
+      "gemm2 writing y in the padded row order; naive's kernels, gathering too, where a base pointer is not "
+      "16-byte aligned",
+      "align:auto rows_pass_kernel<uint4> mma_tile_list_kernel mma_gemm1_act_kernel<true> mma_gemm2_kernel "
+      "gemm1_act_kernel<true> gemm2_kernel combine:*"},
+     false, gather_limits, gather_na, workspace_of<5>, launch_variant<5>, index_zeroed},
 }};
 // launch_variant<i> and workspace_of<i> run kFfns[i]: the two tables line up by name.
 static_assert([] {
@@ -465,6 +513,7 @@ RowMap row_map(const Problem& p, const Buffers& b) {
   m.num_tokens_post_pad = b.num_tokens_post_pad;
   m.block_size = p.permute.align.block_size;
   m.numel = p.permute.align.numel;
+  m.topk = p.topk;
   return m;
 }
 
@@ -483,6 +532,11 @@ LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, 
   const Ffn* f = ffn_of(v.info.name);
   if (f == nullptr) return cudaErrorInvalidValue;
   return run_stage(*f, p, b, slices(*f, p, device_caps()), st, s, pdl);
+}
+
+const permute::Variant& layout_of(const Variant& v, const Problem& p, const DeviceCaps& caps) {
+  const Ffn* f = ffn_of(v.info.name);
+  return f != nullptr ? layout_for(*f, p, caps) : permute_pick(p, caps);
 }
 
 LaunchStatus launch_act_rows(const Problem& p, const void* h, void* a, const std::int64_t* offsets, Stream s,

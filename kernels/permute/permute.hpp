@@ -81,4 +81,15 @@ using Variant = moekit::Variant<Problem, Buffers>;
 using Registry = moekit::Registry<Problem, Buffers>;
 const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 
+// The layout without the rows, for a consumer that reads hidden through
+// sorted_token_ids itself (a fused_moe-style GEMM that gathers its rows):
+// align's auto pick as every variant runs it, then the slot -> row map
+// (inverse, -1 for dropped slots) from sorted_token_ids by scatter's rows
+// pass with no row to zero, then the compact offsets. `permuted` is neither
+// read nor written; the padding rows are not zeroed. Not in the registry (it
+// does not permute, so `moekit permute` never runs it): a Variant named
+// "index" so that a composing family sizes, checks and launches it as it does
+// a pick, and its kernels spec names what it launches.
+const Variant& index_only();
+
 }  // namespace moekit::permute

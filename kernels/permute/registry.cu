@@ -177,6 +177,18 @@ LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s, bool pdl) 
   return run_offsets(p, b, s, pdl);
 }
 
+// ---- index only (permute.hpp: no rows) ----
+
+LaunchStatus launch_index(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
+  if (p.align.max_num_tokens_padded > 0) {
+    Problem no_rows = p;  // the rows pass with rows of 0 words: inverse only, permuted never touched
+    no_rows.row_bytes = 0;
+    if (const cudaError_t e = RowsPass<uint4>::run(no_rows, b, s, after_align(p, pdl)); e != cudaSuccess) return e;
+  }
+  return run_offsets(p, b, s, pdl);  // PDL only behind the rows pass (has_rows), as in the other variants
+}
+
 // ---- fused ----
 
 struct FusedPlan {
@@ -324,7 +336,16 @@ const std::array<AutoRow<Problem>, 3> kAutoRows = {{
     {"gather", "", nullptr},
 }};
 
+const Variant kIndexOnly{
+    {"index",
+     "align (auto), then scatter's rows pass with no row to copy or zero: the inverse map from sorted_token_ids "
+     "(and the compact offsets); permuted untouched",
+     "align:auto rows_pass_kernel<uint4> compact_offsets_kernel"},
+    false, any_limits, align_na, align_workspace, launch_index, align_zeroed};
+
 }  // namespace
+
+const Variant& index_only() { return kIndexOnly; }
 
 const Registry& registry() {
   static const Registry r{kVariants, kAutoRows};

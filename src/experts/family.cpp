@@ -164,7 +164,7 @@ class ExpertsJob final : public ProblemJob<experts::Problem> {
     if (caps.present())
       report_->notes.push_back(fmt::format(
           "stages: layout permute {} (align {}), ffn {}, combine {}",
-          permute::registry().pick_auto(p_.permute, caps, false).info.name,
+          experts::layout_of(*var_.v, p_, caps).info.name,
           align::registry().pick_auto(p_.permute.align, caps, false).info.name, rv.name,
           combine::registry().pick_auto(p_.combine, caps, false).info.name));
     return rv;

@@ -370,6 +370,18 @@ def experts_bad_input_exits_2():
 
 
 @case()
+def experts_gather_needs_the_padded_layout():
+    # gather's gemm1 reads hidden through sorted_token_ids: the compact layout
+    # has none, so it is refused on every machine with one line saying why.
+    p = run(COMMAND, *SMALL_ARGS, "--variant", "gather", "--layout", "compact", "--device", "cpu", code=2)
+    one_line_refusal(p, "variant 'gather' does not apply to this input: needs --layout padded "
+                        "(it gathers through sorted_token_ids)")
+    p = run(COMMAND, *SMALL_ARGS, "--variant", "gather", "--device", "cpu", code=2)  # compact is the default
+    one_line_refusal(p, "needs --layout padded")
+    run(COMMAND, *SMALL_ARGS, "--variant", "gather", "--layout", "padded", "-B", 4, "--device", "cpu", code=0)
+
+
+@case()
 def experts_model_presets_and_zero_tokens():
     def params(*args):
         return json_of(run(COMMAND, "--tokens", 0, *args, "--device", "cpu", "--format", "json", code=0))["params"]
@@ -438,3 +450,34 @@ def experts_gpu_checks_files_keep_and_stages():
     expect(o["check"]["result"] == "pass" and any("(seeded sample" in n for n in o["notes"]), o)
     expect(list(o["stage_us"]) == ["layout", "ffn", "combine", "sum"], o["stage_us"])
     expect(o["gbps"] > 0, o)
+
+
+@case("gpu")
+def experts_gpu_gather_equals_mma_on_the_padded_layout():
+    # gather runs mma's kernels on the same padded layout, its gemm1 reading the
+    # hidden rows where mma reads permute's copies of them (padding rows zero
+    # both ways): every slot's y and every out element are the same bits. Both
+    # are also checked against the reference (y too: --keep-intermediate).
+    if not has_gpu():
+        return SKIP
+    d = tmp()
+    shape = ["--tokens", 40, "-k", 4, "-E", 16, "--hidden-size", 72, "--inter-size", 40, "--seed", 5, "--layout",
+             "padded", "-B", 16, "--device", "gpu", "--format", "json"]
+    outs = {}
+    for v in ("mma", "gather"):
+        outs[v] = os.path.join(d, v)
+        o = json_of(run(COMMAND, *shape, "--variant", v, "--keep-intermediate", "--out", outs[v], code=0))
+        expect(o["check"]["result"] == "pass", f"{v}: {o['check']}")
+    expect(same_files(outs["mma"], outs["gather"]), "gather's out.npy differs from mma's")
+    rows = {}
+    for v in ("mma", "gather"):
+        hi, inv = load_npy(os.path.join(outs[v], "inverse.npy"))
+        hy, y = load_npy(os.path.join(outs[v], "y.npy"))
+        H = hy["shape"][1]
+        rows[v] = [None if r < 0 else tuple(y[r * H:(r + 1) * H]) for r in inv]  # each slot's y (align's row order aside)
+    expect(rows["mma"] == rows["gather"], "gather's y of some slot differs from mma's")
+    expect(any(r is not None for r in rows["gather"]), "no kept slot")
+    # --bench times its three stages; the report names its layout stage
+    o = json_of(run(COMMAND, *shape, "--variant", "gather", "--bench", "--iters", 5, code=0))
+    expect(list(o["stage_us"]) == ["layout", "ffn", "combine", "sum"], o["stage_us"])
+    expect(any(n.startswith("stages: layout permute index (align ") for n in o["notes"]), o["notes"])

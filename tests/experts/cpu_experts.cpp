@@ -1090,19 +1090,94 @@ TEST_CASE("experts grouped: applies to the compact layout with H, I multiples of
 TEST_CASE("experts: prefill shapes apply where permute keeps a zeroed workspace (fake sm_90)") {
   using namespace moekit;
   const DeviceCaps c = test::fake_sm90();
-  const experts::Problem p = experts::make_problem(4096, 8, 128, 4096, 1536, experts::DType::bf16, experts::Act::silu,
-                                                   experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f);
-  const permute::Variant& pv = permute::registry().pick_auto(p.permute, c, false);
-  REQUIRE(needs_zeroed_workspace(pv, p.permute, c));  // the case this test is about
-  for (const auto& v : experts::registry().variants()) {
-    if (std::string_view(v.info.name) == "grouped" || std::string_view(v.info.name) == "cublas") continue;  // build- and library-dependent
-    INFO(v.info.name);
-    CHECK(v.not_applicable(p, c) == nullptr);
-    CHECK(needs_zeroed_workspace(v, p, c));
-    const std::size_t zeroed = experts::zeroed_workspace_bytes(p, c);
-    CHECK(zeroed == pv.workspace_bytes(p.permute, c));
-    CHECK(zeroed <= v.workspace_bytes(p, c));
+  for (const permute::Layout layout : {permute::Layout::compact, permute::Layout::padded}) {
+    const bool compact = layout == permute::Layout::compact;
+    const std::string layout_name = compact ? "compact" : "padded";
+    INFO(layout_name);
+    const experts::Problem p = experts::make_problem(4096, 8, 128, 4096, 1536, experts::DType::bf16,
+                                                     experts::Act::silu, experts::W1Layout::gate_up, layout, 64, 1.0f);
+    const permute::Variant& pv = permute::registry().pick_auto(p.permute, c, false);
+    REQUIRE(needs_zeroed_workspace(pv, p.permute, c));  // the case this test is about
+    for (const auto& v : experts::registry().variants()) {
+      const std::string_view name = v.info.name;
+      if (name == "grouped" || name == "cublas") continue;  // build- and library-dependent
+      if (name == "gather" && compact) continue;              // padded only (its own test)
+      INFO(v.info.name);
+      CHECK(v.not_applicable(p, c) == nullptr);
+      CHECK(needs_zeroed_workspace(v, p, c));
+      const std::size_t zeroed = experts::zeroed_workspace_bytes(p, c);
+      CHECK(zeroed == pv.workspace_bytes(p.permute, c));
+      // The variant's own layout stage (gather's: permute::index_only()) keeps that same prefix zero.
+      const permute::Variant& lv = experts::layout_of(v, p, c);
+      CHECK(needs_zeroed_workspace(lv, p.permute, c));
+      CHECK(zeroed == lv.workspace_bytes(p.permute, c));
+      CHECK(zeroed <= v.workspace_bytes(p, c));
+    }
   }
+}
+
+// The `gather` variant's planning, hand-listed: the padded layout only (its
+// gemm1 reads hidden through sorted_token_ids), mma's limits, and a layout
+// stage that is align and the inverse map without the row copy.
+TEST_CASE("experts gather: padded layout only, mma's limits, layout without the row copy") {
+  const experts::Variant* v = experts::registry().find("gather");
+  REQUIRE(v != nullptr);
+  auto plan = [](std::int64_t H, std::int64_t I, permute::Layout layout) {
+    return experts::make_problem(16, 2, 8, H, I, experts::DType::bf16, experts::Act::silu,
+                                 experts::W1Layout::gate_up, layout, 64, 1.0f);
+  };
+  const DeviceCaps none;
+  DeviceCaps sm90, sm80, sm75;
+  sm90.ordinal = sm80.ordinal = sm75.ordinal = 0;
+  sm90.cc_major = 9;
+  sm80.cc_major = 8;
+  sm75.cc_major = 7;
+  sm75.cc_minor = 5;
+  sm90.sm_count = 132;
+  sm80.sm_count = 108;
+  sm75.sm_count = 68;
+  sm90.smem_optin = sm80.smem_optin = 160 * 1024;
+  sm75.smem_optin = 64 * 1024;
+  const experts::Problem padded = plan(4096, 1024, permute::Layout::padded);
+  const experts::Problem compact = plan(4096, 1024, permute::Layout::compact);
+  // Refused on the compact layout with the same words on every machine (the CLI's `moekit:` line).
+  for (const DeviceCaps* c : {&none, static_cast<const DeviceCaps*>(&sm90)}) {
+    const char* why = v->not_applicable(compact, *c);
+    REQUIRE(why != nullptr);
+    CHECK(std::string(why) == "needs --layout padded (it gathers through sorted_token_ids)");
+    CHECK(v->not_applicable(padded, *c) == nullptr);
+  }
+  CHECK(v->not_applicable(padded, sm80) == nullptr);
+  const char* old = v->not_applicable(padded, sm75);
+  REQUIRE(old != nullptr);
+  CHECK(std::string(old).find("sm_80") != std::string::npos);
+  for (const auto& [H, I] : {std::pair<std::int64_t, std::int64_t>{4100, 1024}, {4096, 1028}}) {
+    const char* why = v->not_applicable(plan(H, I, permute::Layout::padded), none);
+    REQUIRE(why != nullptr);
+    CHECK(std::string(why).find("multiples of 8") != std::string::npos);
+  }
+  CHECK(v->not_applicable(plan(4104, 1032, permute::Layout::padded), none) == nullptr);
+  CHECK(v->limits(none).starts_with("--layout padded; sm_80+; H and I multiples of 8"));
+  CHECK(v->info.description.find("sorted_token_ids") != std::string_view::npos);
+
+  // The layout stage: permute's index-only pass, which the permute registry
+  // does not list (`moekit permute` never runs it: it copies no rows); every
+  // other variant's is permute's auto pick.
+  for (const DeviceCaps* c : {&none, static_cast<const DeviceCaps*>(&sm90)}) {
+    CHECK(&experts::layout_of(*v, padded, *c) == &permute::index_only());
+    const experts::Variant* mma = experts::registry().find("mma");
+    REQUIRE(mma != nullptr);
+    CHECK(&experts::layout_of(*mma, padded, *c) == &permute::registry().pick_auto(padded.permute, *c, false));
+    // a [rows, I] of the dtype at least, besides the stages'.
+    CHECK(v->workspace_bytes(padded, *c) >= std::size_t(padded.rows()) * 1024 * 2);
+  }
+  CHECK(permute::index_only().info.name == "index");
+  CHECK(permute::registry().find("index") == nullptr);
+  // Its kernels: align's pick and the rows pass, never a row copy.
+  const std::string_view k = permute::index_only().info.kernels;
+  CHECK(k.find("rows_pass_kernel") != std::string_view::npos);
+  CHECK(k.find("gather_rows_kernel") == std::string_view::npos);
+  CHECK(k.find("scatter_tokens_kernel") == std::string_view::npos);
 }
 
 // The slices a composed launch (experts, moe_path) cuts its workspace into,

@@ -20,7 +20,10 @@
 // seeded sample of tokens (experts::sample_tokens). Inputs are random and
 // never zero.
 //
-// A second test shows the checker rejects wrong GPU answers: one element of a
+// A second runs every variant with hidden 2 bytes off (not 16-byte aligned:
+// gather's naive fallback, permute's narrow words).
+//
+// A third shows the checker rejects wrong GPU answers: one element of a
 // variant's downloaded out (and of y) moved off, and a launch whose routing
 // weights of two slots were swapped on the device.
 //
@@ -427,6 +430,39 @@ TEST_CASE("experts: every variant against the CPU reference") {
   }
   for (const auto& [why, n] : skipped) MESSAGE("not applicable (" << n << " runs skipped): " << why);
   MESSAGE(runs << " runs");
+  CHECK(runs > 0);
+}
+
+// Hidden rows 2 bytes off their allocation (not 16-byte aligned): the rows a
+// gathering gemm1 reads (gather) cannot go through cp.async's 16-byte copies,
+// so it takes naive's kernels, gathering too; the other variants read
+// permuted, which permute's pick writes in narrow words. Every variant on both
+// layouts, PDL off and on.
+TEST_CASE("experts: hidden rows not 16-byte aligned") {
+  const DeviceCaps& caps = device_caps();
+  const Case c{"hidden 2 bytes off", 21, 3, 8, 256, 128, DType::bf16};
+  std::string skip;
+  const std::optional<Host> h = make_host(c, 91, skip);
+  REQUIRE(h);
+  int runs = 0;
+  for (const Layouts& l : kLayouts) {
+    const experts::Problem p =
+        experts::make_problem(h->T, c.K, c.E, c.H, c.I, c.dt, c.act, c.w1, l.layout, l.B, c.scaling, 0);
+    std::vector<std::int64_t> all(std::size_t(h->T));
+    std::iota(all.begin(), all.end(), std::int64_t{0});
+    const experts::Outputs ref = experts::reference(p, ref_inputs(*h), all);
+    for (const experts::Variant& v : experts::registry().variants()) {
+      if (v.not_applicable(p, caps) != nullptr) continue;
+      experts::DeviceBuffers d(p, dev_inputs(*h), WorkspaceNeed::of(v, p, caps), SetOptions::checked(2));
+      for (bool ask_pdl : {false, true}) {
+        if (ask_pdl && !caps.pdl) continue;
+        test::expect_ok("variant " + std::string(v.info.name) + ", " + l.name + ", hidden 2 bytes off" +
+                            (ask_pdl ? ", PDL (twice back to back)" : ""),
+                        run_variant(v, p, d, ref, ask_pdl, true));
+        ++runs;
+      }
+    }
+  }
   CHECK(runs > 0);
 }
 
