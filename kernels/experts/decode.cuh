@@ -294,18 +294,21 @@ __device__ __forceinline__ void run(const Args& a) {
     }
   };
 
-  uint4 wv[kU][kMT][2];  // a batch of weight pieces
-  bool preloaded = false;  // wv holds the first batch of this CTA's first item
+  // gemm2 at one n-tile (decode proper): W2 is no launch's output, so the
+  // first batch of this CTA's first item is loaded before waiting for gemm1
+  // and streams during gemm1's tail (3 % off the TP8 shard at T 1 and 4 on an
+  // H200; with more n-tiles the longer-lived batch cost more than it saved).
+  constexpr bool kPreload = !kGemm1 && NT == 1;
+  uint4 wv_pre[kU][kMT][2];  // kPreload: the batch, loaded before pdl_wait
+  bool preloaded = false;    // wv_pre holds the first batch of this CTA's first item
   if (pos < L) build_window(m, a.experts, L, ntpp, pos, tbl, s_warp, &s_n, &s_next, n_win, next);
   if constexpr (!kGemm1) {
-    // W2 is no launch's output: the first batch of this CTA's first item is
-    // loaded before waiting for gemm1, so it streams during gemm1's tail.
-    if (pos < L && n_win > 0 && blockIdx.x < std::int64_t(n_win) * a.tiles) {
+    if (kPreload && pos < L && n_win > 0 && blockIdx.x < std::int64_t(n_win) * a.tiles) {
       const Entry en = tbl[blockIdx.x / a.tiles];
       if (en.begin < en.end && kb < ke) {
         const unsigned short* wp[kMT][2];
         weight_rows(static_cast<int>(blockIdx.x % a.tiles), en.expert, wp);
-        load_weights(wp, kb, wv);
+        load_weights(wp, kb, wv_pre);
         preloaded = true;
       }
     }
@@ -347,6 +350,8 @@ __device__ __forceinline__ void run(const Args& a) {
         for (std::int64_t k0 = kb; k0 < ke; k0 += kstride) {
           // The preloaded batch is exactly this one: first window, item
           // blockIdx.x (first == blockIdx.x there), its first group, k0 = kb.
+          uint4 wv_own[kU][kMT][2];
+          uint4(&wv)[kU][kMT][2] = kPreload ? wv_pre : wv_own;  // a constant choice
           if (preloaded) {
             preloaded = false;
           } else {
