@@ -265,8 +265,53 @@ __device__ __forceinline__ void run(const Args& a) {
   int pos = 0;
   std::int64_t item_base = 0;  // items of the windows before this one
   int n_win = 0, next = L;
+  // Weight rows of this thread for item (tile, expert e): per m-tile, row g
+  // and row g + 8 (gemm1: gate i and up i).
+  auto weight_rows = [&](int tile, int e, const unsigned short* (&wp)[kMT][2]) {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      if constexpr (kGemm1) {
+        const std::int64_t i = (std::int64_t(tile) * cg_n + cg) * kMT * 8 + mt * 8 + g;  // gate i, up i
+        const std::int64_t base_row = std::int64_t(e) * 2 * N;
+        wp[mt][0] = i < N ? w + (base_row + gate_row(a.layout, i, N)) * K : nullptr;
+        wp[mt][1] = i < N ? w + (base_row + up_row(a.layout, i, N)) * K : nullptr;
+      } else {
+        const std::int64_t h = (std::int64_t(tile) * cg_n + cg) * kMT * 16 + mt * 16 + g;
+        wp[mt][0] = h < N ? w + (std::int64_t(e) * N + h) * K : nullptr;
+        wp[mt][1] = h + 8 < N ? w + (std::int64_t(e) * N + h + 8) * K : nullptr;
+      }
+    }
+  };
+  auto load_weights = [&](const unsigned short* const (&wp)[kMT][2], std::int64_t k0, uint4 (&wv)[kU][kMT][2]) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const std::int64_t k = k0 + u * 32 + 8 * t;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        wv[u][mt][0] = load8<kVec, true>(wp[mt][0], k, ke);
+        wv[u][mt][1] = load8<kVec, true>(wp[mt][1], k, ke);
+      }
+    }
+  };
+
+  // gemm2 at one n-tile (decode proper): W2 is no launch's output, so the
+  // first batch of this CTA's first item is loaded before waiting for gemm1
+  // and streams during gemm1's tail (3 % off the TP8 shard at T 1 and 4 on an
+  // H200; with more n-tiles the longer-lived batch cost more than it saved).
+  constexpr bool kPreload = !kGemm1 && NT == 1;
+  uint4 wv_pre[kU][kMT][2];  // kPreload: the batch, loaded before pdl_wait
+  bool preloaded = false;    // wv_pre holds the first batch of this CTA's first item
   if (pos < L) build_window(m, a.experts, L, ntpp, pos, tbl, s_warp, &s_n, &s_next, n_win, next);
   if constexpr (!kGemm1) {
+    if (kPreload && pos < L && n_win > 0 && blockIdx.x < std::int64_t(n_win) * a.tiles) {
+      const Entry en = tbl[blockIdx.x / a.tiles];
+      if (en.begin < en.end && kb < ke) {
+        const unsigned short* wp[kMT][2];
+        weight_rows(static_cast<int>(blockIdx.x % a.tiles), en.expert, wp);
+        load_weights(wp, kb, wv_pre);
+        preloaded = true;
+      }
+    }
     prim::pdl_wait();  // before reading a and writing y
     prim::pdl_launch_dependents();
   }
@@ -278,23 +323,8 @@ __device__ __forceinline__ void run(const Args& a) {
     for (std::int64_t it = first; it < items; it += G) {
       const Entry en = tbl[it / a.tiles];
       const int tile = static_cast<int>(it % a.tiles);
-      const int e = en.expert;
-
-      // Weight rows of this thread: per m-tile, row g and row g + 8.
       const unsigned short* wp[kMT][2];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        if constexpr (kGemm1) {
-          const std::int64_t i = (std::int64_t(tile) * cg_n + cg) * kMT * 8 + mt * 8 + g;  // gate i, up i
-          const std::int64_t base_row = std::int64_t(e) * 2 * N;
-          wp[mt][0] = i < N ? w + (base_row + gate_row(a.layout, i, N)) * K : nullptr;
-          wp[mt][1] = i < N ? w + (base_row + up_row(a.layout, i, N)) * K : nullptr;
-        } else {
-          const std::int64_t h = (std::int64_t(tile) * cg_n + cg) * kMT * 16 + mt * 16 + g;
-          wp[mt][0] = h < N ? w + (std::int64_t(e) * N + h) * K : nullptr;
-          wp[mt][1] = h + 8 < N ? w + (std::int64_t(e) * N + h + 8) * K : nullptr;
-        }
-      }
+      weight_rows(tile, en.expert, wp);
 
       for (int cursor = en.begin; cursor < en.end; cursor += kR) {
         // The group: rows cursor .. cursor + n_rows - 1 (the same in every warp).
@@ -318,15 +348,19 @@ __device__ __forceinline__ void run(const Args& a) {
             for (int q = 0; q < 4; ++q) acc[mt][j][q] = 0.0f;
 
         for (std::int64_t k0 = kb; k0 < ke; k0 += kstride) {
-          uint4 wv[kU][kMT][2], xv[kU][NT];
+          // The preloaded batch is exactly this one: first window, item
+          // blockIdx.x (first == blockIdx.x there), its first group, k0 = kb.
+          uint4 wv_own[kU][kMT][2];
+          uint4(&wv)[kU][kMT][2] = kPreload ? wv_pre : wv_own;  // a constant choice
+          if (preloaded) {
+            preloaded = false;
+          } else {
+            load_weights(wp, k0, wv);
+          }
+          uint4 xv[kU][NT];
 #pragma unroll
           for (int u = 0; u < kU; ++u) {
             const std::int64_t k = k0 + u * 32 + 8 * t;
-#pragma unroll
-            for (int mt = 0; mt < kMT; ++mt) {
-              wv[u][mt][0] = load8<kVec, true>(wp[mt][0], k, ke);
-              wv[u][mt][1] = load8<kVec, true>(wp[mt][1], k, ke);
-            }
 #pragma unroll
             for (int j = 0; j < NT; ++j)
               xv[u][j] = j < nt_used ? load8<kVec, false>(xp[j], k, ke) : make_uint4(0u, 0u, 0u, 0u);
