@@ -9,8 +9,9 @@
 //      the device, every expert's problem shape, pointers and strides for
 //      both GEMMs (experts with no rows: 0-row groups, no tiles);
 //   2. gemm1: h[rows_e, 2I] = permuted[rows_e, H] . W1[e]^T  (f32 accumulate,
-//      one rounding to the dtype; 128 x 128 tiles, or 128 x 256 in clusters
-//      of two where experts average 256 rows or more);
+//      one rounding to the dtype; 64 x 256 ping-pong tiles, or 128 x 256
+//      cooperative tiles in clusters of two where experts average 1024 rows
+//      or more);
 //   3. act_rows_kernel (act_rows.cuh): a[r, i] = act(gate) * up from the
 //      rounded h (either W1 layout, every activation);
 //   4. gemm2: y[rows_e, H] = a[rows_e, I] . W2[e]^T.
@@ -39,7 +40,8 @@ const char* not_built();
 // grouped_sm90.cu (kernels/experts/meson.build).
 #if defined(MOEKIT_GROUPED_SM90)
 inline constexpr std::string_view kKernelSpec =
-    "permute:* group_args_kernel act_rows_kernel device_kernel<KernelPtrArrayTmaWarpSpecializedCooperative> "
+    "permute:* group_args_kernel act_rows_kernel device_kernel<KernelPtrArrayTmaWarpSpecializedPingpong> "
+    "device_kernel<KernelPtrArrayTmaWarpSpecializedCooperative> "
     "combine:*";
 #else
 inline constexpr std::string_view kKernelSpec = "permute:* combine:*";  // the stages only

@@ -44,24 +44,29 @@ namespace moekit::experts::grouped {
 // resource records and `moekit sass --kernel` show.
 namespace sm90 {
 
-// Two kernel configurations per dtype (Config below picks one per launch):
-//  - Narrow: 128 x 128 x 64 tiles (the cooperative schedule splits M between
-//    two consumer warpgroups), no cluster;
+// Two kernel configurations per dtype (use_wide picks one per launch):
+//  - Short: 64 x 256 x 64 tiles, ping-pong schedule (two consumer
+//    warpgroups on two tiles, one's epilogue under the other's mainloop), no
+//    cluster: a 64-row tile wastes little on experts of a few dozen rows, and
+//    its 32 KB B tile a stage keeps more weight bytes in flight than
+//    128 x 128 tiles (which it beat in every cell measured, 8-24 %);
 //  - Wide: 128 x 256 x 64 tiles in clusters of 2 along M (the two CTAs of a
-//    cluster share each B tile by TMA multicast), half the B traffic per
-//    FLOP where experts hold many rows.
+//    cluster share each B tile by TMA multicast, cooperative schedule), for
+//    experts of many rows, where the GEMMs are bound by the tensor cores.
 // Both take as many pipeline stages as the shared memory left by the
 // epilogue holds.
-struct Narrow {
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+struct Short {
+  using TileShape = cute::Shape<cute::_64, cute::_256, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  static constexpr bool kPingpong = true;
 };
 struct Wide {
   using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
   using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+  static constexpr bool kPingpong = false;
 };
 
-template <class Element, class Config = Narrow>
+template <class Element, class Config>
 struct Gemm {
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
@@ -73,7 +78,8 @@ struct Gemm {
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,
       void, cutlass::layout::RowMajor*, kAlign,       // no C operand
       Element, cutlass::layout::RowMajor*, kAlign,    // D
-      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+      std::conditional_t<Config::kPingpong, cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
+                         cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>,
       cutlass::epilogue::fusion::LinearCombination<Element, float>>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -81,7 +87,8 @@ struct Gemm {
       Element, cutlass::layout::ColumnMajor*, kAlign,  // B [N, K]
       float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
+      std::conditional_t<Config::kPingpong, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
   using Shape3 = typename ProblemShape::UnderlyingProblemShape;
   using StrideA = typename Kernel::InternalStrideA;
@@ -89,9 +96,9 @@ struct Gemm {
   using StrideD = typename Kernel::InternalStrideD;
 };
 // The group arrays (GroupArrays) are written once for either configuration.
-static_assert(std::is_same_v<Gemm<cutlass::bfloat16_t, Narrow>::StrideA, Gemm<cutlass::bfloat16_t, Wide>::StrideA> &&
-              std::is_same_v<Gemm<cutlass::bfloat16_t, Narrow>::StrideB, Gemm<cutlass::bfloat16_t, Wide>::StrideB> &&
-              std::is_same_v<Gemm<cutlass::bfloat16_t, Narrow>::StrideD, Gemm<cutlass::bfloat16_t, Wide>::StrideD>);
+static_assert(std::is_same_v<Gemm<cutlass::bfloat16_t, Short>::StrideA, Gemm<cutlass::bfloat16_t, Wide>::StrideA> &&
+              std::is_same_v<Gemm<cutlass::bfloat16_t, Short>::StrideB, Gemm<cutlass::bfloat16_t, Wide>::StrideB> &&
+              std::is_same_v<Gemm<cutlass::bfloat16_t, Short>::StrideD, Gemm<cutlass::bfloat16_t, Wide>::StrideD>);
 
 // A stride of a row-major-in-memory operand whose rows are `ld` elements
 // apart: every stride type here is (ld, 1, 0), only ld dynamic.
@@ -107,7 +114,7 @@ __host__ __device__ S rows_stride(std::int64_t ld) {
 // The device arrays of one grouped GEMM, E entries each.
 template <class Element>
 struct GroupArrays {
-  using G = Gemm<Element>;
+  using G = Gemm<Element, Short>;  // the array types are the same for Wide (static_assert above)
   typename G::Shape3* shape;
   const Element** a;
   const Element** b;
@@ -130,7 +137,7 @@ std::size_t take(std::size_t& at, std::size_t bytes) {
   return o;
 }
 
-template <class Element, class Config = Narrow>
+template <class Element, class Config>
 typename Gemm<Element, Config>::Kernel::Arguments arguments(int experts, const GroupArrays<Element>& g,
                                                             const DeviceCaps& caps) {
   using K = typename Gemm<Element, Config>::Kernel;
@@ -157,9 +164,9 @@ typename Gemm<Element, Config>::Kernel::Arguments arguments(int experts, const G
 }
 
 Layout layout(const Problem& p, const DeviceCaps& caps) {
-  using G = Gemm<cutlass::bfloat16_t>;
-  static_assert(sizeof(typename Gemm<cutlass::half_t>::StrideA) == sizeof(G::StrideA) &&
-                sizeof(typename Gemm<cutlass::half_t>::StrideD) == sizeof(G::StrideD));
+  using G = Gemm<cutlass::bfloat16_t, Short>;
+  static_assert(sizeof(typename Gemm<cutlass::half_t, Short>::StrideA) == sizeof(G::StrideA) &&
+                sizeof(typename Gemm<cutlass::half_t, Short>::StrideD) == sizeof(G::StrideD));
   const std::size_t E = std::size_t(p.experts), rows = std::size_t(p.rows());
   Layout l;
   std::size_t at = 0;
@@ -172,10 +179,10 @@ Layout layout(const Problem& p, const DeviceCaps& caps) {
   // CUTLASS's own workspace for E groups (per-SM TMA descriptors today),
   // the largest of the dtypes' and configurations' kernels.
   const std::size_t cws = std::max(
-      {Gemm<cutlass::bfloat16_t, Narrow>::Kernel::get_workspace_size(
-           arguments<cutlass::bfloat16_t, Narrow>(p.experts, GroupArrays<cutlass::bfloat16_t>{}, caps)),
-       Gemm<cutlass::half_t, Narrow>::Kernel::get_workspace_size(
-           arguments<cutlass::half_t, Narrow>(p.experts, GroupArrays<cutlass::half_t>{}, caps)),
+      {Gemm<cutlass::bfloat16_t, Short>::Kernel::get_workspace_size(
+           arguments<cutlass::bfloat16_t, Short>(p.experts, GroupArrays<cutlass::bfloat16_t>{}, caps)),
+       Gemm<cutlass::half_t, Short>::Kernel::get_workspace_size(
+           arguments<cutlass::half_t, Short>(p.experts, GroupArrays<cutlass::half_t>{}, caps)),
        Gemm<cutlass::bfloat16_t, Wide>::Kernel::get_workspace_size(
            arguments<cutlass::bfloat16_t, Wide>(p.experts, GroupArrays<cutlass::bfloat16_t>{}, caps)),
        Gemm<cutlass::half_t, Wide>::Kernel::get_workspace_size(
@@ -187,7 +194,7 @@ Layout layout(const Problem& p, const DeviceCaps& caps) {
 
 template <class Element>
 GroupArrays<Element> arrays_at(char* ws, const std::size_t (&o)[7]) {
-  using G = Gemm<Element>;
+  using G = Gemm<Element, Short>;  // the array types are the same for Wide (static_assert above)
   return {reinterpret_cast<typename G::Shape3*>(ws + o[0]), reinterpret_cast<const Element**>(ws + o[1]),
           reinterpret_cast<const Element**>(ws + o[2]),     reinterpret_cast<Element**>(ws + o[3]),
           reinterpret_cast<typename G::StrideA*>(ws + o[4]), reinterpret_cast<typename G::StrideB*>(ws + o[5]),
@@ -206,7 +213,7 @@ struct FfnGroups {
   Element* y;               // [rows, H]
   int H, I;
   __device__ void operator()(int e, std::int64_t row0, std::int64_t rows) const {
-    using G = Gemm<Element>;
+    using G = Gemm<Element, Short>;  // the array types are the same for Wide (static_assert above)
     const std::int64_t H64 = H, I64 = I;
     g1.shape[e] = typename G::Shape3(static_cast<int>(rows), 2 * I, H);
     g1.a[e] = permuted + row0 * H64;
@@ -264,13 +271,12 @@ cudaError_t run_gemm(const GroupArrays<Element>& g, int experts, void* cutlass_w
                                 std::size_t(K::SharedStorageSize), s, attrs, params);
 }
 
-// Wide tiles where the mean expert holds at least kWideMinRows rows (T*K/E);
-// below that the wide tile's M x N is mostly padding. The sm_90 policy,
-// fitted on one H200 call (twentieth session, docs/bench/experts-notes.md,
-// "grouped tile shapes"): wide was 3-11 % faster from 256 rows an expert (Mixtral
-// T 1024-16384, Qwen3-235B T 4096-16384, the TP8 shard T 16384) and 2-27 %
-// slower at 32-128 (Qwen3-235B T 1024, DeepSeek-V3 and its shard T 1024-4096).
-constexpr std::int64_t kWideMinRows = 256;
+// Wide tiles where the mean expert holds at least kWideMinRows rows (T*K/E),
+// short ones below. The sm_90 policy, fitted on two H200 calls (twentieth
+// session, docs/bench/experts-notes.md, "grouped tile shapes"): wide won at
+// 1024 rows on Qwen3-235B (T 16384, 8 %) and 4096 on Mixtral (T 16384, 3 %),
+// short at 128-512 rows everywhere (3-17 %) and at 1024 on Mixtral (T 4096, 4 %).
+constexpr std::int64_t kWideMinRows = 1024;
 bool use_wide(const Problem& p) {
   return p.tokens * std::int64_t(p.topk) >= kWideMinRows * std::int64_t(p.experts);
 }
@@ -305,16 +311,16 @@ LaunchStatus launch_typed(const Problem& p, const Buffers& b, void* ws, Stream s
       e != cudaSuccess)
     return e;
   const bool wide = use_wide(p);
-  if (const cudaError_t e = wide ? run_gemm<Element, Wide>(f.g1, p.experts, w + l.cutlass_ws[0], caps, s)
-                                 : run_gemm<Element, Narrow>(f.g1, p.experts, w + l.cutlass_ws[0], caps, s);
-      e != cudaSuccess)
-    return e;
+  auto gemm = [&](const GroupArrays<Element>& g, void* cws) {
+    return wide ? run_gemm<Element, Wide>(g, p.experts, cws, caps, s)
+                : run_gemm<Element, Short>(g, p.experts, cws, caps, s);
+  };
+  if (const cudaError_t e = gemm(f.g1, w + l.cutlass_ws[0]); e != cudaSuccess) return e;
   if (const cudaError_t e = static_cast<cudaError_t>(
           launch_act_rows(p, f.h, f.a, static_cast<const std::int64_t*>(b.expert_offsets), s, pdl));
       e != cudaSuccess)
     return e;
-  return wide ? run_gemm<Element, Wide>(f.g2, p.experts, w + l.cutlass_ws[1], caps, s)
-              : run_gemm<Element, Narrow>(f.g2, p.experts, w + l.cutlass_ws[1], caps, s);
+  return gemm(f.g2, w + l.cutlass_ws[1]);
 }
 
 }  // namespace sm90
@@ -324,8 +330,8 @@ using sm90::launch_typed;
 const char* not_built() { return nullptr; }
 
 const char* limits_text() {
-  return "sm_90 only (sm_90a kernels: CUTLASS 4.2 ptr-array grouped GEMM, TMA + WGMMA, 128x128x64 tiles or, from "
-         "256 rows an expert on average, 128x256x64 tiles in 2-CTA clusters); compact "
+  return "sm_90 only (sm_90a kernels: CUTLASS 4.2 ptr-array grouped GEMM, TMA + WGMMA, 64x256x64 ping-pong tiles or, "
+         "from 1024 rows an expert on average, 128x256x64 cooperative tiles in 2-CTA clusters); compact "
          "layout; H and I multiples of 8 (TMA: 16-byte rows); rows per launch (T*K) below 2^31";
 }
 

@@ -468,18 +468,20 @@ static_assert([] {
   return kVariants.size() == kFfns.size();
 }(), "kVariants and kFfns must list the same variants in the same order");
 
-// decode while the experts with rows hold few each (T*K <= 16 * min(E, T*K):
-// its rows come in groups of at most 32, and from 32 rows an expert's weights
-// are worth a GEMM tile); then the tensor-core GEMMs, CUTLASS's where built
-// (sm_90a), mma elsewhere; naive last. Fitted on the first H200 cells of the
-// four models at T 1, 64 and 1024 (decode, grouped, mma, cublas, naive; fitted
-// on 6c837ce (record not kept); docs/bench/experts.md has the full tables).
+// decode while the experts with rows hold fewer than 16 each (T*K < 16 *
+// min(E, T*K): its rows come in groups of at most 32 and its tiles are
+// register-fed); then the tensor-core GEMMs, CUTLASS's where built (sm_90a),
+// mma elsewhere; naive last. The boundary is fitted on H200 cells against
+// grouped's 64-row tiles (twentieth session, docs/bench/experts-notes.md,
+// "grouped tile shapes"): decode won at 2-8 rows an expert (by 1-7 %),
+// grouped at 16 (Mixtral T 64 by 3 %, Qwen3-235B T 256 by 7 %). No sm_80
+// measurement yet: there mma follows decode at the same boundary.
 bool few_rows(const Problem& p, const DeviceCaps&) {
   const std::int64_t slots = p.tokens * p.topk;
-  return slots <= 16 * std::min<std::int64_t>(p.experts, std::max<std::int64_t>(slots, 1));
+  return slots < 16 * std::min<std::int64_t>(p.experts, std::max<std::int64_t>(slots, 1));
 }
 const std::array<AutoRow<Problem>, 4> kAutoRows = {{
-    {"decode", "T*K <= 16 * min(E, T*K)", few_rows},
+    {"decode", "T*K < 16 * min(E, T*K)", few_rows},
     {"grouped", "", nullptr},
     {"mma", "", nullptr},
     {"naive", "", nullptr},
