@@ -1050,20 +1050,29 @@ TEST_CASE("experts generated weights: SplitMix64 and weight_value as documented"
 
 // The `grouped` variant's planning (kernels/experts/grouped.hpp), hand-listed:
 // where it applies, why not elsewhere, and a workspace that holds h and a.
+namespace {
+// The planning tests' problem: 16 tokens, K 2, E 8, bf16 silu, B 64.
+experts::Problem plan16(std::int64_t H, std::int64_t I, permute::Layout layout) {
+  return experts::make_problem(16, 2, 8, H, I, experts::DType::bf16, experts::Act::silu, experts::W1Layout::gate_up,
+                               layout, 64, 1.0f);
+}
+// A device of compute capability major.minor with `sms` SMs (no GPU needed).
+DeviceCaps caps_of(int major, int minor, int sms) {
+  DeviceCaps c;
+  c.ordinal = 0;
+  c.cc_major = major;
+  c.cc_minor = minor;
+  c.sm_count = sms;
+  return c;
+}
+}  // namespace
+
 TEST_CASE("experts grouped: applies to the compact layout with H, I multiples of 8 on sm_90 only; workspace holds h and a") {
   const experts::Variant* v = experts::registry().find("grouped");
   REQUIRE(v != nullptr);
-  auto plan = [](std::int64_t H, std::int64_t I, permute::Layout layout) {
-    return experts::make_problem(16, 2, 8, H, I, experts::DType::bf16, experts::Act::silu,
-                                 experts::W1Layout::gate_up, layout, 64, 1.0f);
-  };
+  const auto plan = plan16;
   const DeviceCaps none;
-  DeviceCaps sm90, sm80;
-  sm90.ordinal = sm80.ordinal = 0;
-  sm90.cc_major = 9;
-  sm80.cc_major = 8;
-  sm90.sm_count = 132;
-  sm80.sm_count = 108;
+  const DeviceCaps sm90 = caps_of(9, 0, 132), sm80 = caps_of(8, 0, 108);
   const experts::Problem ok = plan(4096, 1024, permute::Layout::compact);
   const char* not_built = v->not_applicable(ok, none);
   if (not_built != nullptr) {  // a build without CUTLASS or sm_90: says so, everywhere
@@ -1122,20 +1131,9 @@ TEST_CASE("experts: prefill shapes apply where permute keeps a zeroed workspace 
 TEST_CASE("experts gather: padded layout only, mma's limits, layout without the row copy") {
   const experts::Variant* v = experts::registry().find("gather");
   REQUIRE(v != nullptr);
-  auto plan = [](std::int64_t H, std::int64_t I, permute::Layout layout) {
-    return experts::make_problem(16, 2, 8, H, I, experts::DType::bf16, experts::Act::silu,
-                                 experts::W1Layout::gate_up, layout, 64, 1.0f);
-  };
+  const auto plan = plan16;
   const DeviceCaps none;
-  DeviceCaps sm90, sm80, sm75;
-  sm90.ordinal = sm80.ordinal = sm75.ordinal = 0;
-  sm90.cc_major = 9;
-  sm80.cc_major = 8;
-  sm75.cc_major = 7;
-  sm75.cc_minor = 5;
-  sm90.sm_count = 132;
-  sm80.sm_count = 108;
-  sm75.sm_count = 68;
+  DeviceCaps sm90 = caps_of(9, 0, 132), sm80 = caps_of(8, 0, 108), sm75 = caps_of(7, 5, 68);
   sm90.smem_optin = sm80.smem_optin = 160 * 1024;
   sm75.smem_optin = 64 * 1024;
   const experts::Problem padded = plan(4096, 1024, permute::Layout::padded);

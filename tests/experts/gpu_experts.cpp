@@ -44,6 +44,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/device.hpp"
@@ -433,6 +434,16 @@ TEST_CASE("experts: every variant against the CPU reference") {
   CHECK(runs > 0);
 }
 
+// Case c's problem on layout l and the reference of every token of h.
+std::pair<experts::Problem, experts::Outputs> problem_and_full_reference(const Case& c, const Host& h,
+                                                                        const Layouts& l) {
+  const experts::Problem p =
+      experts::make_problem(h.T, c.K, c.E, c.H, c.I, c.dt, c.act, c.w1, l.layout, l.B, c.scaling, 0);
+  std::vector<std::int64_t> all(std::size_t(h.T));
+  std::iota(all.begin(), all.end(), std::int64_t{0});
+  return {p, experts::reference(p, ref_inputs(h), all)};
+}
+
 // Hidden rows 2 bytes off their allocation (not 16-byte aligned): the rows a
 // gathering gemm1 reads (gather) cannot go through cp.async's 16-byte copies,
 // so it takes naive's kernels, gathering too; the other variants read
@@ -446,11 +457,7 @@ TEST_CASE("experts: hidden rows not 16-byte aligned") {
   REQUIRE(h);
   int runs = 0;
   for (const Layouts& l : kLayouts) {
-    const experts::Problem p =
-        experts::make_problem(h->T, c.K, c.E, c.H, c.I, c.dt, c.act, c.w1, l.layout, l.B, c.scaling, 0);
-    std::vector<std::int64_t> all(std::size_t(h->T));
-    std::iota(all.begin(), all.end(), std::int64_t{0});
-    const experts::Outputs ref = experts::reference(p, ref_inputs(*h), all);
+    const auto [p, ref] = problem_and_full_reference(c, *h, l);
     for (const experts::Variant& v : experts::registry().variants()) {
       if (v.not_applicable(p, caps) != nullptr) continue;
       experts::DeviceBuffers d(p, dev_inputs(*h), WorkspaceNeed::of(v, p, caps), SetOptions::checked(2));
@@ -477,11 +484,7 @@ TEST_CASE("experts: the checker rejects wrong GPU answers") {
   REQUIRE(h);
   int variants = 0;
   for (const Layouts& l : kLayouts) {
-    const experts::Problem p =
-        experts::make_problem(h->T, c.K, c.E, c.H, c.I, c.dt, c.act, c.w1, l.layout, l.B, c.scaling, 0);
-    std::vector<std::int64_t> all(std::size_t(h->T));
-    std::iota(all.begin(), all.end(), std::int64_t{0});
-    const experts::Outputs ref = experts::reference(p, ref_inputs(*h), all);
+    const auto [p, ref] = problem_and_full_reference(c, *h, l);
     for (const experts::Variant& v : experts::registry().variants()) {
       if (v.not_applicable(p, caps) != nullptr) continue;
       const std::string what = "variant " + std::string(v.info.name) + ", " + l.name;
