@@ -126,9 +126,13 @@ __device__ __forceinline__ uint4 load8(const unsigned short* p, std::int64_t k, 
   if (p == nullptr || k >= ke) return v;
   if constexpr (kVec) {
     if constexpr (kStream) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // the launcher refuses older devices (.L2::128B needs sm_75)
       asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
           : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
           : "l"(p + k));
+#else
+      v = __ldg(reinterpret_cast<const uint4*>(p + k));
+#endif
     } else {
       v = __ldg(reinterpret_cast<const uint4*>(p + k));
     }

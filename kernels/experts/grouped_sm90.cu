@@ -49,7 +49,7 @@ namespace sm90 {
 //    warpgroups on two tiles, one's epilogue under the other's mainloop), no
 //    cluster: a 64-row tile wastes little on experts of a few dozen rows, and
 //    its 32 KB B tile a stage keeps more weight bytes in flight than
-//    128 x 128 tiles (which it beat in every cell measured, 8-24 %);
+//    128 x 128 tiles (which it beat in every cell measured, 8-26 %);
 //  - Wide: 128 x 256 x 64 tiles in clusters of 2 along M (the two CTAs of a
 //    cluster share each B tile by TMA multicast, cooperative schedule), for
 //    experts of many rows, where the GEMMs are bound by the tensor cores.
@@ -275,7 +275,7 @@ cudaError_t run_gemm(const GroupArrays<Element>& g, int experts, void* cutlass_w
 // short ones below. The sm_90 policy, fitted on two H200 calls (twentieth
 // session, docs/bench/experts-notes.md, "grouped tile shapes"): wide won at
 // 1024 rows on Qwen3-235B (T 16384, 8 %) and 4096 on Mixtral (T 16384, 3 %),
-// short at 128-512 rows everywhere (3-17 %) and at 1024 on Mixtral (T 4096, 4 %).
+// short at 128-512 rows everywhere (3-20 %) and at 1024 on Mixtral (T 4096, 4 %).
 constexpr std::int64_t kWideMinRows = 1024;
 bool use_wide(const Problem& p) {
   return p.tokens * std::int64_t(p.topk) >= kWideMinRows * std::int64_t(p.experts);

@@ -24,12 +24,6 @@ __device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, i
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 #endif
 }
-//! As cp_async16, cached in L1 as well: data other warps of the block re-read.
-__device__ __forceinline__ void cp_async16_l1(std::uint32_t dst, const void* src, int src_bytes) {
-#if MOEKIT_CP_ASYNC
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-#endif
-}
 //! Closes this thread's current group of copies (an empty group is allowed).
 __device__ __forceinline__ void cp_async_commit() {
 #if MOEKIT_CP_ASYNC
@@ -43,19 +37,4 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 #endif
 }
-//! cp_async_wait with a run-time count (the instruction takes an immediate),
-//! 0 <= pending <= 7; a larger count waits for 7.
-__device__ __forceinline__ void cp_async_wait_n(int pending) {
-  switch (pending) {
-    case 0: cp_async_wait<0>(); break;
-    case 1: cp_async_wait<1>(); break;
-    case 2: cp_async_wait<2>(); break;
-    case 3: cp_async_wait<3>(); break;
-    case 4: cp_async_wait<4>(); break;
-    case 5: cp_async_wait<5>(); break;
-    case 6: cp_async_wait<6>(); break;
-    default: cp_async_wait<7>(); break;
-  }
-}
-
 }  // namespace moekit::prim

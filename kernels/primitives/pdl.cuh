@@ -14,7 +14,8 @@
 //!     writing them) and writing its outputs or workspace (the previous kernel,
 //!     e.g. the previous launch of the same op in a timing graph, may still be
 //!     reading them). Only work on registers, shared memory and kernel
-//!     arguments goes before it.
+//!     arguments goes before it, and reads of data no launch writes (an
+//!     expert's weights: the experts decode kernel starts its W2 stream there).
 //!  2. pdl_launch_dependents() as early as is safe, which for memory is
 //!     anywhere: the dependent's own pdl_wait() waits for this whole grid to
 //!     complete and flush, so the trigger only decides when the next grid is

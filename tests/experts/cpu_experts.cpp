@@ -1197,3 +1197,37 @@ TEST_CASE("workspace slices: offsets, total, and no pointer for an empty slice")
   CHECK(s.at(ws, 2) == ws + 512);
   CHECK(s.at(nullptr, 1) == nullptr);
 }
+
+// auto's boundary between decode and the GEMM tiles, hand-listed from the
+// rule's fit (registry.cu): decode below 16 rows an expert on average
+// (T*K < 16 * min(E, T*K)), then grouped on sm_90 where it is built, mma
+// otherwise. Mixtral's shape (E 8, K 2) crosses at T 64, Qwen3-235B's (E 128,
+// K 8) at T 256.
+TEST_CASE("experts auto: decode below 16 rows an expert, the GEMM tiles from 16") {
+  const DeviceCaps sm90 = test::fake_sm90();
+  const bool grouped_built = experts::registry().find("grouped")->not_applicable(
+                                 experts::make_problem(64, 2, 8, 4096, 14336, experts::DType::bf16, experts::Act::silu,
+                                                       experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f),
+                                 sm90) == nullptr;
+  const std::string gemm = grouped_built ? "grouped" : "mma";
+  struct Row {
+    std::int64_t T;
+    std::int32_t K, E;
+    std::int64_t H, I;
+    std::string want;
+  };
+  const Row rows[] = {
+      {1, 2, 8, 4096, 14336, "decode"},     {32, 2, 8, 4096, 14336, "decode"},  // 8 rows an expert
+      {63, 2, 8, 4096, 14336, "decode"},    {64, 2, 8, 4096, 14336, gemm},      // 15.75, 16
+      {1024, 2, 8, 4096, 14336, gemm},      {1, 8, 128, 4096, 1536, "decode"},
+      {255, 8, 128, 4096, 1536, "decode"},  {256, 8, 128, 4096, 1536, gemm},  // 15.94, 16
+      {1, 8, 256, 7168, 256, "decode"},     {256, 8, 256, 7168, 256, "decode"},  // the TP8 shard: 8 rows
+      {512, 8, 256, 7168, 256, gemm},                                             // 16
+  };
+  for (const Row& r : rows) {
+    const experts::Problem p = experts::make_problem(r.T, r.K, r.E, r.H, r.I, experts::DType::bf16, experts::Act::silu,
+                                                     experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f);
+    INFO("T " << r.T << ", K " << r.K << ", E " << r.E);
+    CHECK(std::string(experts::registry().pick_auto(p, sm90, true).info.name) == r.want);
+  }
+}
