@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "common/device.hpp"
@@ -46,6 +47,18 @@ inline constexpr std::string_view kKernelSpec =
 #else
 inline constexpr std::string_view kKernelSpec = "permute:* combine:*";  // the stages only
 #endif
+
+// Which of the two tile configurations a launch takes: the wide one (128 x
+// 256 tiles in 2-CTA clusters) where the mean expert holds at least
+// kWideMinRows rows (T*K/E), the short one (64 x 256 ping-pong tiles) below.
+// The sm_90 policy, fitted on two H200 calls (twentieth session,
+// docs/bench/experts-notes.md, "grouped tile shapes"): wide won at 1024 rows
+// on Qwen3-235B (T 16384, 8 %) and 4096 on Mixtral (T 16384, 3 %), short at
+// 128-512 rows everywhere (3-20 %) and at 1024 on Mixtral (T 4096, 4 %).
+inline constexpr std::int64_t kWideMinRows = 1024;
+inline bool wide_tiles(const Problem& p) {
+  return p.tokens * std::int64_t(p.topk) >= kWideMinRows * std::int64_t(p.experts);
+}
 
 // The limits of the kernels themselves (beyond the stages'), as text.
 const char* limits_text();

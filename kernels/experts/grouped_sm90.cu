@@ -44,7 +44,7 @@ namespace moekit::experts::grouped {
 // resource records and `moekit sass --kernel` show.
 namespace sm90 {
 
-// Two kernel configurations per dtype (use_wide picks one per launch):
+// Two kernel configurations per dtype (wide_tiles, grouped.hpp, picks one per launch):
 //  - Short: 64 x 256 x 64 tiles, ping-pong schedule (two consumer
 //    warpgroups on two tiles, one's epilogue under the other's mainloop), no
 //    cluster: a 64-row tile wastes little on experts of a few dozen rows, and
@@ -271,16 +271,6 @@ cudaError_t run_gemm(const GroupArrays<Element>& g, int experts, void* cutlass_w
                                 std::size_t(K::SharedStorageSize), s, attrs, params);
 }
 
-// Wide tiles where the mean expert holds at least kWideMinRows rows (T*K/E),
-// short ones below. The sm_90 policy, fitted on two H200 calls (twentieth
-// session, docs/bench/experts-notes.md, "grouped tile shapes"): wide won at
-// 1024 rows on Qwen3-235B (T 16384, 8 %) and 4096 on Mixtral (T 16384, 3 %),
-// short at 128-512 rows everywhere (3-20 %) and at 1024 on Mixtral (T 4096, 4 %).
-constexpr std::int64_t kWideMinRows = 1024;
-bool use_wide(const Problem& p) {
-  return p.tokens * std::int64_t(p.topk) >= kWideMinRows * std::int64_t(p.experts);
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 template <class Element, class T>
@@ -310,7 +300,7 @@ LaunchStatus launch_typed(const Problem& p, const Buffers& b, void* ws, Stream s
                                             p.experts, capacity, f);
       e != cudaSuccess)
     return e;
-  const bool wide = use_wide(p);
+  const bool wide = wide_tiles(p);
   auto gemm = [&](const GroupArrays<Element>& g, void* cws) {
     return wide ? run_gemm<Element, Wide>(g, p.experts, cws, caps, s)
                 : run_gemm<Element, Short>(g, p.experts, cws, caps, s);

@@ -21,6 +21,7 @@
 
 #include "common/workspace_slices.hpp"
 #include "experts/experts.hpp"
+#include "experts/grouped.hpp"
 #include "experts/reference.hpp"
 #include "experts/weights.hpp"
 #include "fake_caps.hpp"
@@ -1229,5 +1230,27 @@ TEST_CASE("experts auto: decode below 16 rows an expert, the GEMM tiles from 16"
                                                      experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f);
     INFO("T " << r.T << ", K " << r.K << ", E " << r.E);
     CHECK(std::string(experts::registry().pick_auto(p, sm90, true).info.name) == r.want);
+  }
+}
+
+// grouped's tile policy (grouped.hpp wide_tiles), hand-listed: the wide tiles
+// from 1024 rows an expert on average (T*K/E), the short ones below.
+TEST_CASE("experts grouped: wide tiles from 1024 rows an expert on average") {
+  struct Row {
+    std::int64_t T;
+    std::int32_t K, E;
+    bool wide;
+  };
+  const Row rows[] = {
+      {4095, 2, 8, false}, {4096, 2, 8, true},      // Mixtral: 1023.75, 1024 rows
+      {16383, 8, 128, false}, {16384, 8, 128, true},  // Qwen3-235B: 1023.94, 1024
+      {16384, 8, 256, false}, {1, 1, 1, false},       // DeepSeek-V3: 512; one row
+      {1024, 1, 1, true},
+  };
+  for (const Row& r : rows) {
+    const experts::Problem p = experts::make_problem(r.T, r.K, r.E, 512, 256, experts::DType::bf16, experts::Act::silu,
+                                                     experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f);
+    INFO("T " << r.T << ", K " << r.K << ", E " << r.E);
+    CHECK(experts::grouped::wide_tiles(p) == r.wide);
   }
 }
