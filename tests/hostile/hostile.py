@@ -592,18 +592,23 @@ def info_reads_headers_only(w):
 
 
 # ------------------------------------------------------------------ 20. integrity: sets of any size, concurrent writers
-def load_i32_rows(path):
-    """[[ids of token 0], ...] of an int32 [T, K] .npy (v1 header, as moekit writes)."""
+def load_npy_rows(path, descr, code):
+    """[[row 0], ...] of a 2-D .npy of dtype `descr` (v1 header, as moekit writes); `code`: its struct letter."""
     import ast
     with open(path, "rb") as f:
         b = f.read()
     expect(b[:8] == b"\x93NUMPY\x01\x00", f"{path}: not a v1 .npy")
     hl = struct.unpack("<H", b[8:10])[0]
     hdr = ast.literal_eval(b[10:10 + hl].decode("latin1"))
-    expect(hdr["descr"] == "<i4" and len(hdr["shape"]) == 2, f"{path}: {hdr}")
+    expect(hdr["descr"] == descr and len(hdr["shape"]) == 2, f"{path}: {hdr}")
     t, k = hdr["shape"]
-    v = struct.unpack(f"<{t * k}i", b[10 + hl:])
+    v = struct.unpack(f"<{t * k}{code}", b[10 + hl:])
     return [list(v[i:i + k]) for i in range(0, t * k, k)]
+
+
+def load_i32_rows(path):
+    """[[ids of token 0], ...] of an int32 [T, K] .npy."""
+    return load_npy_rows(path, "<i4", "i")
 
 
 def layers_jsonl(path, layers, tokens=2, topk=2, salt=0, big_layer=None, big_tokens=0):
@@ -1216,16 +1221,8 @@ def save_16(path, shape, values=None, descr="<f2"):
 
 
 def load_f16_rows(path):
-    """[[floats of row 0], ...] of a float16 [T, H] .npy (v1 header, as moekit writes)."""
-    import ast
-    with open(path, "rb") as f:
-        b = f.read()
-    hl = struct.unpack("<H", b[8:10])[0]
-    hdr = ast.literal_eval(b[10:10 + hl].decode("latin1"))
-    expect(hdr["descr"] == "<f2" and len(hdr["shape"]) == 2, f"{path}: {hdr}")
-    t, h = hdr["shape"]
-    v = struct.unpack(f"<{t * h}e", b[10 + hl:])
-    return [list(v[i:i + h]) for i in range(0, t * h, h)]
+    """[[floats of row 0], ...] of a float16 [T, H] .npy."""
+    return load_npy_rows(path, "<f2", "e")
 
 
 E_SMALL, H_SMALL, I_SMALL = 4, 8, 6

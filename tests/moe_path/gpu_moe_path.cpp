@@ -50,6 +50,16 @@ const Router kRouters[] = {
     {"mixtral", 8, 2, 1, 1, route::Scoring::softmax, false, true, true},
     {"given ids", 64, 6, 1, 1, route::Scoring::softmax, false, false, false},
 };
+// The route problem of a row (its scoring and grouping; the sizes come from make_problem).
+route::Problem router_of(const Router& r) {
+  route::Problem router;
+  router.groups = r.G;
+  router.topk_groups = r.KG;
+  router.scoring = r.scoring;
+  router.bias = r.bias;
+  router.renormalize = r.renormalize;
+  return router;
+}
 const std::int64_t kTokens[] = {0, 1, 3, 77, 1000};
 const std::int64_t kHidden[] = {7, 1030, 7168};
 
@@ -186,12 +196,7 @@ TEST_CASE("moe-path: every variant against the path's checker, launched, replaye
         const combine::DType dt = seed % 3 == 0 ? combine::DType::f32
                                   : seed % 3 == 1 ? combine::DType::bf16 : combine::DType::f16;
         const Host h = make_inputs(r, T, H, dt, rng);
-        route::Problem router;
-        router.groups = r.G;
-        router.topk_groups = r.KG;
-        router.scoring = r.scoring;
-        router.bias = r.bias;
-        router.renormalize = r.renormalize;
+        const route::Problem router = router_of(r);
         for (Layout layout : {Layout::padded, Layout::compact}) {
           const int B = (seed & 2) ? 16 : 64;
           const float S = (seed & 4) ? 2.5f : 1.0f;
@@ -243,12 +248,7 @@ TEST_CASE("moe-path --experts ffn: every variant against the path's checker, lau
           fill(h.w1, std::size_t(r.E) * std::size_t(2 * sh.I * sh.H), 1.0 / std::sqrt(double(sh.H)));
           fill(h.w2, std::size_t(r.E) * std::size_t(sh.H * sh.I), 1.0 / std::sqrt(double(sh.I)));
         }
-        route::Problem router;
-        router.groups = r.G;
-        router.topk_groups = r.KG;
-        router.scoring = r.scoring;
-        router.bias = r.bias;
-        router.renormalize = r.renormalize;
+        const route::Problem router = router_of(r);
         for (Layout layout : {Layout::padded, Layout::compact}) {
           const int B = (seed & 2) ? 16 : 64;
           const float S = (seed & 4) ? 2.5f : 1.0f;
