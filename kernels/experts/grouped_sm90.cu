@@ -99,6 +99,9 @@ struct Gemm {
 static_assert(std::is_same_v<Gemm<cutlass::bfloat16_t, Short>::StrideA, Gemm<cutlass::bfloat16_t, Wide>::StrideA> &&
               std::is_same_v<Gemm<cutlass::bfloat16_t, Short>::StrideB, Gemm<cutlass::bfloat16_t, Wide>::StrideB> &&
               std::is_same_v<Gemm<cutlass::bfloat16_t, Short>::StrideD, Gemm<cutlass::bfloat16_t, Wide>::StrideD>);
+// The types the group arrays are written in, for either configuration.
+template <class Element>
+using ArrayTypes = Gemm<Element, Short>;
 
 // A stride of a row-major-in-memory operand whose rows are `ld` elements
 // apart: every stride type here is (ld, 1, 0), only ld dynamic.
@@ -114,7 +117,7 @@ __host__ __device__ S rows_stride(std::int64_t ld) {
 // The device arrays of one grouped GEMM, E entries each.
 template <class Element>
 struct GroupArrays {
-  using G = Gemm<Element, Short>;  // the array types are the same for Wide (static_assert above)
+  using G = ArrayTypes<Element>;
   typename G::Shape3* shape;
   const Element** a;
   const Element** b;
@@ -163,10 +166,18 @@ typename Gemm<Element, Config>::Kernel::Arguments arguments(int experts, const G
   return args;
 }
 
+// CUTLASS's workspace of one kernel for `experts` groups (it depends on the
+// group count and the SM count, not on the arrays' addresses).
+template <class Element, class Config>
+std::size_t cutlass_workspace(int experts, const DeviceCaps& caps) {
+  return Gemm<Element, Config>::Kernel::get_workspace_size(
+      arguments<Element, Config>(experts, GroupArrays<Element>{}, caps));
+}
+
 Layout layout(const Problem& p, const DeviceCaps& caps) {
-  using G = Gemm<cutlass::bfloat16_t, Short>;
-  static_assert(sizeof(typename Gemm<cutlass::half_t, Short>::StrideA) == sizeof(G::StrideA) &&
-                sizeof(typename Gemm<cutlass::half_t, Short>::StrideD) == sizeof(G::StrideD));
+  using G = ArrayTypes<cutlass::bfloat16_t>;
+  static_assert(sizeof(typename ArrayTypes<cutlass::half_t>::StrideA) == sizeof(G::StrideA) &&
+                sizeof(typename ArrayTypes<cutlass::half_t>::StrideD) == sizeof(G::StrideD));
   const std::size_t E = std::size_t(p.experts), rows = std::size_t(p.rows());
   Layout l;
   std::size_t at = 0;
@@ -178,15 +189,11 @@ Layout layout(const Problem& p, const DeviceCaps& caps) {
     for (int i = 0; i < 7; ++i) gemm[i] = take(at, E * sizes[i]);
   // CUTLASS's own workspace for E groups (per-SM TMA descriptors today),
   // the largest of the dtypes' and configurations' kernels.
-  const std::size_t cws = std::max(
-      {Gemm<cutlass::bfloat16_t, Short>::Kernel::get_workspace_size(
-           arguments<cutlass::bfloat16_t, Short>(p.experts, GroupArrays<cutlass::bfloat16_t>{}, caps)),
-       Gemm<cutlass::half_t, Short>::Kernel::get_workspace_size(
-           arguments<cutlass::half_t, Short>(p.experts, GroupArrays<cutlass::half_t>{}, caps)),
-       Gemm<cutlass::bfloat16_t, Wide>::Kernel::get_workspace_size(
-           arguments<cutlass::bfloat16_t, Wide>(p.experts, GroupArrays<cutlass::bfloat16_t>{}, caps)),
-       Gemm<cutlass::half_t, Wide>::Kernel::get_workspace_size(
-           arguments<cutlass::half_t, Wide>(p.experts, GroupArrays<cutlass::half_t>{}, caps))});
+  const std::size_t cws =
+      std::max({cutlass_workspace<cutlass::bfloat16_t, Short>(p.experts, caps),
+                cutlass_workspace<cutlass::half_t, Short>(p.experts, caps),
+                cutlass_workspace<cutlass::bfloat16_t, Wide>(p.experts, caps),
+                cutlass_workspace<cutlass::half_t, Wide>(p.experts, caps)});
   for (std::size_t& c : l.cutlass_ws) c = take(at, cws);
   l.total = at;
   return l;
@@ -194,7 +201,7 @@ Layout layout(const Problem& p, const DeviceCaps& caps) {
 
 template <class Element>
 GroupArrays<Element> arrays_at(char* ws, const std::size_t (&o)[7]) {
-  using G = Gemm<Element, Short>;  // the array types are the same for Wide (static_assert above)
+  using G = ArrayTypes<Element>;
   return {reinterpret_cast<typename G::Shape3*>(ws + o[0]), reinterpret_cast<const Element**>(ws + o[1]),
           reinterpret_cast<const Element**>(ws + o[2]),     reinterpret_cast<Element**>(ws + o[3]),
           reinterpret_cast<typename G::StrideA*>(ws + o[4]), reinterpret_cast<typename G::StrideB*>(ws + o[5]),
@@ -213,7 +220,7 @@ struct FfnGroups {
   Element* y;               // [rows, H]
   int H, I;
   __device__ void operator()(int e, std::int64_t row0, std::int64_t rows) const {
-    using G = Gemm<Element, Short>;  // the array types are the same for Wide (static_assert above)
+    using G = ArrayTypes<Element>;
     const std::int64_t H64 = H, I64 = I;
     g1.shape[e] = typename G::Shape3(static_cast<int>(rows), 2 * I, H);
     g1.a[e] = permuted + row0 * H64;
