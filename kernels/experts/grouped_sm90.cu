@@ -244,13 +244,14 @@ struct FfnGroups {
 // addresses of the group arrays and of CUTLASS's workspace (the TMA
 // descriptors the host encodes carry placeholder shapes and addresses that
 // the kernel replaces per group on the device), the group count and the SM
-// count. So they are built once per such key and thread (encoding them costs
-// host time on every eager launch otherwise); nothing is allocated and no
-// stream work is issued (CUTLASS's initialize_workspace is a no-op for these
+// count. So they are built once per such key, thread and GEMM of the FFN
+// (`which`: gemm1 0, gemm2 1; one entry shared by both would trade keys on
+// every launch and encode twice a launch); nothing is allocated and no stream
+// work is issued (CUTLASS's initialize_workspace is a no-op for these
 // collectives and the group scheduler).
 template <class Element, class Config>
-cudaError_t run_gemm(const GroupArrays<Element>& g, int experts, void* cutlass_ws, const DeviceCaps& caps,
-                     cudaStream_t s) {
+cudaError_t run_gemm(int which, const GroupArrays<Element>& g, int experts, void* cutlass_ws,
+                     const DeviceCaps& caps, cudaStream_t s) {
   using G = Gemm<Element, Config>;
   using K = typename G::Kernel;
   struct Key {
@@ -263,7 +264,8 @@ cudaError_t run_gemm(const GroupArrays<Element>& g, int experts, void* cutlass_w
              sm_count == o.sm_count;
     }
   };
-  thread_local std::optional<std::pair<Key, typename K::Params>> cached;
+  thread_local std::optional<std::pair<Key, typename K::Params>> entries[2];
+  std::optional<std::pair<Key, typename K::Params>>& cached = entries[which];
   const Key key{g, cutlass_ws, experts, caps.ordinal, caps.sm_count};
   if (!cached || !(cached->first == key)) {
     const typename K::Arguments args = arguments<Element, Config>(experts, g, caps);
@@ -308,16 +310,17 @@ LaunchStatus launch_typed(const Problem& p, const Buffers& b, void* ws, Stream s
       e != cudaSuccess)
     return e;
   const bool wide = wide_tiles(p);
-  auto gemm = [&](const GroupArrays<Element>& g, void* cws) {
-    return wide ? run_gemm<Element, Wide>(g, p.experts, cws, caps, s)
-                : run_gemm<Element, Short>(g, p.experts, cws, caps, s);
+  auto gemm = [&](int which, const GroupArrays<Element>& g) {
+    void* cws = w + l.cutlass_ws[which];
+    return wide ? run_gemm<Element, Wide>(which, g, p.experts, cws, caps, s)
+                : run_gemm<Element, Short>(which, g, p.experts, cws, caps, s);
   };
-  if (const cudaError_t e = gemm(f.g1, w + l.cutlass_ws[0]); e != cudaSuccess) return e;
+  if (const cudaError_t e = gemm(0, f.g1); e != cudaSuccess) return e;
   if (const cudaError_t e = static_cast<cudaError_t>(
           launch_act_rows(p, f.h, f.a, static_cast<const std::int64_t*>(b.expert_offsets), s, pdl));
       e != cudaSuccess)
     return e;
-  return gemm(f.g2, w + l.cutlass_ws[1]);
+  return gemm(1, f.g2);
 }
 
 }  // namespace sm90
