@@ -256,7 +256,7 @@ void measure_cells(bench::Writer& out, const Model& m, std::int64_t T, std::uint
           r.extra.push_back({"tflops", experts::flops(p, kept) / s * 1e-12});
         }
         // Each stage alone, as its own graph (stage_us).
-        for (experts::Stage st : experts::stages()) {
+        for (experts::Stage st : experts::stages(v)) {
           auto stage = [&](Stream s, int copy) {
             cuda_check(experts::launch_stage(v, p, bufs[copy], st, s, use_pdl), "stage launch");
           };

@@ -116,16 +116,22 @@ __device__ __forceinline__ void mma16816(float (&c)[4], std::uint32_t a0, std::u
 #endif
 }
 
+// How load8 reads: kStream, a weight stream (read-only, not kept in L1,
+// whole 128-byte lines fetched into L2); kReadOnly, data no CTA of the launch
+// writes (the non-coherent path, L1 kept); kCoherent, data other CTAs of the
+// same launch wrote (fused.cuh's a: L2, never a stale L1 line).
+enum class Ld { kStream, kReadOnly, kCoherent };
+
 // 8 consecutive elements p[k .. k+7] as 4 packed pairs (element k in the low
 // half of .x), zero where p is null or an element is at or past ke.
 // kVec: p + k is 16-byte aligned and k + 8 <= ke or k >= ke (the launcher's
 // check: aligned base, row length ke a multiple of 8; k a multiple of 8).
-template <bool kVec, bool kStream>
+template <bool kVec, Ld kLd>
 __device__ __forceinline__ uint4 load8(const unsigned short* p, std::int64_t k, std::int64_t ke) {
   uint4 v = make_uint4(0u, 0u, 0u, 0u);
   if (p == nullptr || k >= ke) return v;
   if constexpr (kVec) {
-    if constexpr (kStream) {
+    if constexpr (kLd == Ld::kStream) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // the launcher refuses older devices (.L2::128B needs sm_75)
       asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
           : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -133,14 +139,19 @@ __device__ __forceinline__ uint4 load8(const unsigned short* p, std::int64_t k, 
 #else
       v = __ldg(reinterpret_cast<const uint4*>(p + k));
 #endif
+    } else if constexpr (kLd == Ld::kCoherent) {
+      v = __ldcg(reinterpret_cast<const uint4*>(p + k));
     } else {
       v = __ldg(reinterpret_cast<const uint4*>(p + k));
     }
   } else {
     std::uint32_t w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (k + j < ke) w[j / 2] |= std::uint32_t(__ldg(p + k + j)) << (16 * (j % 2));
+    for (int j = 0; j < 8; ++j) {
+      if (k + j >= ke) continue;
+      const unsigned short e = kLd == Ld::kCoherent ? __ldcg(p + k + j) : __ldg(p + k + j);
+      w[j / 2] |= std::uint32_t(e) << (16 * (j % 2));
+    }
     v = make_uint4(w[0], w[1], w[2], w[3]);
   }
   return v;
@@ -227,11 +238,227 @@ __device__ __forceinline__ void build_window(const RowMap& m, int experts, int L
   __syncthreads();  // the entries are complete; the shared words may be reset by the next call
 }
 
+// Where an item's rows live. The entry's rows [begin, end) are item rows i.
+// Contiguous (the layouts): x row and out row are i itself. Slots (fused.cuh,
+// no layout): i indexes a list of slots t * K + j; the out row is the slot,
+// the x row the slot / x_div (gemm1: K, hidden's row of token t; gemm2: 1,
+// a's row of the slot).
+struct Contiguous {
+  __device__ __forceinline__ int out_row(int i) const { return i; }
+  __device__ __forceinline__ int x_row(int i) const { return i; }
+};
+struct Slots {
+  const int* list;  // shared memory
+  int x_div;
+  __device__ __forceinline__ int out_row(int i) const { return list[i]; }
+  __device__ __forceinline__ int x_row(int i) const { return list[i] / x_div; }
+};
+
+// One thread's view of a launch: its warp's k-slice and column group, the k
+// batches it reads, and the item body both kernels (and fused.cuh) run.
+template <class T, int NT, bool kVec, bool kGemm1>
+struct Stream {
+  static constexpr int kU = kUnroll<NT>;
+  static constexpr int kR = 8 * NT;  // rows per group
+  // This warp's share of k: batches of 32 * kU, dealt round-robin over the
+  // k-slices, so at any time a CTA's warps read neighbouring pieces of the
+  // same weight rows (DRAM locality) rather than 8 far-apart streams a row.
+  static constexpr std::int64_t kBatch = 32 * kU;
+  using Batch = uint4[kU][kMT][2];
+
+  const unsigned short* x;
+  const unsigned short* w;
+  T* out;
+  std::int64_t K, N;
+  int lane, g, t, ks_n, cg_n, ks, cg;
+  std::int64_t kb, kstride;
+  float* red;  // shared memory: the k-slice partial sums
+  Act act;
+  W1Layout layout;
+
+  __device__ __forceinline__ Stream(const Args& a, float* red_smem) {
+    x = static_cast<const unsigned short*>(a.x);
+    w = static_cast<const unsigned short*>(a.w);
+    out = static_cast<T*>(a.out);
+    K = a.k_len;
+    N = a.n_out;
+    const int tid = threadIdx.x, wid = tid / 32;
+    lane = tid % 32;
+    g = lane / 4;
+    t = lane % 4;
+    ks_n = a.ks;
+    cg_n = kWarps / a.ks;
+    ks = wid % ks_n;
+    cg = wid / ks_n;
+    kb = ks * kBatch;
+    kstride = kBatch * ks_n;
+    red = red_smem;
+    act = a.act;
+    layout = a.layout;
+  }
+
+  // Weight rows of this thread for item (tile, expert e): per m-tile, row g
+  // and row g + 8 (gemm1: gate i and up i).
+  __device__ __forceinline__ void weight_rows(int tile, int e, const unsigned short* (&wp)[kMT][2]) const {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      if constexpr (kGemm1) {
+        const std::int64_t i = (std::int64_t(tile) * cg_n + cg) * kMT * 8 + mt * 8 + g;  // gate i, up i
+        const std::int64_t base_row = std::int64_t(e) * 2 * N;
+        wp[mt][0] = i < N ? w + (base_row + gate_row(layout, i, N)) * K : nullptr;
+        wp[mt][1] = i < N ? w + (base_row + up_row(layout, i, N)) * K : nullptr;
+      } else {
+        const std::int64_t h = (std::int64_t(tile) * cg_n + cg) * kMT * 16 + mt * 16 + g;
+        wp[mt][0] = h < N ? w + (std::int64_t(e) * N + h) * K : nullptr;
+        wp[mt][1] = h + 8 < N ? w + (std::int64_t(e) * N + h + 8) * K : nullptr;
+      }
+    }
+  }
+  __device__ __forceinline__ void load_weights(const unsigned short* const (&wp)[kMT][2], std::int64_t k0,
+                                               Batch& wv) const {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const std::int64_t k = k0 + u * 32 + 8 * t;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        wv[u][mt][0] = load8<kVec, Ld::kStream>(wp[mt][0], k, K);
+        wv[u][mt][1] = load8<kVec, Ld::kStream>(wp[mt][1], k, K);
+      }
+    }
+  }
+  // The first batch of item (tile, e) (a preload: the item then starts with
+  // `preloaded` set). False where this warp has no k.
+  __device__ __forceinline__ bool preload(int tile, int e, Batch& wv) const {
+    if (kb >= K) return false;
+    const unsigned short* wp[kMT][2];
+    weight_rows(tile, e, wp);
+    load_weights(wp, kb, wv);
+    return true;
+  }
+
+  // Item (entry en, tile): every group of up to kR of its rows through the
+  // weight tile, the k-slices reduced in slice order, the epilogue's stores.
+  // kPre: the batches live in wv_pre (which holds the first one when
+  // `preloaded`, consumed here). Uniform across the CTA (its barriers).
+  template <Ld kXLd, bool kPre, class Rows>
+  __device__ __forceinline__ void item(const Entry& en, int tile, const Rows& rows, Batch& wv_pre,
+                                       bool& preloaded) const {
+    const unsigned short* wp[kMT][2];
+    weight_rows(tile, en.expert, wp);
+
+    for (int cursor = en.begin; cursor < en.end; cursor += kR) {
+      // The group: item rows cursor .. cursor + n_rows - 1 (the same in every warp).
+      const int n_rows = en.end - cursor < kR ? en.end - cursor : kR;
+      const unsigned mask = n_rows == 32 ? 0xffffffffu : (1u << n_rows) - 1u;
+      const int nt_used = (n_rows + 7) / 8;  // n-tiles holding a row
+
+      const unsigned short* xp[NT];
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int n = 8 * j + g;
+        xp[j] = (mask >> n) & 1u ? x + std::int64_t(rows.x_row(cursor + n)) * K : nullptr;
+      }
+
+      float acc[kMT][NT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) acc[mt][j][q] = 0.0f;
+
+      for (std::int64_t k0 = kb; k0 < K; k0 += kstride) {
+        // The preloaded batch is exactly this one: the item's first group, k0 = kb.
+        Batch wv_own;
+        Batch& wv = kPre ? wv_pre : wv_own;  // a constant choice
+        if (preloaded) {
+          preloaded = false;
+        } else {
+          load_weights(wp, k0, wv);
+        }
+        uint4 xv[kU][NT];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const std::int64_t k = k0 + u * 32 + 8 * t;
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+            xv[u][j] = j < nt_used ? load8<kVec, kXLd>(xp[j], k, K) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u)
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            if (j >= nt_used) continue;  // warp-uniform
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              const uint4 w0 = wv[u][mt][0], w1 = wv[u][mt][1], xx = xv[u][j];
+              mma16816<T>(acc[mt][j], w0.x, w1.x, w0.y, w1.y, xx.x, xx.y);
+              mma16816<T>(acc[mt][j], w0.z, w1.z, w0.w, w1.w, xx.z, xx.w);
+            }
+          }
+      }
+
+      // k-slices 1.. hand their sums to slice 0 of their column group,
+      // which adds them in slice order.
+      if (ks_n > 1) {
+        if (ks > 0) {
+          float* dst = red + std::size_t((ks - 1) * cg_n + cg) * kMT * NT * 4 * 32;
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+              for (int q = 0; q < 4; ++q) dst[((mt * NT + j) * 4 + q) * 32 + lane] = acc[mt][j][q];
+        }
+        __syncthreads();
+        if (ks == 0) {
+          for (int s = 1; s < ks_n; ++s) {
+            const float* src = red + std::size_t((s - 1) * cg_n + cg) * kMT * NT * 4 * 32;
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+              for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[mt][j][q] += src[((mt * NT + j) * 4 + q) * 32 + lane];
+          }
+        }
+      }
+
+      if (ks == 0) {
+        // Thread (g, t) holds weight rows g, g+8 of each m-tile for rows
+        // 2t, 2t+1 of each n-tile.
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              const int n = 8 * j + 2 * t + q;
+              if (!((mask >> n) & 1u)) continue;
+              const std::int64_t r = rows.out_row(cursor + n);
+              if constexpr (kGemm1) {
+                const std::int64_t i = (std::int64_t(tile) * cg_n + cg) * kMT * 8 + mt * 8 + g;
+                if (i < N) {
+                  const float hg = to_f32(from_f32<T>(acc[mt][j][q]));  // h rounded to the dtype
+                  const float hu = to_f32(from_f32<T>(acc[mt][j][2 + q]));
+                  out[r * N + i] = from_f32<T>(act_and_mul(act, hg, hu));
+                }
+              } else {
+                const std::int64_t h = (std::int64_t(tile) * cg_n + cg) * kMT * 16 + mt * 16 + g;
+                if (h < N) out[r * N + h] = from_f32<T>(acc[mt][j][q]);
+                if (h + 8 < N) out[r * N + h + 8] = from_f32<T>(acc[mt][j][2 + q]);
+              }
+            }
+      }
+      if (ks_n > 1) __syncthreads();  // red is reused by the next group
+    }
+  }
+};
+
 // The CTA body of both kernels.
 template <class T, int NT, bool kVec, bool kGemm1>
 __device__ __forceinline__ void run(const Args& a) {
-  constexpr int kU = kUnroll<NT>;
-  constexpr int kR = 8 * NT;  // rows per group
+  using S = Stream<T, NT, kVec, kGemm1>;
   extern __shared__ float4 smem_raw[];
   __shared__ int s_warp[kWarps], s_n, s_next;
 
@@ -243,25 +470,11 @@ __device__ __forceinline__ void run(const Args& a) {
     prim::pdl_launch_dependents();  // one wave: the next grid may get resident (pdl.cuh)
   }
 
-  const int tid = threadIdx.x, lane = tid % 32, wid = tid / 32;
-  const int g = lane / 4, t = lane % 4;
-  const int ks_n = a.ks, cg_n = kWarps / a.ks;
-  const int ks = wid % ks_n, cg = wid / ks_n;
   float* red = reinterpret_cast<float*>(smem_raw);
-  Entry* tbl = reinterpret_cast<Entry*>(red + std::size_t(ks_n - 1) * cg_n * kMT * NT * 4 * 32);
+  const S st(a, red);
+  Entry* tbl = reinterpret_cast<Entry*>(red + std::size_t(st.ks_n - 1) * st.cg_n * kMT * NT * 4 * 32);
 
   const RowMap& m = a.map;
-  const unsigned short* x = static_cast<const unsigned short*>(a.x);
-  const unsigned short* w = static_cast<const unsigned short*>(a.w);
-  T* out = static_cast<T*>(a.out);
-  const std::int64_t K = a.k_len, N = a.n_out;
-
-  // This warp's share of k: batches of 32 * kU, dealt round-robin over the
-  // k-slices, so at any time a CTA's warps read neighbouring pieces of the
-  // same weight rows (DRAM locality) rather than 8 far-apart streams a row.
-  constexpr std::int64_t kBatch = 32 * kU;
-  const std::int64_t kb = ks * kBatch, ke = K, kstride = kBatch * ks_n;
-
   const int ntpp = m.compact ? 0 : *m.num_tokens_post_pad;
   const int L = m.compact ? a.experts : ntpp / m.block_size;
   const std::int64_t G = gridDim.x;
@@ -269,52 +482,19 @@ __device__ __forceinline__ void run(const Args& a) {
   int pos = 0;
   std::int64_t item_base = 0;  // items of the windows before this one
   int n_win = 0, next = L;
-  // Weight rows of this thread for item (tile, expert e): per m-tile, row g
-  // and row g + 8 (gemm1: gate i and up i).
-  auto weight_rows = [&](int tile, int e, const unsigned short* (&wp)[kMT][2]) {
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      if constexpr (kGemm1) {
-        const std::int64_t i = (std::int64_t(tile) * cg_n + cg) * kMT * 8 + mt * 8 + g;  // gate i, up i
-        const std::int64_t base_row = std::int64_t(e) * 2 * N;
-        wp[mt][0] = i < N ? w + (base_row + gate_row(a.layout, i, N)) * K : nullptr;
-        wp[mt][1] = i < N ? w + (base_row + up_row(a.layout, i, N)) * K : nullptr;
-      } else {
-        const std::int64_t h = (std::int64_t(tile) * cg_n + cg) * kMT * 16 + mt * 16 + g;
-        wp[mt][0] = h < N ? w + (std::int64_t(e) * N + h) * K : nullptr;
-        wp[mt][1] = h + 8 < N ? w + (std::int64_t(e) * N + h + 8) * K : nullptr;
-      }
-    }
-  };
-  auto load_weights = [&](const unsigned short* const (&wp)[kMT][2], std::int64_t k0, uint4 (&wv)[kU][kMT][2]) {
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const std::int64_t k = k0 + u * 32 + 8 * t;
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        wv[u][mt][0] = load8<kVec, true>(wp[mt][0], k, ke);
-        wv[u][mt][1] = load8<kVec, true>(wp[mt][1], k, ke);
-      }
-    }
-  };
 
   // gemm2 at one n-tile (decode proper): W2 is no launch's output, so the
   // first batch of this CTA's first item is loaded before waiting for gemm1
   // and streams during gemm1's tail (3 % off the TP8 shard at T 1 and 4 on an
   // H200; with more n-tiles the longer-lived batch cost more than it saved).
   constexpr bool kPreload = !kGemm1 && NT == 1;
-  uint4 wv_pre[kU][kMT][2];  // kPreload: the batch, loaded before pdl_wait
+  typename S::Batch wv_pre;  // kPreload: the batch, loaded before pdl_wait
   bool preloaded = false;    // wv_pre holds the first batch of this CTA's first item
   if (pos < L) build_window(m, a.experts, L, ntpp, pos, tbl, s_warp, &s_n, &s_next, n_win, next);
   if constexpr (!kGemm1) {
     if (kPreload && pos < L && n_win > 0 && blockIdx.x < std::int64_t(n_win) * a.tiles) {
       const Entry en = tbl[blockIdx.x / a.tiles];
-      if (en.begin < en.end && kb < ke) {
-        const unsigned short* wp[kMT][2];
-        weight_rows(static_cast<int>(blockIdx.x % a.tiles), en.expert, wp);
-        load_weights(wp, kb, wv_pre);
-        preloaded = true;
-      }
+      if (en.begin < en.end) preloaded = st.preload(static_cast<int>(blockIdx.x % a.tiles), en.expert, wv_pre);
     }
     prim::pdl_wait();  // before reading a and writing y
     prim::pdl_launch_dependents();
@@ -324,120 +504,9 @@ __device__ __forceinline__ void run(const Args& a) {
     if (n_win == 0) break;
     const std::int64_t items = std::int64_t(n_win) * a.tiles;
     const std::int64_t first = ((std::int64_t(blockIdx.x) - item_base) % G + G) % G;
-    for (std::int64_t it = first; it < items; it += G) {
-      const Entry en = tbl[it / a.tiles];
-      const int tile = static_cast<int>(it % a.tiles);
-      const unsigned short* wp[kMT][2];
-      weight_rows(tile, en.expert, wp);
-
-      for (int cursor = en.begin; cursor < en.end; cursor += kR) {
-        // The group: rows cursor .. cursor + n_rows - 1 (the same in every warp).
-        const int n_rows = en.end - cursor < kR ? en.end - cursor : kR;
-        const unsigned mask = n_rows == 32 ? 0xffffffffu : (1u << n_rows) - 1u;
-        const int nt_used = (n_rows + 7) / 8;  // n-tiles holding a row
-
-        const unsigned short* xp[NT];
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const int n = 8 * j + g;
-          xp[j] = (mask >> n) & 1u ? x + std::int64_t(cursor + n) * K : nullptr;
-        }
-
-        float acc[kMT][NT][4];
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-          for (int j = 0; j < NT; ++j)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) acc[mt][j][q] = 0.0f;
-
-        for (std::int64_t k0 = kb; k0 < ke; k0 += kstride) {
-          // The preloaded batch is exactly this one: first window, item
-          // blockIdx.x (first == blockIdx.x there), its first group, k0 = kb.
-          uint4 wv_own[kU][kMT][2];
-          uint4(&wv)[kU][kMT][2] = kPreload ? wv_pre : wv_own;  // a constant choice
-          if (preloaded) {
-            preloaded = false;
-          } else {
-            load_weights(wp, k0, wv);
-          }
-          uint4 xv[kU][NT];
-#pragma unroll
-          for (int u = 0; u < kU; ++u) {
-            const std::int64_t k = k0 + u * 32 + 8 * t;
-#pragma unroll
-            for (int j = 0; j < NT; ++j)
-              xv[u][j] = j < nt_used ? load8<kVec, false>(xp[j], k, ke) : make_uint4(0u, 0u, 0u, 0u);
-          }
-#pragma unroll
-          for (int u = 0; u < kU; ++u)
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-              if (j >= nt_used) continue;  // warp-uniform
-#pragma unroll
-              for (int mt = 0; mt < kMT; ++mt) {
-                const uint4 w0 = wv[u][mt][0], w1 = wv[u][mt][1], xx = xv[u][j];
-                mma16816<T>(acc[mt][j], w0.x, w1.x, w0.y, w1.y, xx.x, xx.y);
-                mma16816<T>(acc[mt][j], w0.z, w1.z, w0.w, w1.w, xx.z, xx.w);
-              }
-            }
-        }
-
-        // k-slices 1.. hand their sums to slice 0 of their column group,
-        // which adds them in slice order.
-        if (ks_n > 1) {
-          if (ks > 0) {
-            float* dst = red + std::size_t((ks - 1) * cg_n + cg) * kMT * NT * 4 * 32;
-#pragma unroll
-            for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-              for (int j = 0; j < NT; ++j)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) dst[((mt * NT + j) * 4 + q) * 32 + lane] = acc[mt][j][q];
-          }
-          __syncthreads();
-          if (ks == 0) {
-            for (int s = 1; s < ks_n; ++s) {
-              const float* src = red + std::size_t((s - 1) * cg_n + cg) * kMT * NT * 4 * 32;
-#pragma unroll
-              for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-                for (int j = 0; j < NT; ++j)
-#pragma unroll
-                  for (int q = 0; q < 4; ++q) acc[mt][j][q] += src[((mt * NT + j) * 4 + q) * 32 + lane];
-            }
-          }
-        }
-
-        if (ks == 0) {
-          // Thread (g, t) holds weight rows g, g+8 of each m-tile for rows
-          // 2t, 2t+1 of each n-tile.
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-            for (int j = 0; j < NT; ++j)
-#pragma unroll
-              for (int q = 0; q < 2; ++q) {
-                const int n = 8 * j + 2 * t + q;
-                if (!((mask >> n) & 1u)) continue;
-                const std::int64_t r = cursor + n;
-                if constexpr (kGemm1) {
-                  const std::int64_t i = (std::int64_t(tile) * cg_n + cg) * kMT * 8 + mt * 8 + g;
-                  if (i < N) {
-                    const float hg = to_f32(from_f32<T>(acc[mt][j][q]));  // h rounded to the dtype
-                    const float hu = to_f32(from_f32<T>(acc[mt][j][2 + q]));
-                    out[r * N + i] = from_f32<T>(act_and_mul(a.act, hg, hu));
-                  }
-                } else {
-                  const std::int64_t h = (std::int64_t(tile) * cg_n + cg) * kMT * 16 + mt * 16 + g;
-                  if (h < N) out[r * N + h] = from_f32<T>(acc[mt][j][q]);
-                  if (h + 8 < N) out[r * N + h + 8] = from_f32<T>(acc[mt][j][2 + q]);
-                }
-              }
-        }
-        if (ks_n > 1) __syncthreads();  // red is reused by the next group
-      }
-    }
+    for (std::int64_t it = first; it < items; it += G)
+      st.template item<Ld::kReadOnly, kPreload>(tbl[it / a.tiles], static_cast<int>(it % a.tiles), Contiguous{},
+                                                wv_pre, preloaded);
     item_base += items;
     pos = next;
     __syncthreads();  // tbl is rebuilt by the next window

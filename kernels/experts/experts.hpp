@@ -117,24 +117,25 @@ using Variant = moekit::Variant<Problem, Buffers>;
 using Registry = moekit::Registry<Problem, Buffers>;
 const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 
-// The stages of every variant, each launchable alone once a whole launch has
+// The stages of a variant, each launchable alone once a whole launch has
 // run (per-stage timing): layout (permute's auto pick; for a variant whose
 // gemm1 gathers its rows from hidden itself, permute::index_only(): align and
 // the inverse map, no row copy), ffn (the variant's own kernels: gemm1 + act +
-// gemm2), combine (combine's auto pick).
+// gemm2), combine (combine's auto pick). `fused` has the ffn stage alone: it
+// lists the slots and combines inside (its y rows are the slots, t * K + j).
 enum class Stage { layout, ffn, combine };
-std::span<const Stage> stages();
+std::span<const Stage> stages(const Variant& v);
 std::string_view stage_name(Stage s);
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl);
-// What v's layout stage runs on p.permute.
-const permute::Variant& layout_of(const Variant& v, const Problem& p, const DeviceCaps& caps);
+// What v's layout stage runs on p.permute; nullptr for a variant without one.
+const permute::Variant* layout_of(const Variant& v, const Problem& p, const DeviceCaps& caps);
 
-// Where a variant keeps its workspace zeroed (Variant::zeroed_workspace:
-// permute's auto pick counts in its slice), the bytes from the workspace's
-// start that every launch leaves zero; the rest is the FFN's scratch. The same
-// for every variant: permute::index_only() runs align as the pick does, with
-// the same workspace (a CPU test ties them).
-std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps);
+// Where v keeps its workspace zeroed (Variant::zeroed_workspace: permute's
+// auto pick counts in its slice; fused's counters), the bytes from the
+// workspace's start that every launch leaves zero; the rest is the FFN's
+// scratch. permute::index_only() runs align as the pick does, with the same
+// workspace (a CPU test ties them).
+std::size_t zeroed_workspace_bytes(const Variant& v, const Problem& p, const DeviceCaps& caps);
 
 // Generated weights: W1 and W2 of every expert written on the device, each
 // element the pure function weight_value (weights.hpp) of (seed, matrix,

@@ -22,6 +22,7 @@
 #include "common/fits_smem.hpp"
 #include "common/workspace_slices.hpp"
 #include "experts/decode.cuh"
+#include "experts/fused.cuh"
 #include "experts/act_rows.cuh"
 #include "experts/cublas.cuh"
 #include "experts/experts.hpp"
@@ -235,6 +236,95 @@ LaunchStatus decode_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, 
 static_assert(decode::smem_bytes<4>(2) <= 48 * 1024 && decode::smem_bytes<4>(4) <= 48 * 1024 &&
               decode::smem_bytes<4>(8) <= 48 * 1024);
 
+// fused: the whole computation in one kernel for T * K <= 256 (fused.cuh):
+// decode's streams over the slots, no layout, the combine inside. Its
+// workspace: the counters (kept zero between launches), then a [T * K, I].
+struct FusedPlan {
+  int nt = 1, ks1 = 1, tiles1 = 1, ks2 = 1, tiles2 = 1;
+  std::size_t counter_bytes = 0, a_offset = 0, total = 0;
+};
+FusedPlan fused_plan(const Problem& p) {
+  FusedPlan f;
+  f.nt = decode_nt(p);
+  f.ks1 = decode_ks(p.hidden, f.nt);
+  f.tiles1 = static_cast<int>(ceil_div<std::int64_t>(p.inter, (decode::kWarps / f.ks1) * decode::kMT * 8));
+  f.ks2 = decode_ks(p.inter, f.nt);
+  f.tiles2 = static_cast<int>(ceil_div<std::int64_t>(p.hidden, (decode::kWarps / f.ks2) * decode::kMT * 16));
+  f.counter_bytes = fused::counter_words(f.tiles2) * sizeof(unsigned);
+  f.a_offset = ceil_div<std::size_t>(f.counter_bytes, 256) * 256;
+  f.total = f.a_offset + std::size_t(p.tokens) * std::size_t(p.topk) * std::size_t(p.inter) * p.element_bytes();
+  return f;
+}
+std::size_t fused_ws(const Problem& p, const DeviceCaps&) { return fused_plan(p).total; }
+template <class T, int NT, bool kVec>
+LaunchStatus fused_launch(const Problem& p, const Buffers& b, void* ws, const FusedPlan& f, Stream s, bool pdl) {
+  fused::Args a;
+  char* w = static_cast<char*>(ws);
+  a.g1.x = b.hidden;
+  a.g1.w = b.w1;
+  a.g1.out = w + f.a_offset;
+  a.g1.experts = p.experts;
+  a.g1.k_len = p.hidden;
+  a.g1.n_out = p.inter;
+  a.g1.ks = f.ks1;
+  a.g1.tiles = f.tiles1;
+  a.g1.act = p.act;
+  a.g1.layout = p.w1_layout;
+  a.g2 = a.g1;
+  a.g2.x = w + f.a_offset;
+  a.g2.w = b.w2;
+  a.g2.out = b.y;
+  a.g2.k_len = p.inter;
+  a.g2.n_out = p.hidden;
+  a.g2.ks = f.ks2;
+  a.g2.tiles = f.tiles2;
+  a.ids = b.topk_ids;
+  a.weights = b.topk_weights;
+  a.expert_map = b.expert_map;
+  a.map_size = p.permute.align.map_size;
+  a.inverse = b.inverse;
+  a.out = b.out;
+  a.counters = reinterpret_cast<unsigned*>(w);
+  a.tokens = static_cast<int>(p.tokens);
+  a.topk = p.topk;
+  a.scaling = p.combine.scaling;
+  a.vec_out = aligned16(b.y) && aligned16(b.out) && p.hidden % 8 == 0;
+  // The L2 prefetch budget: half the L2 (the device's own size) in W2 tiles.
+  const std::int64_t tile_bytes =
+      std::int64_t(decode::kWarps / f.ks2) * decode::kMT * 16 * p.inter * std::int64_t(p.element_bytes());
+  a.prefetch_items = device_caps().arch() >= 90 ? std::int64_t(device_caps().l2_bytes / 2) / tile_bytes : 0;
+  const std::size_t smem = fused::smem_bytes<NT>(f.ks1, f.ks2);
+  auto* kernel = fused::fused_kernel<T, NT, kVec>;
+  int per_sm = 1;
+  if (const cudaError_t e = decode_blocks_per_sm(kernel, smem, &per_sm); e != cudaSuccess) return e;
+  // At most every CTA resident at once (the kernel's waits need it), and no
+  // more than the items of min(E, T * K) active experts.
+  const std::int64_t active =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(p.experts, p.tokens * std::int64_t(p.topk)));
+  const std::int64_t items = active * (f.tiles1 + f.tiles2);
+  const std::int64_t resident = std::int64_t(std::max(device_caps().sm_count, 1)) * per_sm;
+  const unsigned grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, resident)));
+  return prim::launch_ex(kernel, dim3(grid), dim3(decode::kThreads), smem, s, prim::pdl_attrs(pdl), a);
+}
+template <class T>
+LaunchStatus fused_typed(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  const FusedPlan f = fused_plan(p);
+  const char* a = static_cast<const char*>(ws) + f.a_offset;
+  const bool vec = aligned16(b.hidden) && aligned16(b.w1) && aligned16(b.w2) && aligned16(a) && p.hidden % 8 == 0 &&
+                   p.inter % 8 == 0;
+  if (!vec) return fused_launch<T, 1, false>(p, b, ws, f, s, pdl);  // right, not fast: odd shapes
+  switch (f.nt) {
+    case 1: return fused_launch<T, 1, true>(p, b, ws, f, s, pdl);
+    case 2: return fused_launch<T, 2, true>(p, b, ws, f, s, pdl);
+    default: return fused_launch<T, 4, true>(p, b, ws, f, s, pdl);
+  }
+}
+LaunchStatus fused_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  return p.dtype == DType::bf16 ? fused_typed<__nv_bfloat16>(p, b, ws, s, pdl) : fused_typed<__half>(p, b, ws, s, pdl);
+}
+static_assert(fused::smem_bytes<4>(2, 2) <= 40 * 1024 && fused::smem_bytes<1>(8, 8) <= 40 * 1024,
+              "fused's dynamic shared memory with its ~6 KiB of static lists stays below 48 KiB");
+
 struct Ffn {
   std::string_view name;
   FfnLaunch launch;
@@ -243,18 +333,22 @@ struct Ffn {
   // permuted); true = permute::index_only() (align and the inverse map, no
   // copy: the FFN reads hidden through sorted_token_ids itself).
   bool gathers = false;
+  // No layout and no combine stage: the FFN lists the slots from topk_ids and
+  // writes out itself (fused).
+  bool whole = false;
 };
 // grouped: CUTLASS's sm_90a grouped GEMM over device-side problem shapes
 // (grouped.hpp; its translation unit is the only one that includes CUTLASS).
 // cublas: cuBLAS's grouped GEMM (cublas.cuh; cublas.cu is the only one that
 // includes cuBLAS).
-constexpr std::array<Ffn, 6> kFfns{{
+constexpr std::array<Ffn, 7> kFfns{{
     {"naive", naive_ffn, naive_ws},
     {"grouped", grouped::launch, grouped::workspace_bytes},
     {"mma", mma_ffn, mma_ws},
     {"decode", decode_ffn, naive_ws},
     {"cublas", cublas::ffn, cublas::workspace_bytes},
     {"gather", gather_ffn, mma_ws, /*gathers=*/true},
+    {"fused", fused_ffn, fused_ws, /*gathers=*/false, /*whole=*/true},
 }};
 const Ffn* ffn_of(std::string_view name) {
   for (const Ffn& f : kFfns)
@@ -279,10 +373,11 @@ const permute::Variant& layout_for(const Ffn& f, const Problem& p, const DeviceC
 // Workspace slices: permute's (first: the part a zeroed workspace keeps zero),
 // combine's, the FFN's.
 using Slices = WorkspaceSlices<3>;
+// A whole FFN (fused) has neither: its own slice starts the workspace.
 Slices slices(const Ffn& f, const Problem& p, const DeviceCaps& caps) {
   Slices s;
-  s.bytes[0] = layout_for(f, p, caps).workspace_bytes(p.permute, caps);
-  s.bytes[1] = combine_pick(p, caps).workspace_bytes(p.combine, caps);
+  s.bytes[0] = f.whole ? 0 : layout_for(f, p, caps).workspace_bytes(p.permute, caps);
+  s.bytes[1] = f.whole ? 0 : combine_pick(p, caps).workspace_bytes(p.combine, caps);
   s.bytes[2] = f.workspace(p, caps);
   s.place();
   return s;
@@ -292,6 +387,7 @@ Slices slices(const Ffn& f, const Problem& p, const DeviceCaps& caps) {
 LaunchStatus run_stage(const Ffn& f, const Problem& p, const Buffers& b, const Slices& sl, Stage st, Stream s,
                        bool pdl) {
   const DeviceCaps& caps = device_caps();
+  if (f.whole && st != Stage::ffn) return cudaSuccess;  // not among its stages (stages_of)
   switch (st) {
     case Stage::layout:
       return layout_for(f, p, caps).launch(p.permute, permute::buffers_of(b, sl.at(b.workspace, 0)), s, pdl);
@@ -311,11 +407,17 @@ LaunchStatus run_stage(const Ffn& f, const Problem& p, const Buffers& b, const S
   return cudaErrorInvalidValue;
 }
 
+constexpr std::array<Stage, 3> kStages = {Stage::layout, Stage::ffn, Stage::combine};
+constexpr std::array<Stage, 1> kWholeStages = {Stage::ffn};
+constexpr std::span<const Stage> stages_of(const Ffn& f) {
+  return f.whole ? std::span<const Stage>(kWholeStages) : std::span<const Stage>(kStages);
+}
+
 template <std::size_t kIndex>
 LaunchStatus launch_variant(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (p.tokens == 0) return cudaSuccess;
   const Slices sl = slices(kFfns[kIndex], p, device_caps());
-  for (Stage st : stages())
+  for (Stage st : stages_of(kFfns[kIndex]))
     if (const LaunchStatus e = run_stage(kFfns[kIndex], p, b, sl, st, s, pdl); e != 0) return e;
   return cudaSuccess;
 }
@@ -416,7 +518,20 @@ std::string cublas_limits(const DeviceCaps& caps) {
          stages_limits(caps);
 }
 
-constexpr std::array<Variant, 6> kVariants{{
+// fused: T * K within one slot a thread, sm_80+ (decode's mma.sync); no
+// layout or combine stage to ask.
+const char* fused_na(const Problem& p, const DeviceCaps& caps) {
+  if (caps.present() && caps.arch() < 80) return "needs sm_80 or newer (mma.sync on bf16/f16)";
+  if (p.tokens * std::int64_t(p.topk) > fused::kMaxSlots) return "needs T * K <= 256 (a slot a thread when listing)";
+  return nullptr;
+}
+std::string fused_limits(const DeviceCaps&) {
+  return "T * K <= " + std::to_string(fused::kMaxSlots) +
+         "; any E, H, I with 2*I*H < 2^31; sm_80 or newer; every CTA of its grid resident at once (sized so)";
+}
+bool fused_zeroed(const Problem&, const DeviceCaps&) { return true; }
+
+constexpr std::array<Variant, 7> kVariants{{
     {{"naive",
       "plain SIMT kernels, one warp per output element: gemm1 (gate and up dot products over H, the "
       "activation) into a [rows, I] workspace, then gemm2; every architecture; between permute's and combine's "
@@ -460,6 +575,14 @@ constexpr std::array<Variant, 6> kVariants{{
       "align:auto rows_pass_kernel<uint4> mma_tile_list_kernel mma_gemm1_act_kernel<true> mma_gemm2_kernel "
       "gemm1_act_kernel<true> gemm2_kernel combine:*"},
      false, gather_limits, gather_na, workspace_of<5>, launch_variant<5>, index_zeroed},
+    {{"fused",
+      "the whole expert computation of a small batch in one persistent kernel, no layout or combine launch: "
+      "every CTA lists the slots by expert from topk_ids itself, then decode's weight streams (gemm1 + act, gemm2) "
+      "over (expert, tile) items with the slot as the row, each gemm2 item waiting only for its own expert's "
+      "gemm1 tiles (its first W2 batch already loading), and the CTA that completes a column tile of y sums it "
+      "into out (combine's rule); y in slot order (row t*K+j), T*K <= 256",
+      "fused_kernel"},
+     false, fused_limits, fused_na, workspace_of<6>, launch_variant<6>, fused_zeroed},
 }};
 // launch_variant<i> and workspace_of<i> run kFfns[i]: the two tables line up by name.
 static_assert([] {
@@ -480,14 +603,22 @@ bool few_rows(const Problem& p, const DeviceCaps&) {
   const std::int64_t slots = p.tokens * p.topk;
   return slots < 16 * std::min<std::int64_t>(p.experts, std::max<std::int64_t>(slots, 1));
 }
-const std::array<AutoRow<Problem>, 4> kAutoRows = {{
+// fused before it on sm_90 while T*K <= 32 (and rows are few): fitted on the
+// same H200 (twenty-first session, docs/bench/experts-notes.md, "fused"): it
+// won at T*K 8-32 (TP8 shard T 1: 2-6 %, T 4: 2-3 %; Qwen3-235B T 1, Mixtral
+// T 4: 2 %) and lost from 128 (DeepSeek-V3 T 16, the shard at T 32: 3 %).
+// No sm_80 measurement (and no PDL or L2 prefetch there): decode stays.
+bool fused_fits(const Problem& p, const DeviceCaps& caps) {
+  return caps.arch() >= 90 && p.tokens * p.topk <= 32 && few_rows(p, caps);
+}
+const std::array<AutoRow<Problem>, 5> kAutoRows = {{
+    {"fused", "sm_90+, T*K <= 32 and T*K < 16 * min(E, T*K)", fused_fits},
     {"decode", "T*K < 16 * min(E, T*K)", few_rows},
     {"grouped", "", nullptr},
     {"mma", "", nullptr},
     {"naive", "", nullptr},
 }};
 
-constexpr std::array<Stage, 3> kStages = {Stage::layout, Stage::ffn, Stage::combine};
 
 // ---- generated weights --------------------------------------------------------
 
@@ -519,7 +650,10 @@ RowMap row_map(const Problem& p, const Buffers& b) {
   return m;
 }
 
-std::span<const Stage> stages() { return kStages; }
+std::span<const Stage> stages(const Variant& v) {
+  const Ffn* f = ffn_of(v.info.name);
+  return f != nullptr ? stages_of(*f) : std::span<const Stage>(kStages);
+}
 
 std::string_view stage_name(Stage s) {
   switch (s) {
@@ -536,9 +670,10 @@ LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, 
   return run_stage(*f, p, b, slices(*f, p, device_caps()), st, s, pdl);
 }
 
-const permute::Variant& layout_of(const Variant& v, const Problem& p, const DeviceCaps& caps) {
+const permute::Variant* layout_of(const Variant& v, const Problem& p, const DeviceCaps& caps) {
   const Ffn* f = ffn_of(v.info.name);
-  return f != nullptr ? layout_for(*f, p, caps) : permute_pick(p, caps);
+  if (f != nullptr && f->whole) return nullptr;
+  return f != nullptr ? &layout_for(*f, p, caps) : &permute_pick(p, caps);
 }
 
 LaunchStatus launch_act_rows(const Problem& p, const void* h, void* a, const std::int64_t* offsets, Stream s,
@@ -555,8 +690,11 @@ LaunchStatus launch_act_rows(const Problem& p, const void* h, void* a, const std
                          p.act, p.w1_layout);
 }
 
-std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps) {
-  return stages_zeroed(p, caps) ? permute_pick(p, caps).workspace_bytes(p.permute, caps) : 0;
+std::size_t zeroed_workspace_bytes(const Variant& v, const Problem& p, const DeviceCaps& caps) {
+  const Ffn* f = ffn_of(v.info.name);
+  if (f != nullptr && f->whole) return fused_plan(p).counter_bytes;
+  if (!needs_zeroed_workspace(v, p, caps)) return 0;
+  return (f != nullptr ? layout_for(*f, p, caps) : permute_pick(p, caps)).workspace_bytes(p.permute, caps);
 }
 
 LaunchStatus generate_weights(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream s) {

@@ -97,4 +97,16 @@ __device__ __forceinline__ void bulk_wait_all() {
 #endif
 }
 
+//! Asks the copy engine to bring [src, src + bytes) into L2 (no destination,
+//! nothing to wait for): a CTA that must wait for other blocks can start the
+//! DRAM reads it will need. Before sm_90 it does nothing (a hint, not a copy).
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+#else
+  (void)src;
+  (void)bytes;
+#endif
+}
+
 }  // namespace moekit::prim

@@ -81,9 +81,11 @@ class DeviceBuffers {
   void poison() { set_.poison(); }
   // A later variant's workspace, the inputs and outputs kept (benches, GPU tests).
   void replace_workspace(WorkspaceNeed need) { set_.replace_workspace(ws_, need); }
-  // Whether the workspace came back all zero (a variant that keeps it zeroed).
-  // The part a zeroed-workspace variant keeps zero (zeroed_workspace_bytes).
-  bool workspace_zero() const { return set_.all_zero(ws_, zeroed_workspace_bytes(p_, device_caps())); }
+  // Whether the part of the workspace that v keeps zeroed came back all zero
+  // (zeroed_workspace_bytes).
+  bool workspace_zero(const Variant& v) const {
+    return set_.all_zero(ws_, zeroed_workspace_bytes(v, p_, device_caps()));
+  }
 
   // out [T, H] into `out`; with `y`, the y rows [rows, H] and the inverse map
   // [T, K] (check_y). Returns "" or what is wrong (a changed guard zone).

@@ -161,12 +161,16 @@ class ExpertsJob final : public ProblemJob<experts::Problem> {
 
   Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
     auto rv = var_.resolve("experts", requested, p_, caps, pdl, experts::registry());
-    if (caps.present())
-      report_->notes.push_back(fmt::format(
-          "stages: layout permute {} (align {}), ffn {}, combine {}",
-          experts::layout_of(*var_.v, p_, caps).info.name,
-          align::registry().pick_auto(p_.permute.align, caps, false).info.name, rv.name,
-          combine::registry().pick_auto(p_.combine, caps, false).info.name));
+    if (caps.present()) {
+      if (const permute::Variant* layout = experts::layout_of(*var_.v, p_, caps))
+        report_->notes.push_back(fmt::format(
+            "stages: layout permute {} (align {}), ffn {}, combine {}", layout->info.name,
+            align::registry().pick_auto(p_.permute.align, caps, false).info.name, rv.name,
+            combine::registry().pick_auto(p_.combine, caps, false).info.name));
+      else
+        report_->notes.push_back(fmt::format("stages: ffn {} alone (it lists the slots and combines itself; y rows "
+                                             "are the slots t*K+j)", rv.name));
+    }
     return rv;
   }
 
@@ -188,7 +192,7 @@ class ExpertsJob final : public ProblemJob<experts::Problem> {
 
   std::vector<Stage> stages() override {
     std::vector<Stage> v;
-    for (experts::Stage st : experts::stages())
+    for (experts::Stage st : experts::stages(*var_.v))
       v.push_back({std::string(experts::stage_name(st)), [this, st](Stream s, bool pdl, int copy) {
                      return experts::launch_stage(*var_.v, p_, d_->buffers(copy), st, s, pdl);
                    }});

@@ -1112,13 +1112,15 @@ TEST_CASE("experts: prefill shapes apply where permute keeps a zeroed workspace 
       const std::string_view name = v.info.name;
       if (name == "grouped" || name == "cublas") continue;  // build- and library-dependent
       if (name == "gather" && compact) continue;              // padded only (its own test)
+      if (name == "fused") continue;                          // no layout stage, T * K <= 256 (its own test)
       INFO(v.info.name);
       CHECK(v.not_applicable(p, c) == nullptr);
       CHECK(needs_zeroed_workspace(v, p, c));
-      const std::size_t zeroed = experts::zeroed_workspace_bytes(p, c);
+      const std::size_t zeroed = experts::zeroed_workspace_bytes(v, p, c);
       CHECK(zeroed == pv.workspace_bytes(p.permute, c));
       // The variant's own layout stage (gather's: permute::index_only()) keeps that same prefix zero.
-      const permute::Variant& lv = experts::layout_of(v, p, c);
+      REQUIRE(experts::layout_of(v, p, c) != nullptr);
+      const permute::Variant& lv = *experts::layout_of(v, p, c);
       CHECK(needs_zeroed_workspace(lv, p.permute, c));
       CHECK(zeroed == lv.workspace_bytes(p.permute, c));
       CHECK(zeroed <= v.workspace_bytes(p, c));
@@ -1163,10 +1165,10 @@ TEST_CASE("experts gather: padded layout only, mma's limits, layout without the 
   // does not list (`moekit permute` never runs it: it copies no rows); every
   // other variant's is permute's auto pick.
   for (const DeviceCaps* c : {&none, static_cast<const DeviceCaps*>(&sm90)}) {
-    CHECK(&experts::layout_of(*v, padded, *c) == &permute::index_only());
+    CHECK(experts::layout_of(*v, padded, *c) == &permute::index_only());
     const experts::Variant* mma = experts::registry().find("mma");
     REQUIRE(mma != nullptr);
-    CHECK(&experts::layout_of(*mma, padded, *c) == &permute::registry().pick_auto(padded.permute, *c, false));
+    CHECK(experts::layout_of(*mma, padded, *c) == &permute::registry().pick_auto(padded.permute, *c, false));
     // a [rows, I] of the dtype at least, besides the stages'.
     CHECK(v->workspace_bytes(padded, *c) >= std::size_t(padded.rows()) * 1024 * 2);
   }
@@ -1199,12 +1201,13 @@ TEST_CASE("workspace slices: offsets, total, and no pointer for an empty slice")
   CHECK(s.at(nullptr, 1) == nullptr);
 }
 
-// auto's boundary between decode and the GEMM tiles, hand-listed from the
-// rule's fit (registry.cu): decode below 16 rows an expert on average
-// (T*K < 16 * min(E, T*K)), then grouped on sm_90 where it is built, mma
-// otherwise. Mixtral's shape (E 8, K 2) crosses at T 64, Qwen3-235B's (E 128,
-// K 8) at T 256.
-TEST_CASE("experts auto: decode below 16 rows an expert, the GEMM tiles from 16") {
+// auto's boundaries, hand-listed from the rules' fits (registry.cu): on
+// sm_90 fused while T*K <= 32 (rows few), decode below 16 rows an expert on
+// average (T*K < 16 * min(E, T*K)), then grouped on sm_90 where it is built,
+// mma otherwise. Mixtral's shape (E 8, K 2) leaves fused after T 16 and
+// crosses to the GEMMs at T 64, Qwen3-235B's (E 128, K 8) leaves fused after
+// T 4 and crosses at T 256.
+TEST_CASE("experts auto: fused to 32 slots, decode below 16 rows an expert, the GEMM tiles from 16") {
   const DeviceCaps sm90 = test::fake_sm90();
   const bool grouped_built = experts::registry().find("grouped")->not_applicable(
                                  experts::make_problem(64, 2, 8, 4096, 14336, experts::DType::bf16, experts::Act::silu,
@@ -1218,12 +1221,16 @@ TEST_CASE("experts auto: decode below 16 rows an expert, the GEMM tiles from 16"
     std::string want;
   };
   const Row rows[] = {
-      {1, 2, 8, 4096, 14336, "decode"},     {32, 2, 8, 4096, 14336, "decode"},  // 8 rows an expert
+      {1, 2, 8, 4096, 14336, "fused"},      {16, 2, 8, 4096, 14336, "fused"},   // 32 slots
+      {17, 2, 8, 4096, 14336, "decode"},    {32, 2, 8, 4096, 14336, "decode"},  // 34 slots; 8 rows an expert
       {63, 2, 8, 4096, 14336, "decode"},    {64, 2, 8, 4096, 14336, gemm},      // 15.75, 16
-      {1024, 2, 8, 4096, 14336, gemm},      {1, 8, 128, 4096, 1536, "decode"},
+      {1024, 2, 8, 4096, 14336, gemm},      {1, 8, 128, 4096, 1536, "fused"},
+      {4, 8, 128, 4096, 1536, "fused"},     {5, 8, 128, 4096, 1536, "decode"},  // 32, 40 slots
       {255, 8, 128, 4096, 1536, "decode"},  {256, 8, 128, 4096, 1536, gemm},  // 15.94, 16
-      {1, 8, 256, 7168, 256, "decode"},     {256, 8, 256, 7168, 256, "decode"},  // the TP8 shard: 8 rows
+      {1, 8, 256, 7168, 256, "fused"},      {4, 8, 256, 7168, 256, "fused"},  // the TP8 shard
+      {5, 8, 256, 7168, 256, "decode"},     {256, 8, 256, 7168, 256, "decode"},  // 40 slots; 8 rows
       {512, 8, 256, 7168, 256, gemm},                                             // 16
+      {16, 2, 2, 4096, 1024, gemm},  // 32 slots, but 16 rows an expert: fused needs few rows too
   };
   for (const Row& r : rows) {
     const experts::Problem p = experts::make_problem(r.T, r.K, r.E, r.H, r.I, experts::DType::bf16, experts::Act::silu,
@@ -1231,6 +1238,51 @@ TEST_CASE("experts auto: decode below 16 rows an expert, the GEMM tiles from 16"
     INFO("T " << r.T << ", K " << r.K << ", E " << r.E);
     CHECK(std::string(experts::registry().pick_auto(p, sm90, true).info.name) == r.want);
   }
+  // Not fitted below sm_90: decode keeps the decode rows there.
+  DeviceCaps sm80 = sm90;
+  sm80.cc_major = 8;
+  for (const std::int64_t T : {1, 4}) {
+    const experts::Problem p = experts::make_problem(T, 8, 256, 7168, 256, experts::DType::bf16, experts::Act::silu,
+                                                     experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f);
+    CHECK(std::string(experts::registry().pick_auto(p, sm80, true).info.name) == "decode");
+  }
+}
+
+// The `fused` variant's planning, hand-listed: T*K up to 256 (a slot a thread
+// when it lists them), one stage (no layout, no combine), a workspace whose
+// zeroed prefix is its counters with a [T*K, I] after them.
+TEST_CASE("experts fused: T*K <= 256, the ffn stage alone, its counters kept zero") {
+  const experts::Variant* v = experts::registry().find("fused");
+  REQUIRE(v != nullptr);
+  const DeviceCaps sm90 = test::fake_sm90();
+  const auto plan = [](std::int64_t T, std::int32_t K, permute::Layout l) {
+    return experts::make_problem(T, K, 256, 7168, 256, experts::DType::bf16, experts::Act::silu,
+                                 experts::W1Layout::gate_up, l, 64, 1.0f);
+  };
+  for (const permute::Layout l : {permute::Layout::compact, permute::Layout::padded}) {
+    CHECK(v->not_applicable(plan(32, 8, l), sm90) == nullptr);   // 256 slots
+    CHECK(v->not_applicable(plan(256, 1, l), sm90) == nullptr);  // 256 slots
+    const char* why = v->not_applicable(plan(33, 8, l), sm90);  // 264
+    REQUIRE(why != nullptr);
+    CHECK(std::string(why) == "needs T * K <= 256 (a slot a thread when listing)");
+    CHECK(v->not_applicable(plan(257, 1, l), sm90) != nullptr);
+  }
+  DeviceCaps sm75 = sm90;
+  sm75.cc_major = 7;
+  sm75.cc_minor = 5;
+  CHECK(v->not_applicable(plan(1, 8, permute::Layout::compact), sm75) != nullptr);
+
+  const experts::Problem p = plan(4, 8, permute::Layout::compact);
+  const auto st = experts::stages(*v);
+  REQUIRE(st.size() == 1);
+  CHECK(st[0] == experts::Stage::ffn);
+  CHECK(experts::layout_of(*v, p, sm90) == nullptr);
+  CHECK(experts::stages(*experts::registry().find("decode")).size() == 3);
+  CHECK(needs_zeroed_workspace(*v, p, sm90));
+  // Counters: one a slot of the list (256), one a gemm2 tile (H 7168 in tiles of 256 columns: 28), one more.
+  CHECK(experts::zeroed_workspace_bytes(*v, p, sm90) == (256 + 28 + 1) * 4);
+  // Then a [T*K, I] bf16, 256-byte aligned after the counters.
+  CHECK(v->workspace_bytes(p, sm90) == 1280 + 32 * 256 * 2);
 }
 
 // grouped's tile policy (grouped.hpp wide_tiles), hand-listed: the wide tiles

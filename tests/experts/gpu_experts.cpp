@@ -359,13 +359,13 @@ std::string run_variant(const experts::Variant& v, const experts::Problem& p, ex
   if (!why.empty()) return "launch: " + why;
   if (stages && p.tokens > 0) {
     why = run_and_check(p, d, ref, [&] {
-      for (experts::Stage st : experts::stages())
+      for (experts::Stage st : experts::stages(v))
         if (const LaunchStatus e = experts::launch_stage(v, p, b, st, s, pdl); e != 0) return e;
       return LaunchStatus{0};
     }, 1);
     if (!why.empty()) return "stage by stage: " + why;
   }
-  if (needs_zeroed_workspace(v, p, device_caps()) && !d.workspace_zero()) return "left its zeroed workspace non-zero";
+  if (needs_zeroed_workspace(v, p, device_caps()) && !d.workspace_zero(v)) return "left its zeroed workspace non-zero";
   return {};
 }
 
