@@ -28,11 +28,12 @@
 //    for two round trips: DeepSeek-V3 T 16 6 % slower than decode.)
 //  - The counters live at the start of the workspace, zero between launches:
 //    the last CTA to leave resets them (the variant keeps a zeroed workspace).
-//  - A gemm2 item that has to wait asks for its W2 tile in L2 first (bulk
-//    prefetch), within a budget of half the L2: the W2 stream then shares
-//    the DRAM with gemm1's instead of following it (the TP8 shard at T 1:
-//    4 % faster; Mixtral, whose W2 tiles would overflow the L2, 7 % slower
-//    without the budget).
+//  - Where there are fewer gemm1 items than CTAs, the CTAs that start on a
+//    gemm2 item ask for its W2 tile in L2 while they wait (bulk prefetch,
+//    within a budget of half the L2): the W2 stream then shares the DRAM with
+//    gemm1's instead of following it (the TP8 shard at T 1: 4 % faster).
+//    Elsewhere it cost (Mixtral T 1: 7 % without the budget, 2 % within it;
+//    prefetching every CTA's W2 tiles at the start: 7-12 % at T 2-4).
 //  - A wait that does not end in seconds (a grid that could not all be
 //    resident) traps: a CUDA error, never a hang.
 // Shapes the layouts would not take are not a concern: a slot's row is its
@@ -212,6 +213,19 @@ __global__ void __launch_bounds__(decode::kThreads, 2) fused_kernel(const __grid
   float* red = reinterpret_cast<float*>(smem_raw);
   const std::int64_t items1 = std::int64_t(entries) * a.g1.tiles, items2 = std::int64_t(entries) * a.g2.tiles;
 
+  const std::int64_t width2 = std::int64_t(decode::kWarps / a.g2.ks) * decode::kMT * 16;  // columns of a gemm2 tile
+  const std::int64_t first2 = items1 + ((blockIdx.x - items1) % G + G) % G;  // this CTA's first gemm2 item
+  // gemm2 item j's W2 rows into L2 (contiguous: W2 [E, H, I], rows h0 .. h1 - 1 of its expert).
+  const auto prefetch_tile = [&](std::int64_t j) {
+    const int e = static_cast<int>(j / a.g2.tiles), tile = static_cast<int>(j % a.g2.tiles);
+    const std::int64_t h0 = std::int64_t(tile) * width2, h1 = h0 + width2 < a.g2.n_out ? h0 + width2 : a.g2.n_out;
+    const char* base =
+        static_cast<const char*>(a.g2.w) + (std::int64_t(s_tbl[e].expert) * a.g2.n_out + h0) * a.g2.k_len * 2;
+    const std::int64_t bytes = (h1 - h0) * a.g2.k_len * 2;  // a multiple of 16 (kVec: I % 8 == 0)
+    for (std::int64_t off = 0; off < bytes; off += kPrefetchChunk)
+      prim::bulk_prefetch_l2(base + off, static_cast<unsigned>(bytes - off < kPrefetchChunk ? bytes - off : kPrefetchChunk));
+  };
+
   // gemm1 items, then gemm2 items: item `it` of the whole sequence is CTA
   // it % G's, so no CTA reaches a gemm2 item before its own gemm1 items.
   for (std::int64_t it = blockIdx.x; it < items1; it += G) {
@@ -224,8 +238,6 @@ __global__ void __launch_bounds__(decode::kThreads, 2) fused_kernel(const __grid
     __syncthreads();  // the CTA's a stores, ordered before thread 0's release
     if (tid == 0) prim::red_release_gpu(a.counters + e, 1u);
   }
-  const std::int64_t width2 = std::int64_t(decode::kWarps / a.g2.ks) * decode::kMT * 16;  // columns of a gemm2 tile
-  const std::int64_t first2 = items1 + ((blockIdx.x - items1) % G + G) % G;  // this CTA's first gemm2 item
   for (std::int64_t it = first2; it < items1 + items2; it += G) {
     const std::int64_t j = it - items1;
     const int e = static_cast<int>(j / a.g2.tiles), tile = static_cast<int>(j % a.g2.tiles);
@@ -236,18 +248,10 @@ __global__ void __launch_bounds__(decode::kThreads, 2) fused_kernel(const __grid
       if (tid == 0) {
         const unsigned* done = a.counters + e;
         const unsigned want = static_cast<unsigned>(a.g1.tiles);
-        if (kVec && j < a.prefetch_items && prim::ld_acquire_gpu(done) < want) {
-          // A real wait: the item's W2 rows go to L2 meanwhile (contiguous:
-          // W2 [E, H, I], rows h0 .. h1 - 1 of expert e), so the W2 stream
-          // shares the DRAM with gemm1's instead of following it.
-          const std::int64_t h0 = std::int64_t(tile) * width2, h1 = h0 + width2 < a.g2.n_out ? h0 + width2 : a.g2.n_out;
-          const char* base = static_cast<const char*>(a.g2.w) +
-                             (std::int64_t(s_tbl[e].expert) * a.g2.n_out + h0) * a.g2.k_len * 2;
-          const std::int64_t bytes = (h1 - h0) * a.g2.k_len * 2;  // a multiple of 16 (kVec: I % 8 == 0)
-          for (std::int64_t off = 0; off < bytes; off += kPrefetchChunk)
-            prim::bulk_prefetch_l2(base + off,
-                                   static_cast<unsigned>(bytes - off < kPrefetchChunk ? bytes - off : kPrefetchChunk));
-        }
+        // A real wait (CTAs that start on a gemm2 item: fewer gemm1 items
+        // than CTAs): the item's W2 rows go to L2 meanwhile, so the W2 stream
+        // shares the DRAM with gemm1's instead of following it.
+        if (kVec && items1 < G && j < a.prefetch_items && prim::ld_acquire_gpu(done) < want) prefetch_tile(j);
         wait_at_least(done, want);
       }
       __syncthreads();  // thread 0's acquire orders the gemm1 stores before every a load below

@@ -24,8 +24,15 @@ const permute::Variant& permute_pick(const Problem& p, const DeviceCaps& caps) {
 const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps) {
   return combine::registry().pick_auto(p.combine, caps, false);
 }
+// The path runs permute and combine around the FFN stage itself, so a pick
+// without a layout stage (fused: it lists the slots and combines inside) gives
+// way to decode, the weight stream it is built on (both apply to the same
+// shapes: fused's auto row is inside decode's).
 const experts::Variant& experts_pick(const Problem& p, const DeviceCaps& caps) {
-  return experts::registry().pick_auto(p.experts, caps, false);
+  const experts::Variant& v = experts::registry().pick_auto(p.experts, caps, false);
+  if (experts::layout_of(v, p.experts, caps) != nullptr) return v;
+  const experts::Variant* d = experts::registry().find("decode");
+  return d != nullptr ? *d : v;
 }
 
 // Workspace bytes of each stage and where its slice starts. The ffn slice is

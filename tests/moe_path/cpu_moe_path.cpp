@@ -14,6 +14,7 @@
 
 #include "combine/reference.hpp"
 #include "experts/weights.hpp"
+#include "fake_caps.hpp"
 #include "half.hpp"
 #include "moe_path/moe_path.hpp"
 #include "moe_path/reference.hpp"
@@ -353,6 +354,24 @@ TEST_CASE("moe-path make_problem with the FFN: the experts plan is the path's, s
   CHECK(moe_path::ffn_reference_macs(p, false) == 5.0 * 2 * 3 * 24 * 40);
   CHECK(moe_path::ffn_reference_macs(p, true) == (10.0 + 8.0) * 3 * 24 * 40);
   CHECK_FALSE(experts::registry().auto_reads_pdl());  // the experts pick sizes the path's workspace too
+}
+
+// The path runs its own permute and combine around the experts' FFN stage, so
+// its pick must be a variant with a layout (not `fused`, which lists the slots
+// and combines itself, and which experts' auto takes on sm_90 up to T*K 32):
+// decode there, as the experts rows order it, at every T of the decode cells.
+TEST_CASE("moe-path with the FFN: the ffn stage is a variant with a layout, also where experts' auto takes fused") {
+  const DeviceCaps sm90 = test::fake_sm90();
+  const moe_path::FfnArgs f{256, experts::Act::silu, experts::W1Layout::gate_up};
+  for (const std::int64_t T : {1, 4, 16, 64}) {
+    INFO("T " << T);
+    const auto p = moe_path::make_problem(T, 8, 256, 7168, combine::DType::bf16, Layout::compact, 64, 2.5f, nullptr, &f);
+    const std::string_view v = moe_path::stage_variant(p, moe_path::Stage::ffn, sm90);
+    const experts::Variant* ev = experts::registry().find(v);
+    REQUIRE(ev != nullptr);
+    CHECK(experts::layout_of(*ev, p.experts, sm90) != nullptr);
+    CHECK(v == "decode");
+  }
 }
 
 TEST_CASE("moe-path reference with the FFN: y and out against the FFN written out, given and generated weights") {
