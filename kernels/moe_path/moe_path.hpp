@@ -92,7 +92,8 @@ using Registry = moekit::Registry<Problem, Buffers>;
 
 // Where the path keeps its workspace zeroed (a stage's pick counts in its
 // slice), the bytes from its start every launch leaves zero: all of it, or,
-// with the FFN, everything before the FFN's scratch slice (last).
+// with the FFN, everything before the FFN's scratch slice (last), through
+// the FFN's own zeroed prefix where it keeps one (fused's counters).
 std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps);
 const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 
@@ -101,7 +102,14 @@ const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 // slice of the workspace. Identity experts are no stage: they launch nothing;
 // the expert FFN is the stage `ffn` (the experts family's auto pick's FFN).
 enum class Stage { route, permute, ffn, combine };
-// route (when p.routed), permute, ffn (when p.ffn), combine.
+// Whether the FFN stage is a pick that lists the slots and combines itself
+// (experts' `fused`): then the path is route (when p.routed) and ffn alone,
+// y's rows are the slots (inverse the identity on kept slots) and permute's
+// other outputs are not written.
+bool ffn_lists_slots(const Problem& p, const DeviceCaps& caps);
+// route (when p.routed), permute, ffn (when p.ffn), combine; route and ffn
+// where ffn_lists_slots. stages(p) asks the current device.
+std::span<const Stage> stages(const Problem& p, const DeviceCaps& caps);
 std::span<const Stage> stages(const Problem& p);
 std::string_view stage_name(Stage s);
 // The variant a stage runs on `caps` ("block-rank", "gather", ...; ffn: the

@@ -24,15 +24,13 @@ const permute::Variant& permute_pick(const Problem& p, const DeviceCaps& caps) {
 const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps) {
   return combine::registry().pick_auto(p.combine, caps, false);
 }
-// The path runs permute and combine around the FFN stage itself, so a pick
-// without a layout stage (fused: it lists the slots and combines inside) gives
-// way to decode, the weight stream it is built on (both apply to the same
-// shapes: fused's auto row is inside decode's).
 const experts::Variant& experts_pick(const Problem& p, const DeviceCaps& caps) {
-  const experts::Variant& v = experts::registry().pick_auto(p.experts, caps, false);
-  if (experts::layout_of(v, p.experts, caps) != nullptr) return v;
-  const experts::Variant* d = experts::registry().find("decode");
-  return d != nullptr ? *d : v;
+  return experts::registry().pick_auto(p.experts, caps, false);
+}
+// A pick without a layout stage (fused) lists the slots and combines itself:
+// the path's permute and combine stages drop out.
+bool lists_slots(const Problem& p, const DeviceCaps& caps) {
+  return p.ffn && experts::layout_of(experts_pick(p, caps), p.experts, caps) == nullptr;
 }
 
 // Workspace bytes of each stage and where its slice starts. The ffn slice is
@@ -51,18 +49,22 @@ Slices slices(const Problem& p, const DeviceCaps& caps) {
     s.bytes[0] = v.workspace_bytes(p.route, caps);
     s.zeroed[0] = needs_zeroed_workspace(v, p.route, caps);
   }
-  const permute::Variant& pv = permute_pick(p, caps);
-  s.bytes[1] = pv.workspace_bytes(p.permute, caps);
-  s.zeroed[1] = needs_zeroed_workspace(pv, p.permute, caps);
-  const combine::Variant& cv = combine_pick(p, caps);
-  s.bytes[2] = cv.workspace_bytes(p.combine, caps);
-  s.zeroed[2] = needs_zeroed_workspace(cv, p.combine, caps);
+  const bool fused = lists_slots(p, caps);
+  if (!fused) {
+    const permute::Variant& pv = permute_pick(p, caps);
+    s.bytes[1] = pv.workspace_bytes(p.permute, caps);
+    s.zeroed[1] = needs_zeroed_workspace(pv, p.permute, caps);
+    const combine::Variant& cv = combine_pick(p, caps);
+    s.bytes[2] = cv.workspace_bytes(p.combine, caps);
+    s.zeroed[2] = needs_zeroed_workspace(cv, p.combine, caps);
+  }
   if (p.ffn) {
     const experts::Variant& ev = experts_pick(p, caps);
     s.bytes[3] = ev.workspace_bytes(p.experts, caps);
     // Only the FFN's scratch is used there (it holds what the FFN wrote): the
-    // slice comes last, outside the zero promise of the slices before it.
-    s.zeroed[3] = false;
+    // slice comes last, outside the zero promise of the slices before it;
+    // except a whole FFN's (fused) zeroed prefix, its counters.
+    s.zeroed[3] = fused && needs_zeroed_workspace(ev, p.experts, caps);
   }
   s.place();
   return s;
@@ -72,8 +74,8 @@ Slices slices(const Problem& p, const DeviceCaps& caps) {
 // a workspace keeps it; a mix (one stage needs zeros, another leaves data) is
 // refused rather than shared.
 int zero_kind(const Slices& s) {  // 0: no stage needs zeros, 1: all that have one do, -1: a mix
-  bool any_zeroed = false, any_dirty = false;
-  for (int i = 0; i < kSlices - 1; ++i) {  // not the FFN's scratch (zeroed_bytes)
+  bool any_zeroed = s.zeroed[kSlices - 1], any_dirty = false;  // the FFN: its zeroed prefix only, if any
+  for (int i = 0; i < kSlices - 1; ++i) {
     if (s.bytes[i] == 0) continue;
     (s.zeroed[i] ? any_zeroed : any_dirty) = true;
   }
@@ -85,9 +87,11 @@ constexpr std::array<Stage, 3> kRouted = {Stage::route, Stage::permute, Stage::c
 constexpr std::array<Stage, 2> kGiven = {Stage::permute, Stage::combine};
 constexpr std::array<Stage, 4> kRoutedFfn = {Stage::route, Stage::permute, Stage::ffn, Stage::combine};
 constexpr std::array<Stage, 3> kGivenFfn = {Stage::permute, Stage::ffn, Stage::combine};
+constexpr std::array<Stage, 2> kRoutedSlots = {Stage::route, Stage::ffn};
+constexpr std::array<Stage, 1> kGivenSlots = {Stage::ffn};
 
 LaunchStatus launch_stages(const Problem& p, const Buffers& b, Stream s, bool pdl) {
-  for (Stage st : stages(p))
+  for (Stage st : stages(p, device_caps()))
     if (const LaunchStatus e = launch_stage(p, b, st, s, pdl); e != 0) return e;
   return 0;
 }
@@ -95,8 +99,10 @@ LaunchStatus launch_stages(const Problem& p, const Buffers& b, Stream s, bool pd
 const char* stages_na(const Problem& p, const DeviceCaps& caps) {
   if (p.routed)
     if (const char* why = route_pick(p, caps).not_applicable(p.route, caps)) return why;
-  if (const char* why = permute_pick(p, caps).not_applicable(p.permute, caps)) return why;
-  if (const char* why = combine_pick(p, caps).not_applicable(p.combine, caps)) return why;
+  if (!lists_slots(p, caps)) {
+    if (const char* why = permute_pick(p, caps).not_applicable(p.permute, caps)) return why;
+    if (const char* why = combine_pick(p, caps).not_applicable(p.combine, caps)) return why;
+  }
   if (p.ffn)
     if (const char* why = experts_pick(p, caps).not_applicable(p.experts, caps)) return why;
   if (zero_kind(slices(p, caps)) < 0)
@@ -133,13 +139,20 @@ const std::array<AutoRow<Problem>, 1> kAutoRows = {{
 
 std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps) {
   const Slices s = slices(p, caps);
-  return zero_kind(s) > 0 ? (p.ffn ? s.offset[kSlices - 1] : s.total) : 0;
+  if (zero_kind(s) <= 0) return 0;
+  if (!p.ffn) return s.total;
+  if (!s.zeroed[kSlices - 1]) return s.offset[kSlices - 1];
+  return s.offset[kSlices - 1] + experts::zeroed_workspace_bytes(experts_pick(p, caps), p.experts, caps);
 }
 
-std::span<const Stage> stages(const Problem& p) {
+bool ffn_lists_slots(const Problem& p, const DeviceCaps& caps) { return lists_slots(p, caps); }
+
+std::span<const Stage> stages(const Problem& p, const DeviceCaps& caps) {
+  if (lists_slots(p, caps)) return p.routed ? std::span<const Stage>(kRoutedSlots) : std::span<const Stage>(kGivenSlots);
   if (p.ffn) return p.routed ? std::span<const Stage>(kRoutedFfn) : std::span<const Stage>(kGivenFfn);
   return p.routed ? std::span<const Stage>(kRouted) : std::span<const Stage>(kGiven);
 }
+std::span<const Stage> stages(const Problem& p) { return stages(p, device_caps()); }
 
 std::string_view stage_name(Stage s) {
   switch (s) {
@@ -164,6 +177,7 @@ std::string_view stage_variant(const Problem& p, Stage s, const DeviceCaps& caps
 LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s, bool pdl) {
   const DeviceCaps& caps = device_caps();
   const Slices sl = slices(p, caps);
+  if (lists_slots(p, caps) && (st == Stage::permute || st == Stage::combine)) return 0;  // the FFN's own work
   switch (st) {
     case Stage::route: {
       route::Buffers rb;

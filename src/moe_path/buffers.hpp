@@ -102,7 +102,13 @@ class DeviceBuffers {
   std::string download(Outputs& got) const {
     got.routed.ids = set_.read<std::int32_t>(ids_);
     got.routed.weights = set_.read<float>(w_);
-    if (std::string e = perm_.download(set_, p_.permute, got.permuted); !e.empty()) return e;
+    got.slot_rows = ffn_lists_slots(p_, device_caps());
+    if (got.slot_rows) {
+      got.permuted = {};
+      got.permuted.inverse = set_.read<std::int32_t>(perm_.inverse);  // the FFN's, over its slot rows
+    } else if (std::string e = perm_.download(set_, p_.permute, got.permuted); !e.empty()) {
+      return e;
+    }
     if (p_.ffn) got.y = set_.read<std::uint16_t>(y_);
     got.out.resize(combine::out_bytes(p_.combine));
     return out_.download(set_, got.out.data());
@@ -123,13 +129,14 @@ class DeviceBuffers {
 // writes the inverse map; the FFN reads each row and the weights of every
 // expert with a row (`active_experts`, counted by the caller) once and
 // writes y; combine reads each used row, the inverse map and the weights,
-// and writes the output.
+// and writes the output. `slot_rows` (an FFN that listed the slots itself):
+// no permute stage, the ids read and the inverse map written by the FFN.
 inline double bytes_moved(const Problem& p, std::size_t logits_bytes, std::size_t bias_count,
-                          std::int64_t active_experts = 0) {
+                          std::int64_t active_experts = 0, bool slot_rows = false) {
   const double slots = double(p.permute.align.numel), row = double(p.permute.row_bytes);
   double b = 0;
   if (p.routed) b += double(logits_bytes) + 4.0 * double(bias_count) + 8.0 * slots;
-  b += 4.0 * slots + 2.0 * slots * row + 4.0 * slots;
+  b += slot_rows ? 8.0 * slots : 4.0 * slots + 2.0 * slots * row + 4.0 * slots;
   if (p.ffn) b += 2.0 * slots * row + double(active_experts) * 3.0 * double(p.experts.hidden) * double(p.experts.inter) * 2.0;
   b += slots * row + double(p.combine.tokens) * row + 8.0 * slots;
   return b;

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -151,7 +152,7 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
           ++active;
         }
     }
-    return moe_path::bytes_moved(p_, h_.logits.data.size(), h_.bias.size(), active);
+    return moe_path::bytes_moved(p_, h_.logits.data.size(), h_.bias.size(), active, got_.slot_rows);
   }
 
   CheckResult check(bool) override { return check_against(got_, true); }
@@ -172,9 +173,13 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
   }
 
   std::vector<std::pair<std::string, std::string>> summary() const override {
-    std::vector<std::pair<std::string, std::string>> s{
-        {"slots", std::to_string(p_.permute.align.numel)},
-        {"rows", std::to_string(got_.permuted.aligned.num_tokens_post_pad)}};
+    // rows: the layout's (num_tokens_post_pad), or the kept slots where the FFN listed them itself
+    const std::int64_t rows =
+        got_.slot_rows ? std::count_if(got_.permuted.inverse.begin(), got_.permuted.inverse.end(),
+                                       [](std::int32_t r) { return r >= 0; })
+                       : std::int64_t(got_.permuted.aligned.num_tokens_post_pad);
+    std::vector<std::pair<std::string, std::string>> s{{"slots", std::to_string(p_.permute.align.numel)},
+                                                       {"rows", std::to_string(rows)}};
     if (near_ties_ >= 0) s.push_back({"near_tie_rows", std::to_string(near_ties_)});
     return s;
   }
@@ -209,10 +214,12 @@ class PathJob final : public ProblemJob<moe_path::Problem> {
           "(max error below)");
     if (rep.result.ok && say_what && p_.ffn)
       report_->notes.push_back(fmt::format(
-          "{}permute's rules, combine bit for bit on the run's own y rows and weights, and the FFN's y of {} of {} "
+          "{}{}, combine bit for bit on the run's own y rows and weights, and the FFN's y of {} of {} "
           "token(s) (a seeded sample within {:g} multiply-adds) against the experts reference with the run's ids "
           "(max error below, in units of the derived bound)",
-          p_.routed ? "checked: route against its reference, " : "checked: ", rep.ffn_tokens, p_.experts.tokens,
+          p_.routed ? "checked: route against its reference, " : "checked: ",
+          got.slot_rows ? "the slot rows' inverse map (the FFN listed the slots itself)" : "permute's rules",
+          rep.ffn_tokens, p_.experts.tokens,
           moe_path::kFfnCheckMacs));
     return rep.result;
   }

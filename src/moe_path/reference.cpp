@@ -180,15 +180,32 @@ CheckReport check(const Problem& p, const Inputs& in, const Outputs& ref, const 
       return rep;
     }
   }
-  // (b) permute, on the ids this run used
+  // (b) permute, on the ids this run used; where the FFN listed the slots
+  // itself, its inverse map instead: the identity on the slots a layout keeps
+  // (an expert of this rank), -1 on the others
   const std::vector<std::int64_t> wide(got.routed.ids.begin(), got.routed.ids.end());
-  permute::Outputs own;
-  const bool same_ids = got.routed.ids == ref.routed.ids;
-  if (!same_ids) own = permute::reference(p.permute, in.hidden, wide);
-  CheckResult c = permute::check(p.permute, in.hidden, wide, same_ids ? ref.permuted : own, got.permuted);
-  if (!c.ok) {
-    rep.result = with_stage(c, "permute stage");
-    return rep;
+  CheckResult c;
+  if (got.slot_rows) {
+    if (!p.ffn) return fail("slot rows without the FFN");
+    if (got.permuted.inverse.size() != slots)
+      return fail(fmt::format("the inverse map holds {} entries, expected {}", got.permuted.inverse.size(), slots));
+    for (std::size_t s = 0; s < slots; ++s) {
+      const std::int64_t id = wide[s];
+      const std::int32_t want = id >= 0 && id < p.experts.experts ? static_cast<std::int32_t>(s) : -1;
+      if (got.permuted.inverse[s] != want)
+        return fail(fmt::format("ffn stage: inverse[{}, {}] = {}, expected {} (its slot's own row, or -1 when dropped)",
+                                s / std::size_t(p.permute.topk), s % std::size_t(p.permute.topk),
+                                got.permuted.inverse[s], want));
+    }
+  } else {
+    permute::Outputs own;
+    const bool same_ids = got.routed.ids == ref.routed.ids;
+    if (!same_ids) own = permute::reference(p.permute, in.hidden, wide);
+    c = permute::check(p.permute, in.hidden, wide, same_ids ? ref.permuted : own, got.permuted);
+    if (!c.ok) {
+      rep.result = with_stage(c, "permute stage");
+      return rep;
+    }
   }
   // (c) combine, bit for bit on the run's own rows (ffn: its y rows), inverse map and weights
   const std::size_t out_bytes = static_cast<std::size_t>(p.combine.tokens * p.combine.hidden) * esize(p.combine.dtype);

@@ -34,6 +34,10 @@ struct Outputs {
   std::vector<std::uint16_t> y;  // ffn: [p.experts.rows(), H] dtype bits, the row of slot (t, j) at
                                  // inverse[t * K + j] (rows no slot uses: 0 in the reference)
   std::vector<std::byte> out;    // T x H elements of combine.dtype
+  // The FFN listed the slots itself (ffn_lists_slots): no permute stage ran,
+  // permuted holds only the inverse map (the identity on kept slots, -1 on
+  // dropped ones), and y's rows are the slots.
+  bool slot_rows = false;
 };
 
 // The path on the CPU: route's reference (or the inputs), permute's, then

@@ -356,22 +356,90 @@ TEST_CASE("moe-path make_problem with the FFN: the experts plan is the path's, s
   CHECK_FALSE(experts::registry().auto_reads_pdl());  // the experts pick sizes the path's workspace too
 }
 
-// The path runs its own permute and combine around the experts' FFN stage, so
-// its pick must be a variant with a layout (not `fused`, which lists the slots
-// and combines itself, and which experts' auto takes on sm_90 up to T*K 32):
-// decode there, as the experts rows order it, at every T of the decode cells.
-TEST_CASE("moe-path with the FFN: the ffn stage is a variant with a layout, also where experts' auto takes fused") {
+// Where experts' auto takes `fused` (sm_90, T*K <= 32), which lists the slots
+// and combines itself, the path drops its permute and combine stages: route
+// and ffn, hand-listed; at 40 slots decode and the four stages again.
+TEST_CASE("moe-path with the FFN: route and ffn alone where experts' auto takes fused") {
   const DeviceCaps sm90 = test::fake_sm90();
   const moe_path::FfnArgs f{256, experts::Act::silu, experts::W1Layout::gate_up};
-  for (const std::int64_t T : {1, 4, 16, 64}) {
+  const route::Problem router = deepseek_like();
+  using S = moe_path::Stage;
+  for (const std::int64_t T : {1, 4, 5}) {
     INFO("T " << T);
     const auto p = moe_path::make_problem(T, 8, 256, 7168, combine::DType::bf16, Layout::compact, 64, 2.5f, nullptr, &f);
-    const std::string_view v = moe_path::stage_variant(p, moe_path::Stage::ffn, sm90);
-    const experts::Variant* ev = experts::registry().find(v);
-    REQUIRE(ev != nullptr);
-    CHECK(experts::layout_of(*ev, p.experts, sm90) != nullptr);
-    CHECK(v == "decode");
+    const auto pr = moe_path::make_problem(T, 8, 16, 7168, combine::DType::bf16, Layout::compact, 64, 2.5f, &router, &f);
+    const bool fused = T * 8 <= 32;
+    CHECK(moe_path::ffn_lists_slots(p, sm90) == fused);
+    CHECK(moe_path::stage_variant(p, S::ffn, sm90) == (fused ? "fused" : "decode"));
+    const auto st = moe_path::stages(p, sm90);
+    CHECK(std::vector<S>(st.begin(), st.end()) ==
+          (fused ? std::vector<S>{S::ffn} : std::vector<S>{S::permute, S::ffn, S::combine}));
+    // 16 experts, K 8: T 1 and 4 have at most 8 and 16 rows an expert... few rows at T 1 only
+    const auto sr = moe_path::stages(pr, sm90);
+    if (moe_path::ffn_lists_slots(pr, sm90)) CHECK(std::vector<S>(sr.begin(), sr.end()) == std::vector<S>{S::route, S::ffn});
+    // fused keeps its counters zero: the path's zeroed prefix reaches into the FFN's slice
+    const moe_path::Variant& v = moe_path::registry().variants()[0];
+    CHECK(needs_zeroed_workspace(v, p, sm90) == fused);
+    if (fused) CHECK(moe_path::zeroed_workspace_bytes(p, sm90) > 0);
   }
+  // Not on sm_80: experts' auto keeps decode there.
+  DeviceCaps sm80 = sm90;
+  sm80.cc_major = 8;
+  const auto p1 = moe_path::make_problem(1, 8, 256, 7168, combine::DType::bf16, Layout::compact, 64, 2.5f, nullptr, &f);
+  CHECK_FALSE(moe_path::ffn_lists_slots(p1, sm80));
+  CHECK(moe_path::stages(p1, sm80).size() == 3);
+}
+
+// A run whose FFN listed the slots (Outputs::slot_rows): no permute outputs,
+// an inverse map that is the identity on kept slots, y in slot order. The
+// reference rearranged so passes; a wrong inverse entry, a wrong y row and a
+// wrong out bit fail at their stages.
+TEST_CASE("moe-path check of slot rows: identity inverse, y in slot order") {
+  const std::int64_t T = 5, H = 16, I = 8;
+  const std::int32_t E = 8, K = 2;
+  const moe_path::FfnArgs f{I, experts::Act::silu, experts::W1Layout::gate_up};
+  const auto p = moe_path::make_problem(T, K, E, H, combine::DType::bf16, Layout::padded, 16, 1.5f, nullptr, &f);
+  const auto hidden = rows(T * H, combine::DType::bf16, 4);
+  std::vector<std::int32_t> ids;
+  std::vector<float> w;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (int j = 0; j < K; ++j) {
+      ids.push_back(static_cast<std::int32_t>((3 * t + 5 * j) % E));
+      w.push_back(j == 0 ? 0.75f : 0.25f);
+    }
+  moe_path::Inputs in;
+  in.hidden = hidden.data();
+  in.ids = ids;
+  in.weights = w;
+  in.w.generated = true;
+  in.w.seed = 5;
+  const moe_path::Outputs ref = moe_path::reference(p, in);
+  moe_path::Outputs got;
+  got.slot_rows = true;
+  got.routed = ref.routed;
+  got.out = ref.out;
+  got.y.assign(ref.y.size(), 0);
+  for (std::size_t s = 0; s < std::size_t(T * K); ++s) {
+    got.permuted.inverse.push_back(static_cast<std::int32_t>(s));
+    std::copy_n(ref.y.begin() + std::ptrdiff_t(ref.permuted.inverse[s] * H), H, got.y.begin() + std::ptrdiff_t(s * H));
+  }
+  REQUIRE(moe_path::check(p, in, ref, got).result.ok);
+  auto bad = got;
+  bad.permuted.inverse[3] = 4;
+  CheckResult c = moe_path::check(p, in, ref, bad).result;
+  CHECK_FALSE(c.ok);
+  CHECK(c.first_difference.rfind("ffn stage: inverse[1, 1] = 4, expected 3", 0) == 0);
+  bad = got;  // slot (3, 0)'s y row replaced by slot (3, 1)'s, out recomputed from it
+  std::copy_n(got.y.begin() + 7 * H, H, bad.y.begin() + 6 * H);
+  combine::reference(p.combine, bad.y.data(), bad.permuted.inverse.data(), bad.routed.weights.data(), bad.out.data());
+  c = moe_path::check(p, in, ref, bad).result;
+  CHECK_FALSE(c.ok);
+  CHECK(c.first_difference.rfind("ffn stage: y of slot (3, 0)", 0) == 0);
+  bad = got;
+  bad.out[(2 * H + 5) * 2] ^= std::byte{1};
+  c = moe_path::check(p, in, ref, bad).result;
+  CHECK_FALSE(c.ok);
+  CHECK(c.first_difference.rfind("combine stage: out[2, 5]", 0) == 0);
 }
 
 TEST_CASE("moe-path reference with the FFN: y and out against the FFN written out, given and generated weights") {
