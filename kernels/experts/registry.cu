@@ -678,16 +678,24 @@ const permute::Variant* layout_of(const Variant& v, const Problem& p, const Devi
 
 LaunchStatus launch_act_rows(const Problem& p, const void* h, void* a, const std::int64_t* offsets, Stream s,
                              bool pdl) {
-  // A block per row, at most 16 a multiprocessor (the rows in use are known on the device only).
-  const unsigned blocks = static_cast<unsigned>(
-      std::clamp<std::int64_t>(p.rows(), 1, std::int64_t(std::max(device_caps().sm_count, 1)) * 16));
-  if (p.dtype == DType::bf16)
-    return prim::launch_ex(act_rows_kernel<__nv_bfloat16>, blocks, kActThreads, 0, s, prim::pdl_attrs(pdl),
-                           static_cast<const __nv_bfloat16*>(h), static_cast<__nv_bfloat16*>(a), offsets, p.experts,
+  // Pieces of 8 outputs a thread over the row capacity, at most 16 blocks a
+  // multiprocessor (the rows in use are known on the device only).
+  const std::int64_t pieces = p.rows() * ceil_div<std::int64_t>(p.inter, 8);
+  const unsigned blocks = static_cast<unsigned>(std::clamp<std::int64_t>(
+      ceil_div<std::int64_t>(pieces, kActThreads), 1, std::int64_t(std::max(device_caps().sm_count, 1)) * 16));
+  const bool vec = p.inter % 8 == 0 && aligned16(h) && aligned16(a);
+  const auto go = [&](auto* kernel, auto* hh, auto* aa) {
+    return prim::launch_ex(kernel, blocks, kActThreads, 0, s, prim::pdl_attrs(pdl), hh, aa, offsets, p.experts,
                            p.rows(), p.inter, p.act, p.w1_layout);
-  return prim::launch_ex(act_rows_kernel<__half>, blocks, kActThreads, 0, s, prim::pdl_attrs(pdl),
-                         static_cast<const __half*>(h), static_cast<__half*>(a), offsets, p.experts, p.rows(), p.inter,
-                         p.act, p.w1_layout);
+  };
+  if (p.dtype == DType::bf16) {
+    const auto* hh = static_cast<const __nv_bfloat16*>(h);
+    auto* aa = static_cast<__nv_bfloat16*>(a);
+    return vec ? go(act_rows_kernel<__nv_bfloat16, true>, hh, aa) : go(act_rows_kernel<__nv_bfloat16, false>, hh, aa);
+  }
+  const auto* hh = static_cast<const __half*>(h);
+  auto* aa = static_cast<__half*>(a);
+  return vec ? go(act_rows_kernel<__half, true>, hh, aa) : go(act_rows_kernel<__half, false>, hh, aa);
 }
 
 std::size_t zeroed_workspace_bytes(const Variant& v, const Problem& p, const DeviceCaps& caps) {
