@@ -17,8 +17,8 @@ constexpr int kActThreads = 256;
 
 // Grid-stride over pieces of 8 outputs (a row's a[r, i0 .. i0+7]), a piece a
 // thread: every thread of the grid has loads in flight, whatever the row
-// count. (One block a row, threads over i with 2-byte loads, left a pass of
-// 11 MB at 32 us on an H200 at Mixtral T 64: 128 rows, 128 blocks.) kVec:
+// count. (One block a row, threads over i with 2-byte loads, was latency
+// bound at 128 rows, Mixtral T 64: docs/bench/experts-notes.md.) kVec:
 // I % 8 == 0 and h, a 16-byte aligned, so a piece is one 16-byte store and
 // one or two 16-byte loads of each of gate and up (interleaved rows: the 16
 // h values of the piece, gate and up alternating).
