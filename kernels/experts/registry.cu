@@ -187,33 +187,39 @@ cudaError_t decode_launch(Kernel* kernel, std::size_t smem, const Problem& p, co
   const unsigned grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, slots)));
   return prim::launch_ex(kernel, dim3(grid), dim3(decode::kThreads), smem, s, prim::pdl_attrs(pdl), a);
 }
+// The plan of one weight stream (decode.cuh's Args, pointers and the row map
+// left to the caller): gemm1 reads rows of H and W1 into a [rows, I], gemm2
+// reads a and W2 into y [rows, H]; k-slices and tiles for NT rows a group.
+decode::Args stream_args(const Problem& p, bool gemm1, int nt) {
+  decode::Args a;
+  a.experts = p.experts;
+  a.k_len = gemm1 ? p.hidden : p.inter;
+  a.n_out = gemm1 ? p.inter : p.hidden;
+  a.ks = decode_ks(a.k_len, nt);
+  // a tile: the CTA's column groups x kMT m-tiles of 8 gate/up pairs (gemm1) or 16 rows (gemm2)
+  a.tiles = static_cast<int>(
+      ceil_div<std::int64_t>(a.n_out, (decode::kWarps / a.ks) * decode::kMT * (gemm1 ? 8 : 16)));
+  a.act = p.act;
+  a.layout = p.w1_layout;
+  return a;
+}
 template <class T, int NT>
 LaunchStatus decode_typed(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
-  decode::Args a1;
+  decode::Args a1 = stream_args(p, true, NT);
   a1.x = b.permuted;
   a1.w = b.w1;
   a1.out = ws;
   a1.map = row_map(p, b);
-  a1.experts = p.experts;
-  a1.k_len = p.hidden;
-  a1.n_out = p.inter;
-  a1.ks = decode_ks(p.hidden, NT);
-  a1.tiles = static_cast<int>(ceil_div<std::int64_t>(p.inter, (decode::kWarps / a1.ks) * decode::kMT * 8));
-  a1.act = p.act;
-  a1.layout = p.w1_layout;
   const bool vec1 = aligned16(b.permuted) && aligned16(b.w1) && p.hidden % 8 == 0;
   const std::size_t smem1 = decode::smem_bytes<NT>(a1.ks);
   const cudaError_t e1 = vec1 ? decode_launch(decode::decode_gemm1_act_kernel<T, NT, true>, smem1, p, a1, s, pdl)
                               : decode_launch(decode::decode_gemm1_act_kernel<T, NT, false>, smem1, p, a1, s, pdl);
   if (e1 != cudaSuccess) return e1;
-  decode::Args a2 = a1;
+  decode::Args a2 = stream_args(p, false, NT);
   a2.x = ws;
   a2.w = b.w2;
   a2.out = b.y;
-  a2.k_len = p.inter;
-  a2.n_out = p.hidden;
-  a2.ks = decode_ks(p.inter, NT);
-  a2.tiles = static_cast<int>(ceil_div<std::int64_t>(p.hidden, (decode::kWarps / a2.ks) * decode::kMT * 16));
+  a2.map = a1.map;
   const bool vec2 = aligned16(ws) && aligned16(b.w2) && p.inter % 8 == 0;
   const std::size_t smem2 = decode::smem_bytes<NT>(a2.ks);
   return vec2 ? decode_launch(decode::decode_gemm2_kernel<T, NT, true>, smem2, p, a2, s, pdl)
@@ -246,10 +252,11 @@ struct FusedPlan {
 FusedPlan fused_plan(const Problem& p) {
   FusedPlan f;
   f.nt = decode_nt(p);
-  f.ks1 = decode_ks(p.hidden, f.nt);
-  f.tiles1 = static_cast<int>(ceil_div<std::int64_t>(p.inter, (decode::kWarps / f.ks1) * decode::kMT * 8));
-  f.ks2 = decode_ks(p.inter, f.nt);
-  f.tiles2 = static_cast<int>(ceil_div<std::int64_t>(p.hidden, (decode::kWarps / f.ks2) * decode::kMT * 16));
+  const decode::Args g1 = stream_args(p, true, f.nt), g2 = stream_args(p, false, f.nt);
+  f.ks1 = g1.ks;
+  f.tiles1 = g1.tiles;
+  f.ks2 = g2.ks;
+  f.tiles2 = g2.tiles;
   f.counter_bytes = fused::counter_words(f.tiles2) * sizeof(unsigned);
   f.a_offset = ceil_div<std::size_t>(f.counter_bytes, 256) * 256;
   f.total = f.a_offset + std::size_t(p.tokens) * std::size_t(p.topk) * std::size_t(p.inter) * p.element_bytes();
@@ -260,24 +267,14 @@ template <class T, int NT, bool kVec>
 LaunchStatus fused_launch(const Problem& p, const Buffers& b, void* ws, const FusedPlan& f, Stream s, bool pdl) {
   fused::Args a;
   char* w = static_cast<char*>(ws);
+  a.g1 = stream_args(p, true, f.nt);
   a.g1.x = b.hidden;
   a.g1.w = b.w1;
   a.g1.out = w + f.a_offset;
-  a.g1.experts = p.experts;
-  a.g1.k_len = p.hidden;
-  a.g1.n_out = p.inter;
-  a.g1.ks = f.ks1;
-  a.g1.tiles = f.tiles1;
-  a.g1.act = p.act;
-  a.g1.layout = p.w1_layout;
-  a.g2 = a.g1;
+  a.g2 = stream_args(p, false, f.nt);
   a.g2.x = w + f.a_offset;
   a.g2.w = b.w2;
   a.g2.out = b.y;
-  a.g2.k_len = p.inter;
-  a.g2.n_out = p.hidden;
-  a.g2.ks = f.ks2;
-  a.g2.tiles = f.tiles2;
   a.ids = b.topk_ids;
   a.weights = b.topk_weights;
   a.expert_map = b.expert_map;

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -390,6 +391,34 @@ TEST_CASE("moe-path with the FFN: route and ffn alone where experts' auto takes 
   CHECK(moe_path::stages(p1, sm80).size() == 3);
 }
 
+// A small path case with the FFN: T tokens of two slots, slot (t, j) on
+// expert id(t, j) with weight w[j], bf16 hidden rows from `rows_seed`,
+// generated weights from `weights_seed`. `in` points into the case, which
+// therefore stays where it was made.
+struct FfnCase {
+  std::vector<std::byte> hidden;
+  std::vector<std::int32_t> ids;
+  std::vector<float> w;
+  moe_path::Inputs in;
+  template <class Id>
+  FfnCase(std::int64_t T, std::int64_t H, Id id, std::array<float, 2> wj, std::uint64_t rows_seed,
+          std::uint64_t weights_seed)
+      : hidden(rows(T * H, combine::DType::bf16, rows_seed)) {
+    for (std::int64_t t = 0; t < T; ++t)
+      for (int j = 0; j < 2; ++j) {
+        ids.push_back(id(t, j));
+        w.push_back(wj[std::size_t(j)]);
+      }
+    in.hidden = hidden.data();
+    in.ids = ids;
+    in.weights = w;
+    in.w.generated = true;
+    in.w.seed = weights_seed;
+  }
+  FfnCase(const FfnCase&) = delete;
+  FfnCase& operator=(const FfnCase&) = delete;
+};
+
 // A run whose FFN listed the slots (Outputs::slot_rows): no permute outputs,
 // an inverse map that is the identity on kept slots, y in slot order. The
 // reference rearranged so passes; a wrong inverse entry, a wrong y row and a
@@ -399,20 +428,9 @@ TEST_CASE("moe-path check of slot rows: identity inverse, y in slot order") {
   const std::int32_t E = 8, K = 2;
   const moe_path::FfnArgs f{I, experts::Act::silu, experts::W1Layout::gate_up};
   const auto p = moe_path::make_problem(T, K, E, H, combine::DType::bf16, Layout::padded, 16, 1.5f, nullptr, &f);
-  const auto hidden = rows(T * H, combine::DType::bf16, 4);
-  std::vector<std::int32_t> ids;
-  std::vector<float> w;
-  for (std::int64_t t = 0; t < T; ++t)
-    for (int j = 0; j < K; ++j) {
-      ids.push_back(static_cast<std::int32_t>((3 * t + 5 * j) % E));
-      w.push_back(j == 0 ? 0.75f : 0.25f);
-    }
-  moe_path::Inputs in;
-  in.hidden = hidden.data();
-  in.ids = ids;
-  in.weights = w;
-  in.w.generated = true;
-  in.w.seed = 5;
+  const FfnCase fc(T, H, [&](std::int64_t t, int j) { return static_cast<std::int32_t>((3 * t + 5 * j) % E); },
+                   {0.75f, 0.25f}, 4, 5);
+  const moe_path::Inputs& in = fc.in;
   const moe_path::Outputs ref = moe_path::reference(p, in);
   moe_path::Outputs got;
   got.slot_rows = true;
@@ -556,20 +574,10 @@ TEST_CASE("moe-path check with the FFN: a wrong y is caught at the ffn stage, a 
   const std::int32_t E = 8, K = 2;
   const moe_path::FfnArgs f{I, experts::Act::silu, experts::W1Layout::gate_up};
   const auto p = moe_path::make_problem(T, K, E, H, combine::DType::bf16, Layout::compact, 1, 1.0f, nullptr, &f);
-  const auto hidden = rows(T * H, combine::DType::bf16, 9);
-  std::vector<std::int32_t> ids;
-  std::vector<float> w;
-  for (std::int64_t t = 0; t < T; ++t)
-    for (int j = 0; j < K; ++j) {
-      ids.push_back(static_cast<std::int32_t>((t + 4 * j) % E));  // the two slots of a token: experts 4 apart
-      w.push_back(j == 0 ? 0.625f : 0.375f);
-    }
-  moe_path::Inputs in;
-  in.hidden = hidden.data();
-  in.ids = ids;
-  in.weights = w;
-  in.w.generated = true;
-  in.w.seed = 3;
+  // the two slots of a token: experts 4 apart
+  const FfnCase fc(T, H, [&](std::int64_t t, int j) { return static_cast<std::int32_t>((t + 4 * j) % E); },
+                   {0.625f, 0.375f}, 9, 3);
+  const moe_path::Inputs& in = fc.in;
   const moe_path::Outputs ref = moe_path::reference(p, in);
   REQUIRE(moe_path::check(p, in, ref, ref).result.ok);
   // y changed and out recomputed from it by combine's rule: only the FFN check can see it
