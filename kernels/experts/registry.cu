@@ -317,6 +317,9 @@ LaunchStatus fused_typed(const Problem& p, const Buffers& b, void* ws, Stream s,
   }
 }
 LaunchStatus fused_ffn(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {
+  // The kernel lists a slot a thread: more would be lost (and read its lists
+  // out of bounds). not_applicable refuses them; a stage launched past it too.
+  if (p.tokens * std::int64_t(p.topk) > fused::kMaxSlots) return cudaErrorInvalidValue;
   return p.dtype == DType::bf16 ? fused_typed<__nv_bfloat16>(p, b, ws, s, pdl) : fused_typed<__half>(p, b, ws, s, pdl);
 }
 static_assert(fused::smem_bytes<4>(2, 2) <= 40 * 1024 && fused::smem_bytes<1>(8, 8) <= 40 * 1024,
@@ -576,7 +579,7 @@ constexpr std::array<Variant, 7> kVariants{{
       "the whole expert computation of a small batch in one persistent kernel, no layout or combine launch: "
       "every CTA lists the slots by expert from topk_ids itself, then decode's weight streams (gemm1 + act, gemm2) "
       "over (expert, tile) items with the slot as the row, each gemm2 item waiting only for its own expert's "
-      "gemm1 tiles (its first W2 batch already loading), and the CTA that completes a column tile of y sums it "
+      "gemm1 tiles (its first W2 batch already loading), and after its items CTA c waits for column tile c of y and sums it "
       "into out (combine's rule); y in slot order (row t*K+j), T*K <= 256",
       "fused_kernel"},
      false, fused_limits, fused_na, workspace_of<6>, launch_variant<6>, fused_zeroed},

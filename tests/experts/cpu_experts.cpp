@@ -1278,6 +1278,11 @@ TEST_CASE("experts fused: T*K <= 256, the ffn stage alone, its counters kept zer
   CHECK(st[0] == experts::Stage::ffn);
   CHECK(experts::layout_of(*v, p, sm90) == nullptr);
   CHECK(experts::stages(*experts::registry().find("decode")).size() == 3);
+  // A stage launched past not_applicable with more slots than the list holds
+  // is refused before any CUDA call (no device needed).
+  const experts::Problem big = plan(33, 8, permute::Layout::compact);
+  CHECK(experts::launch_stage(*v, big, experts::Buffers{}, experts::Stage::ffn, nullptr, false) ==
+        LaunchStatus{1});  // cudaErrorInvalidValue
   CHECK(needs_zeroed_workspace(*v, p, sm90));
   // Counters: one a slot of the list (256), one a gemm2 tile (H 7168 in tiles of 256 columns: 28), one more.
   CHECK(experts::zeroed_workspace_bytes(*v, p, sm90) == (256 + 28 + 1) * 4);

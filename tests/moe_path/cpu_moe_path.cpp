@@ -375,9 +375,11 @@ TEST_CASE("moe-path with the FFN: route and ffn alone where experts' auto takes 
     const auto st = moe_path::stages(p, sm90);
     CHECK(std::vector<S>(st.begin(), st.end()) ==
           (fused ? std::vector<S>{S::ffn} : std::vector<S>{S::permute, S::ffn, S::combine}));
-    // 16 experts, K 8: T 1 and 4 have at most 8 and 16 rows an expert... few rows at T 1 only
+    // 16 experts, K 8: 8 and 32 slots over at most 8 and 16 experts (few rows), 40 slots past fused's row
+    CHECK(moe_path::ffn_lists_slots(pr, sm90) == fused);
     const auto sr = moe_path::stages(pr, sm90);
-    if (moe_path::ffn_lists_slots(pr, sm90)) CHECK(std::vector<S>(sr.begin(), sr.end()) == std::vector<S>{S::route, S::ffn});
+    CHECK(std::vector<S>(sr.begin(), sr.end()) ==
+          (fused ? std::vector<S>{S::route, S::ffn} : std::vector<S>{S::route, S::permute, S::ffn, S::combine}));
     // fused keeps its counters zero: the path's zeroed prefix reaches into the FFN's slice
     const moe_path::Variant& v = moe_path::registry().variants()[0];
     CHECK(needs_zeroed_workspace(v, p, sm90) == fused);
