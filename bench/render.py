@@ -141,13 +141,24 @@ def header(family, records, bench_src):
     ]
 
 
+MAX_TIMING_KINDS = 4  # more shapes than this are summarized as ranges (benches that adapt to long launches)
+
+
+def span(values):
+    """"a" or "a–b" of the values (numbers, or "?" where missing)."""
+    nums = sorted(v for v in values if isinstance(v, (int, float)))
+    if not nums:
+        return "?"
+    return f"{nums[0]}" if nums[0] == nums[-1] else f"{nums[0]}–{nums[-1]}"
+
+
 def timing_sentence(records):
-    """How the cells were timed; shapes timed differently are listed by count."""
+    """How the cells were timed; shapes timed differently are listed by count, or, past
+    MAX_TIMING_KINDS shapes, summarized per method as ranges with their cell counts."""
     kinds = {}
-    for r in records:
+    timed = [r for r in records if r.timing]
+    for r in timed:
         t = r.timing
-        if not t:
-            continue
         samples = r.time.get("samples", "?")
         if t.get("method") == "graph":
             how = f"{samples} CUDA-graph replays of {t.get('launches', '?')} launches each"
@@ -158,11 +169,25 @@ def timing_sentence(records):
         kinds[how] = kinds.get(how, 0) + 1
     if not kinds:
         return "Timing fields missing"
+    warm = ordered(r.timing.get("warmup") for r in timed)
+    if len(kinds) > MAX_TIMING_KINDS:
+        graph = [r for r in timed if r.timing.get("method") == "graph"]
+        events = [r for r in timed if r.timing.get("method") != "graph"]
+        parts = []
+        if graph:
+            parts.append(f"{span(r.time.get('samples') for r in graph)} CUDA-graph replays of "
+                         f"{span(r.timing.get('launches') for r in graph)} launches each ({len(graph)} cells)")
+        if events:
+            parts.append(f"{span(r.time.get('samples') for r in events)} event-timed launches ({len(events)} cells)")
+        cold = sum(1 for r in timed if r.timing.get("cache") == "cold")
+        text = "Median µs per launch over " + "; ".join(parts)
+        if cold:
+            text += f" (L2 flushed before each in {cold} cells)"
+        return text + f", after {span(warm)} warm-up launches"
     ranked = sorted(kinds.items(), key=lambda kv: -kv[1])
     text = f"Median µs per launch over {ranked[0][0]}"
     if len(ranked) > 1:
         text += " (" + "; ".join(f"{n} cells: {how}" for how, n in ranked[1:]) + ")"
-    warm = ordered(r.timing.get("warmup") for r in records if r.timing)
     return text + f", after {'/'.join(str(w) for w in warm)} warm-up launches"
 
 

@@ -140,6 +140,26 @@ class RenderTest(unittest.TestCase):
                          "Median µs per launch over 25 CUDA-graph replays of 20 launches each, after 5 warm-up "
                          "launches")
 
+    def test_timing_sentence_many_shapes(self):
+        """Up to MAX_TIMING_KINDS timing shapes are listed by count; more (a bench that gives long launches
+        fewer samples) become ranges per method with cell counts, hand-computed here."""
+        def timed(samples, method="graph", launches=20, warmup=5, cache="warm"):
+            r = rec("x", "t", "v", {"tokens": samples}, us=1.0)
+            r["time_us"]["samples"] = samples
+            r["timing"] = {"method": method, "launches": launches, "warmup": warmup, "cache": cache}
+            return render.Record(r)
+        few = [timed(100), timed(100), timed(25, launches=3, warmup=2)]
+        self.assertEqual(render.timing_sentence(few),
+                         "Median µs per launch over 100 CUDA-graph replays of 20 launches each (1 cells: 25 "
+                         "CUDA-graph replays of 3 launches each), after 5/2 warm-up launches")
+        many = [timed(100), timed(40, launches=7, warmup=9), timed(12, launches=1, warmup=2),
+                timed(30, launches=4), timed(26, method="events", warmup=3),
+                timed(80, method="events", cache="cold")]
+        self.assertEqual(render.timing_sentence(many),
+                         "Median µs per launch over 12–100 CUDA-graph replays of 1–20 launches each (4 cells); "
+                         "26–80 event-timed launches (2 cells) (L2 flushed before each in 1 cells), after 2–9 "
+                         "warm-up launches")
+
     def test_chart_linked_when_drawn(self):
         recs = [rec("x", "t", "v", {"tokens": 1}, us=1.0)]
         text = "# x\n\nDevice: Test GPU.\n\n| a |\n|---|\n| 1 |\n"
