@@ -46,7 +46,7 @@ def render(records):
     out += copy_bandwidth_lines(records)
     out.append(cells_line(records,
                           " (fewer samples and launches per graph for long launches), the whole expert computation "
-                          "(layout, FFN, combine). bf16, silu, generated weights, K distinct uniform experts per token. "
+                          "(layout, FFN, combine; `fused`: its one kernel). bf16, silu, generated weights, K distinct uniform experts per token. "
                           "TB/s = the active experts' W1 and W2 bytes / time (the decode figure); TFLOP/s = 6 T K H I "
                           "/ time (the prefill figure). Bold: fastest. `auto →`: what `auto` picks. skipped: not run "
                           "(a smaller T of that variant took over 50 ms). FAIL: out differs from the CPU reference on "
