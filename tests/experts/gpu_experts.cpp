@@ -70,6 +70,7 @@ enum class Routing {
   hot1,     // every slot to one expert (K = 1)
   hot,      // slot 0 of every token to one expert, the others distinct and uniform
   dropped,  // uniform over an expert map of 2E global experts (odd ones not local), 1 in 8 ids -1
+  none,     // every slot dropped: the same map, ids only odd global experts (not local) or -1
   trace,    // a recorded trace's ids (Case::trace)
 };
 
@@ -104,6 +105,9 @@ const Case kCases[] = {
     {"E 512, more than 256 active experts", 160, 4, 512, 64, 40, DType::bf16, Act::silu, W1Layout::gate_up, Routing::uniform, false},
     {"dropped slots and expert map", 77, 4, 16, 256, 128, DType::bf16, Act::silu, W1Layout::gate_up, Routing::dropped, true},
     {"dropped slots, f16", 40, 2, 8, 320, 64, DType::f16, Act::gelu_tanh, W1Layout::gate_up, Routing::dropped, false},
+    // fused's empty list (no kept slot: out is zero) and its full one (a slot for each of its 256 threads)
+    {"every slot dropped", 6, 4, 16, 256, 128, DType::bf16, Act::silu, W1Layout::gate_up, Routing::none, true},
+    {"256 slots (T 32, K 8)", 32, 8, 64, 256, 128, DType::bf16, Act::silu, W1Layout::gate_up, Routing::uniform, true},
     {"interleaved w1", 40, 2, 8, 512, 256, DType::bf16, Act::silu, W1Layout::interleaved, Routing::uniform, true},
     {"gelu", 24, 2, 8, 256, 128, DType::f16, Act::gelu, W1Layout::gate_up, Routing::uniform, false},
     {"gelu-tanh", 24, 2, 8, 256, 128, DType::bf16, Act::gelu_tanh, W1Layout::gate_up, Routing::uniform, true},
@@ -272,6 +276,11 @@ std::optional<Host> make_host(const Case& c, std::uint64_t seed, std::string& sk
         case Routing::hot:
           h.ids.push_back(c.E / 3);
           distinct(h.ids, K - 1, c.E, c.E / 3, rng);
+          break;
+        case Routing::none:
+          h.map_size = 2 * c.E;
+          for (std::int32_t j = 0; j < K; ++j)
+            h.ids.push_back(j % 3 == 2 ? -1 : 2 * static_cast<std::int32_t>(rng() % std::uint64_t(c.E)) + 1);
           break;
         case Routing::dropped: {
           h.map_size = 2 * c.E;
