@@ -97,6 +97,13 @@ route::Problem deepseek_like() {
   return r;
 }
 
+// A check that failed, its first difference starting with `prefix` (the stage and the place).
+void expect_caught(const CheckResult& c, const std::string& prefix) {
+  INFO("expected a failure starting with: " << prefix << "; got: " << c.first_difference);
+  CHECK_FALSE(c.ok);
+  CHECK(c.first_difference.rfind(prefix, 0) == 0);
+}
+
 }  // namespace
 
 TEST_CASE("moe-path reference: routed, every dtype and layout, out = S * sum(w) * hidden") {
@@ -187,20 +194,17 @@ TEST_CASE("moe-path check: a wrong output is caught at its stage") {
   auto bad = ref;
   bad.routed.weights[5] *= 1.01f;  // a weight off
   CheckResult c = first(bad);
-  CHECK_FALSE(c.ok);
-  CHECK(c.first_difference.rfind("route stage: ", 0) == 0);
+  expect_caught(c, "route stage: ");
 
   bad = ref;
   bad.permuted.permuted[bad.permuted.inverse[2] * H * 2 + 3] ^= std::byte{1};  // a permuted row
   c = first(bad);
-  CHECK_FALSE(c.ok);
-  CHECK(c.first_difference.rfind("permute stage: ", 0) == 0);
+  expect_caught(c, "permute stage: ");
 
   bad = ref;
   bad.out[7 * 2] ^= std::byte{1};  // out[0, 7]: one bit
   c = first(bad);
-  CHECK_FALSE(c.ok);
-  CHECK(c.first_difference.rfind("combine stage: out[0, 7]", 0) == 0);
+  expect_caught(c, "combine stage: out[0, 7]");
 
   bad = ref;
   bad.out.resize(bad.out.size() - 2);
@@ -229,8 +233,7 @@ TEST_CASE("moe-path identity check: 1 ULP passes, 2 fail (bf16); 1e-5 relative (
   CHECK(c.max_error == 1);
   out[6] += 1;
   c = moe_path::check_identity(p, as_bytes(x), w.data(), as_bytes(out));
-  CHECK_FALSE(c.ok);
-  CHECK(c.first_difference.rfind("out[1, 2] = ", 0) == 0);
+  expect_caught(c, "out[1, 2] = ");
 
   p = moe_path::make_problem(T, K, 4, H, combine::DType::f32, Layout::compact, 1, 2.0f);
   std::vector<float> xf(T * H), of(T * H);
@@ -447,19 +450,16 @@ TEST_CASE("moe-path check of slot rows: identity inverse, y in slot order") {
   auto bad = got;
   bad.permuted.inverse[3] = 4;
   CheckResult c = moe_path::check(p, in, ref, bad).result;
-  CHECK_FALSE(c.ok);
-  CHECK(c.first_difference.rfind("ffn stage: inverse[1, 1] = 4, expected 3", 0) == 0);
+  expect_caught(c, "ffn stage: inverse[1, 1] = 4, expected 3");
   bad = got;  // slot (3, 0)'s y row replaced by slot (3, 1)'s, out recomputed from it
   std::copy_n(got.y.begin() + 7 * H, H, bad.y.begin() + 6 * H);
   combine::reference(p.combine, bad.y.data(), bad.permuted.inverse.data(), bad.routed.weights.data(), bad.out.data());
   c = moe_path::check(p, in, ref, bad).result;
-  CHECK_FALSE(c.ok);
-  CHECK(c.first_difference.rfind("ffn stage: y of slot (3, 0)", 0) == 0);
+  expect_caught(c, "ffn stage: y of slot (3, 0)");
   bad = got;
   bad.out[(2 * H + 5) * 2] ^= std::byte{1};
   c = moe_path::check(p, in, ref, bad).result;
-  CHECK_FALSE(c.ok);
-  CHECK(c.first_difference.rfind("combine stage: out[2, 5]", 0) == 0);
+  expect_caught(c, "combine stage: out[2, 5]");
 }
 
 TEST_CASE("moe-path reference with the FFN: y and out against the FFN written out, given and generated weights") {
@@ -592,21 +592,18 @@ TEST_CASE("moe-path check with the FFN: a wrong y is caught at the ffn stage, a 
   const std::int32_t r0 = ref.permuted.inverse[2 * K + 0], r1 = ref.permuted.inverse[2 * K + 1];
   std::copy_n(ref.y.begin() + r0 * H, H, bad.y.begin() + r1 * H);
   CheckResult c = with_y(bad);
-  CHECK_FALSE(c.ok);
-  CHECK(c.first_difference.rfind("ffn stage: y of slot (2, 1)", 0) == 0);
+  expect_caught(c, "ffn stage: y of slot (2, 1)");
   // (2) one element 10 % and 0.05 off
   bad = ref;
   std::uint16_t& e = bad.y[std::size_t(ref.permuted.inverse[5 * K + 0] * H + 3)];
   e = f64_to_bf16_bits(bf16_bits_to_f64(e) * 1.1 + 0.05);
   c = with_y(bad);
-  CHECK_FALSE(c.ok);
-  CHECK(c.first_difference.rfind("ffn stage: y of slot (5, 0)", 0) == 0);
+  expect_caught(c, "ffn stage: y of slot (5, 0)");
   // (3) out off by one bit with y right: combine's bit-for-bit check
   bad = ref;
   bad.out[(1 * H + 2) * 2] ^= std::byte{1};
   c = moe_path::check(p, in, ref, bad).result;
-  CHECK_FALSE(c.ok);
-  CHECK(c.first_difference.rfind("combine stage: out[1, 2]", 0) == 0);
+  expect_caught(c, "combine stage: out[1, 2]");
   // (4) y missing
   bad = ref;
   bad.y.clear();
