@@ -157,6 +157,13 @@ __device__ __forceinline__ uint4 load8(const unsigned short* p, std::int64_t k, 
   return v;
 }
 
+// Columns of one output tile: a CTA's column groups (kWarps / ks) x kMT
+// m-tiles, each 8 gate/up pairs (gemm1: columns of a) or 16 weight rows
+// (gemm2: columns of y). The launchers' tile counts and fused's tile ranges.
+__host__ __device__ constexpr std::int64_t tile_cols(int ks, bool gemm1) {
+  return std::int64_t(kWarps / ks) * kMT * (gemm1 ? 8 : 16);
+}
+
 // Rows per group and the k-steps of 32 unrolled per load batch.
 template <int NT>
 constexpr int kUnroll = NT == 1 ? 4 : 2;

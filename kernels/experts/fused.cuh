@@ -163,7 +163,6 @@ __global__ void __launch_bounds__(decode::kThreads, 2) fused_kernel(const __grid
 
   prim::pdl_wait();  // topk_ids and weights may be the previous launch's output
 
-
   // The slot list: keys, then each kept slot's rank in (expert, slot) order.
   int key = E;
   if (tid < n) {
@@ -213,7 +212,7 @@ __global__ void __launch_bounds__(decode::kThreads, 2) fused_kernel(const __grid
   float* red = reinterpret_cast<float*>(smem_raw);
   const std::int64_t items1 = std::int64_t(entries) * a.g1.tiles, items2 = std::int64_t(entries) * a.g2.tiles;
 
-  const std::int64_t width2 = std::int64_t(decode::kWarps / a.g2.ks) * decode::kMT * 16;  // columns of a gemm2 tile
+  const std::int64_t width2 = decode::tile_cols(a.g2.ks, false);  // columns of a gemm2 tile
   const std::int64_t first2 = items1 + ((blockIdx.x - items1) % G + G) % G;  // this CTA's first gemm2 item
   // gemm2 item j's W2 rows into L2 (contiguous: W2 [E, H, I], rows h0 .. h1 - 1 of its expert).
   const auto prefetch_tile = [&](std::int64_t j) {

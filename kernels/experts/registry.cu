@@ -196,9 +196,7 @@ decode::Args stream_args(const Problem& p, bool gemm1, int nt) {
   a.k_len = gemm1 ? p.hidden : p.inter;
   a.n_out = gemm1 ? p.inter : p.hidden;
   a.ks = decode_ks(a.k_len, nt);
-  // a tile: the CTA's column groups x kMT m-tiles of 8 gate/up pairs (gemm1) or 16 rows (gemm2)
-  a.tiles = static_cast<int>(
-      ceil_div<std::int64_t>(a.n_out, (decode::kWarps / a.ks) * decode::kMT * (gemm1 ? 8 : 16)));
+  a.tiles = static_cast<int>(ceil_div<std::int64_t>(a.n_out, decode::tile_cols(a.ks, gemm1)));
   a.act = p.act;
   a.layout = p.w1_layout;
   return a;
@@ -246,18 +244,16 @@ static_assert(decode::smem_bytes<4>(2) <= 48 * 1024 && decode::smem_bytes<4>(4) 
 // decode's streams over the slots, no layout, the combine inside. Its
 // workspace: the counters (kept zero between launches), then a [T * K, I].
 struct FusedPlan {
-  int nt = 1, ks1 = 1, tiles1 = 1, ks2 = 1, tiles2 = 1;
+  int nt = 1;
+  decode::Args g1, g2;  // the two streams' plans (stream_args), pointers set at launch
   std::size_t counter_bytes = 0, a_offset = 0, total = 0;
 };
 FusedPlan fused_plan(const Problem& p) {
   FusedPlan f;
   f.nt = decode_nt(p);
-  const decode::Args g1 = stream_args(p, true, f.nt), g2 = stream_args(p, false, f.nt);
-  f.ks1 = g1.ks;
-  f.tiles1 = g1.tiles;
-  f.ks2 = g2.ks;
-  f.tiles2 = g2.tiles;
-  f.counter_bytes = fused::counter_words(f.tiles2) * sizeof(unsigned);
+  f.g1 = stream_args(p, true, f.nt);
+  f.g2 = stream_args(p, false, f.nt);
+  f.counter_bytes = fused::counter_words(f.g2.tiles) * sizeof(unsigned);
   f.a_offset = ceil_div<std::size_t>(f.counter_bytes, 256) * 256;
   f.total = f.a_offset + std::size_t(p.tokens) * std::size_t(p.topk) * std::size_t(p.inter) * p.element_bytes();
   return f;
@@ -267,11 +263,11 @@ template <class T, int NT, bool kVec>
 LaunchStatus fused_launch(const Problem& p, const Buffers& b, void* ws, const FusedPlan& f, Stream s, bool pdl) {
   fused::Args a;
   char* w = static_cast<char*>(ws);
-  a.g1 = stream_args(p, true, f.nt);
+  a.g1 = f.g1;
   a.g1.x = b.hidden;
   a.g1.w = b.w1;
   a.g1.out = w + f.a_offset;
-  a.g2 = stream_args(p, false, f.nt);
+  a.g2 = f.g2;
   a.g2.x = w + f.a_offset;
   a.g2.w = b.w2;
   a.g2.out = b.y;
@@ -287,10 +283,9 @@ LaunchStatus fused_launch(const Problem& p, const Buffers& b, void* ws, const Fu
   a.scaling = p.combine.scaling;
   a.vec_out = aligned16(b.y) && aligned16(b.out) && p.hidden % 8 == 0;
   // The L2 prefetch budget: half the L2 (the device's own size) in W2 tiles.
-  const std::int64_t tile_bytes =
-      std::int64_t(decode::kWarps / f.ks2) * decode::kMT * 16 * p.inter * std::int64_t(p.element_bytes());
+  const std::int64_t tile_bytes = decode::tile_cols(f.g2.ks, false) * p.inter * std::int64_t(p.element_bytes());
   a.prefetch_items = device_caps().arch() >= 90 ? std::int64_t(device_caps().l2_bytes / 2) / tile_bytes : 0;
-  const std::size_t smem = fused::smem_bytes<NT>(f.ks1, f.ks2);
+  const std::size_t smem = fused::smem_bytes<NT>(f.g1.ks, f.g2.ks);
   auto* kernel = fused::fused_kernel<T, NT, kVec>;
   int per_sm = 1;
   if (const cudaError_t e = decode_blocks_per_sm(kernel, smem, &per_sm); e != cudaSuccess) return e;
@@ -298,7 +293,7 @@ LaunchStatus fused_launch(const Problem& p, const Buffers& b, void* ws, const Fu
   // more than the items of min(E, T * K) active experts.
   const std::int64_t active =
       std::max<std::int64_t>(1, std::min<std::int64_t>(p.experts, p.tokens * std::int64_t(p.topk)));
-  const std::int64_t items = active * (f.tiles1 + f.tiles2);
+  const std::int64_t items = active * (f.g1.tiles + f.g2.tiles);
   const std::int64_t resident = std::int64_t(std::max(device_caps().sm_count, 1)) * per_sm;
   const unsigned grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, resident)));
   return prim::launch_ex(kernel, dim3(grid), dim3(decode::kThreads), smem, s, prim::pdl_attrs(pdl), a);
