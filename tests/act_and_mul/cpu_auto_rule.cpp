@@ -8,6 +8,7 @@
 
 #include "act_and_mul/act_and_mul.hpp"
 #include "auto_rule_text.hpp"
+#include "fake_caps.hpp"
 #include "act_and_mul/policy.hpp"
 
 using namespace moekit;
@@ -15,10 +16,7 @@ using namespace moekit;
 namespace {
 
 DeviceCaps fake(int major, int sms, bool pdl) {
-  DeviceCaps c;
-  c.ordinal = 0;
-  c.cc_major = major;
-  c.sm_count = sms;
+  DeviceCaps c = test::fake_caps(major, 0, sms);
   c.pdl = pdl;
   c.cooperative = true;
   return c;

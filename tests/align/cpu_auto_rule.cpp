@@ -11,17 +11,15 @@
 #include "align/align.hpp"
 #include "align/reference.hpp"
 #include "auto_rule_text.hpp"
+#include "fake_caps.hpp"
 
 using namespace moekit;
 
 namespace {
 
 DeviceCaps fake(int major, int sms, std::size_t smem_optin, bool pdl) {
-  DeviceCaps c;
-  c.ordinal = 0;
+  DeviceCaps c = test::fake_caps(major, 0, sms);
   c.name = "fake sm_" + std::to_string(major * 10);
-  c.cc_major = major;
-  c.sm_count = sms;
   c.smem_optin = smem_optin;
   c.smem_per_sm = smem_optin + 1024;
   c.cooperative = true;

@@ -1057,15 +1057,7 @@ experts::Problem plan16(std::int64_t H, std::int64_t I, permute::Layout layout) 
   return experts::make_problem(16, 2, 8, H, I, experts::DType::bf16, experts::Act::silu, experts::W1Layout::gate_up,
                                layout, 64, 1.0f);
 }
-// A device of compute capability major.minor with `sms` SMs (no GPU needed).
-DeviceCaps caps_of(int major, int minor, int sms) {
-  DeviceCaps c;
-  c.ordinal = 0;
-  c.cc_major = major;
-  c.cc_minor = minor;
-  c.sm_count = sms;
-  return c;
-}
+using test::fake_caps;
 }  // namespace
 
 TEST_CASE("experts grouped: applies to the compact layout with H, I multiples of 8 on sm_90 only; workspace holds h and a") {
@@ -1073,7 +1065,7 @@ TEST_CASE("experts grouped: applies to the compact layout with H, I multiples of
   REQUIRE(v != nullptr);
   const auto plan = plan16;
   const DeviceCaps none;
-  const DeviceCaps sm90 = caps_of(9, 0, 132), sm80 = caps_of(8, 0, 108);
+  const DeviceCaps sm90 = fake_caps(9, 0, 132), sm80 = fake_caps(8, 0, 108);
   const experts::Problem ok = plan(4096, 1024, permute::Layout::compact);
   const char* not_built = v->not_applicable(ok, none);
   if (not_built != nullptr) {  // a build without CUTLASS or sm_90: says so, everywhere
@@ -1136,7 +1128,7 @@ TEST_CASE("experts gather: padded layout only, mma's limits, layout without the 
   REQUIRE(v != nullptr);
   const auto plan = plan16;
   const DeviceCaps none;
-  DeviceCaps sm90 = caps_of(9, 0, 132), sm80 = caps_of(8, 0, 108), sm75 = caps_of(7, 5, 68);
+  DeviceCaps sm90 = fake_caps(9, 0, 132), sm80 = fake_caps(8, 0, 108), sm75 = fake_caps(7, 5, 68);
   sm90.smem_optin = sm80.smem_optin = 160 * 1024;
   sm75.smem_optin = 64 * 1024;
   const experts::Problem padded = plan(4096, 1024, permute::Layout::padded);
