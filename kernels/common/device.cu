@@ -36,6 +36,13 @@ DeviceCaps query(int dev) {
   c.max_threads_per_sm = p.maxThreadsPerMultiProcessor;
   c.cooperative = p.cooperativeLaunch != 0;
   c.pdl = p.major >= 9;
+  // Double data rate: two transfers a memory clock (kHz) on each bus bit.
+  int clock_khz = 0, bus_bits = 0;
+  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess)
+    c.dram_peak_gbps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;
+  else
+    forget_own_error(before);
   return c;
 }
 

@@ -20,6 +20,7 @@ struct DeviceCaps {
   int max_threads_per_sm = 0;
   bool cooperative = false;      // cooperative launch supported
   bool pdl = false;              // programmatic dependent launch (cc >= 9.0)
+  double dram_peak_gbps = 0.0;   // DRAM peak from memory clock x bus width (0: not reported)
   bool present() const { return ordinal >= 0; }
   int arch() const { return cc_major * 10 + cc_minor; }  // 90 for sm_90
 };

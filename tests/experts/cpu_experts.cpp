@@ -1194,7 +1194,8 @@ TEST_CASE("workspace slices: offsets, total, and no pointer for an empty slice")
 }
 
 // auto's boundaries, hand-listed from the rules' fits (registry.cu): on
-// sm_90 fused while T*K <= 32 (rows few), decode below 16 rows an expert on
+// sm_90 fused while T*K <= 32 (rows few; past 32 slots by the part's DRAM peak,
+// the next case), decode below 16 rows an expert on
 // average (T*K < 16 * min(E, T*K)), then grouped on sm_90 where it is built,
 // mma otherwise. Mixtral's shape (E 8, K 2) leaves fused after T 16 and
 // crosses to the GEMMs at T 64, Qwen3-235B's (E 128, K 8) leaves fused after
@@ -1237,6 +1238,38 @@ TEST_CASE("experts auto: fused to 32 slots, decode below 16 rows an expert, the 
     const experts::Problem p = experts::make_problem(T, 8, 256, 7168, 256, experts::DType::bf16, experts::Act::silu,
                                                      experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f);
     CHECK(std::string(experts::registry().pick_auto(p, sm80, true).info.name) == "decode");
+  }
+}
+
+// Past 32 slots the pick depends on the DRAM peak an SM shares (registry.cu
+// fused_fits, fitted on an H100 and an H200): hand-listed with those parts'
+// peaks (2 x 2619 MHz x 5120 bits, 2 x 3201 MHz x 6144 bits, 132 SMs).
+TEST_CASE("experts auto: fused to 256 slots at one row group where the DRAM peak an SM shares is low") {
+  DeviceCaps h100 = test::fake_sm90(), h200 = test::fake_sm90();
+  h100.dram_peak_gbps = 2.0 * 2619e6 * 640 / 1e9;  // 3352 GB/s: 25.4 an SM
+  h200.dram_peak_gbps = 2.0 * 3201e6 * 768 / 1e9;  // 4917 GB/s: 37.2 an SM
+  struct Row {
+    std::int64_t T;
+    std::int32_t K, E;
+    std::int64_t H, I;
+    std::string h100, h200;
+  };
+  const Row rows[] = {
+      {4, 8, 256, 7168, 256, "fused", "fused"},     // 32 slots: either part
+      {5, 8, 256, 7168, 256, "fused", "decode"},    // 40
+      {16, 8, 256, 7168, 2048, "fused", "decode"},  // DeepSeek-V3 T 16: 128 slots, about a row an expert
+      {32, 8, 256, 7168, 256, "fused", "decode"},   // 256 slots
+      {33, 8, 256, 7168, 256, "decode", "decode"},  // 264: past the slot list
+      {32, 8, 128, 4096, 1536, "fused", "decode"},  // Qwen3-235B T 32: two rows an expert on average
+      {17, 2, 8, 4096, 14336, "decode", "decode"},  // Mixtral T 17: 34 slots, 4.25 rows an expert (two groups)
+      {32, 2, 8, 4096, 14336, "decode", "decode"},  // 64 slots, 8 rows an expert
+  };
+  for (const Row& r : rows) {
+    const experts::Problem p = experts::make_problem(r.T, r.K, r.E, r.H, r.I, experts::DType::bf16, experts::Act::silu,
+                                                     experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f);
+    INFO("T " << r.T << ", K " << r.K << ", E " << r.E);
+    CHECK(std::string(experts::registry().pick_auto(p, h100, true).info.name) == r.h100);
+    CHECK(std::string(experts::registry().pick_auto(p, h200, true).info.name) == r.h200);
   }
 }
 

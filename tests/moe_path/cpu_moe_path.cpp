@@ -360,7 +360,7 @@ TEST_CASE("moe-path make_problem with the FFN: the experts plan is the path's, s
   CHECK_FALSE(experts::registry().auto_reads_pdl());  // the experts pick sizes the path's workspace too
 }
 
-// Where experts' auto takes `fused` (sm_90, T*K <= 32), which lists the slots
+// Where experts' auto takes `fused` (sm_90, small T*K), which lists the slots
 // and combines itself, the path drops its permute and combine stages: route
 // and ffn, hand-listed; at 40 slots decode and the four stages again.
 TEST_CASE("moe-path with the FFN: route and ffn alone where experts' auto takes fused") {
