@@ -100,6 +100,7 @@ DeviceProps device_props() {
   d.cc_minor = c.cc_minor;
   d.l2_bytes = c.l2_bytes;
   d.global_mem_bytes = c.global_mem;
+  d.dram_peak_gbps = c.dram_peak_gbps;
   cuda_check(cudaDriverGetVersion(&d.driver_version), "cudaDriverGetVersion");
   cuda_check(cudaRuntimeGetVersion(&d.runtime_version), "cudaRuntimeGetVersion");
   return d;

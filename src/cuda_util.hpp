@@ -61,6 +61,7 @@ struct DeviceProps {
   int cc_major = 0, cc_minor = 0;
   std::size_t l2_bytes = 0;
   std::size_t global_mem_bytes = 0;
+  double dram_peak_gbps = 0.0;  // memory clock x bus width (0: not reported)
   int driver_version = 0, runtime_version = 0;
 };
 DeviceProps device_props();

@@ -3,7 +3,6 @@
 
 #include <cstdio>
 
-#include "common/device.hpp"
 #include "build_describe.hpp"
 #include "commands.hpp"
 #include "cuda_util.hpp"
@@ -103,10 +102,11 @@ int run_info(const std::vector<std::string>& files, const std::string& format) {
   if (json) {
     fmt::print(
         "{{\"device\":{},\"sm_count\":{},\"compute_capability\":\"{}.{}\",\"l2_bytes\":{},\"memory_bytes\":{},"
-        "\"driver\":\"{}\",\"runtime\":\"{}\",\"dram_peak_gbps\":{:.1f},\"copy_bandwidth_gbps\":{:.1f},"
+        "\"driver\":\"{}\",\"runtime\":\"{}\",\"dram_peak_gbps\":{},\"copy_bandwidth_gbps\":{:.1f},"
         "\"read_bandwidth_gbps\":{:.1f},\"build\":{},\"gpu_arch\":{}}}\n",
         jq(d.name), d.sm_count, d.cc_major, d.cc_minor, d.l2_bytes, d.global_mem_bytes,
-        version_text(d.driver_version), version_text(d.runtime_version), device_caps().dram_peak_gbps, bw, rbw,
+        version_text(d.driver_version), version_text(d.runtime_version),
+        d.dram_peak_gbps > 0 ? fmt::format("{:.1f}", d.dram_peak_gbps) : std::string("null"), bw, rbw,
         jq(build), jq(arch));
   } else {
     fmt::print("device:              {}\n", d.name);
@@ -115,9 +115,12 @@ int run_info(const std::vector<std::string>& files, const std::string& format) {
     fmt::print("L2 cache:            {:.1f} MiB\n", d.l2_bytes / 1048576.0);
     fmt::print("memory:              {:.1f} GiB\n", d.global_mem_bytes / 1073741824.0);
     fmt::print("CUDA driver/runtime: {} / {}\n", version_text(d.driver_version), version_text(d.runtime_version));
-    fmt::print("DRAM peak:           {:.0f} GB/s (memory clock x bus width, as the part reports them; auto rules "
-               "read it per SM)\n",
-               device_caps().dram_peak_gbps);
+    if (d.dram_peak_gbps > 0)
+      fmt::print("DRAM peak:           {:.0f} GB/s (memory clock x bus width, as the part reports them; auto rules "
+                 "read it per SM)\n",
+                 d.dram_peak_gbps);
+    else
+      fmt::print("DRAM peak:           not reported by the part\n");
     fmt::print("copy bandwidth:      {:.0f} GB/s (device-to-device 512 MiB copies, read + write bytes, "
                "median of 10; the peak that pct_of_peak uses)\n",
                bw);

@@ -601,25 +601,27 @@ bool few_rows(const Problem& p, const DeviceCaps&) {
 // fused before it on sm_90 while T*K <= 32 (and rows are few): fitted on the
 // same H200 (twenty-first session, docs/bench/experts-notes.md, "fused"): it
 // won at T*K 8-32 (TP8 shard T 1: 2-6 %, T 4: 2-3 %; Qwen3-235B T 1, Mixtral
-// T 4: 2 %). Past 32 slots, at one row group (decode_nt 1), the parts part:
-// on that H200 fused lost 1-1.4 % at 128 slots (Qwen3-235B and DeepSeek-V3
-// T 16, bench/results/experts.jsonl), on an H100 (twenty-second session,
-// notes "H100") it won 0.6-2.4 % at 40-256 slots. The rule's quantity is the
-// DRAM peak an SM shares: 25 GB/s on the H100, 37 on the H200. Unknown (0),
-// the old rule holds. No sm_80 measurement (and no PDL or L2 prefetch
-// there): decode stays.
+// T 4: 2 %). Past 32 slots, at one row group (decode_nt 1), the two sm_90
+// parts measured part ways: on that H200 fused lost 0.8-1.4 % at 128 slots
+// (Qwen3-235B and DeepSeek-V3 T 16; the shard level; bench/results/
+// experts.jsonl), on an H100 (twenty-second session, notes "H100") it won
+// 0.2-2.4 % at 64-256 slots. The rule's quantity is the DRAM peak an SM
+// shares: 25 GB/s on the H100, 37 on the H200; unknown (0), the old rule
+// holds. Only sm_90 was measured, so only sm_90 takes the wider rule. No
+// sm_80 measurement (and no PDL or L2 prefetch there): decode stays.
 constexpr double kFusedWideMaxGbpsPerSm = 30.0;
 bool fused_fits(const Problem& p, const DeviceCaps& caps) {
   if (caps.arch() < 90 || !few_rows(p, caps)) return false;
   const std::int64_t slots = p.tokens * p.topk;
   if (slots <= 32) return true;
   const double per_sm = caps.sm_count > 0 ? caps.dram_peak_gbps / caps.sm_count : 0.0;
-  return slots <= fused::kMaxSlots && decode_nt(p) == 1 && per_sm > 0.0 && per_sm < kFusedWideMaxGbpsPerSm;
+  return caps.cc_major == 9 && slots <= fused::kMaxSlots && decode_nt(p) == 1 && per_sm > 0.0 &&
+         per_sm < kFusedWideMaxGbpsPerSm;
 }
 const std::array<AutoRow<Problem>, 5> kAutoRows = {{
     {"fused",
-     "sm_90+, T*K < 16 * min(E, T*K), and T*K <= 32, or T*K <= 256 at one row group where the DRAM peak is "
-     "under 30 GB/s an SM",
+     "sm_90+, T*K < 16 * min(E, T*K), and T*K <= 32, or on sm_90 T*K <= 256 at one row group where the DRAM "
+     "peak is under 30 GB/s an SM",
      fused_fits},
     {"decode", "T*K < 16 * min(E, T*K)", few_rows},
     {"grouped", "", nullptr},

@@ -1271,6 +1271,15 @@ TEST_CASE("experts auto: fused to 256 slots at one row group where the DRAM peak
     CHECK(std::string(experts::registry().pick_auto(p, h100, true).info.name) == r.h100);
     CHECK(std::string(experts::registry().pick_auto(p, h200, true).info.name) == r.h200);
   }
+  // Fitted on sm_90 parts only: an sm_80 or an sm_100 part with the H100's
+  // peak keeps decode at 40 slots (sm_100 keeps fused to 32).
+  const experts::Problem p40 = experts::make_problem(5, 8, 256, 7168, 256, experts::DType::bf16, experts::Act::silu,
+                                                     experts::W1Layout::gate_up, permute::Layout::compact, 64, 1.0f);
+  DeviceCaps sm80 = h100, sm100 = h100;
+  sm80.cc_major = 8;
+  sm100.cc_major = 10;
+  CHECK(std::string(experts::registry().pick_auto(p40, sm80, true).info.name) == "decode");
+  CHECK(std::string(experts::registry().pick_auto(p40, sm100, true).info.name) == "decode");
 }
 
 // The `fused` variant's planning, hand-listed: T*K up to 256 (a slot a thread

@@ -362,7 +362,8 @@ TEST_CASE("moe-path make_problem with the FFN: the experts plan is the path's, s
 
 // Where experts' auto takes `fused` (sm_90, small T*K), which lists the slots
 // and combines itself, the path drops its permute and combine stages: route
-// and ffn, hand-listed; at 40 slots decode and the four stages again.
+// and ffn, hand-listed; at 40 slots decode and the four stages again on a part
+// whose DRAM peak is not known (or high), fused on one like the H100.
 TEST_CASE("moe-path with the FFN: route and ffn alone where experts' auto takes fused") {
   const DeviceCaps sm90 = test::fake_sm90();
   const moe_path::FfnArgs f{256, experts::Act::silu, experts::W1Layout::gate_up};
@@ -388,6 +389,13 @@ TEST_CASE("moe-path with the FFN: route and ffn alone where experts' auto takes 
     CHECK(needs_zeroed_workspace(v, p, sm90) == fused);
     if (fused) CHECK(moe_path::zeroed_workspace_bytes(p, sm90) > 0);
   }
+  // The H100's DRAM peak (25 GB/s an SM): 40 slots at about a row an expert are fused's too.
+  DeviceCaps h100 = sm90;
+  h100.dram_peak_gbps = 3352.0;
+  const auto p5 = moe_path::make_problem(5, 8, 256, 7168, combine::DType::bf16, Layout::compact, 64, 2.5f, &router, &f);
+  CHECK(moe_path::ffn_lists_slots(p5, h100));
+  const auto s5 = moe_path::stages(p5, h100);
+  CHECK(std::vector<S>(s5.begin(), s5.end()) == std::vector<S>{S::route, S::ffn});
   // Not on sm_80: experts' auto keeps decode there.
   DeviceCaps sm80 = sm90;
   sm80.cc_major = 8;
