@@ -173,19 +173,24 @@ cudaError_t decode_blocks_per_sm(Kernel* kernel, std::size_t smem, int* n) {
   memo.emplace(key, *n);
   return cudaSuccess;
 }
-// One persistent launch over (active expert, tile) items: at most
-// min(E, T * K) experts are active.
-template <class Kernel>
-cudaError_t decode_launch(Kernel* kernel, std::size_t smem, const Problem& p, const decode::Args& a, Stream s,
-                          bool pdl) {
+// One persistent launch over (active expert, tile) items, `tiles` an expert:
+// at most min(E, T * K) experts are active, and the grid is never larger
+// than what is resident at once (fused's waits need every CTA resident).
+template <class Kernel, class Args>
+cudaError_t persistent_launch(Kernel* kernel, std::size_t smem, const Problem& p, std::int64_t tiles, const Args& a,
+                              Stream s, bool pdl) {
   int per_sm = 1;
   if (const cudaError_t e = decode_blocks_per_sm(kernel, smem, &per_sm); e != cudaSuccess) return e;
   const std::int64_t active =
       std::max<std::int64_t>(1, std::min<std::int64_t>(p.experts, p.tokens * std::int64_t(p.topk)));
-  const std::int64_t items = active * a.tiles;
-  const std::int64_t slots = std::int64_t(std::max(device_caps().sm_count, 1)) * per_sm;
-  const unsigned grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, slots)));
+  const std::int64_t resident = std::int64_t(std::max(device_caps().sm_count, 1)) * per_sm;
+  const unsigned grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(active * tiles, resident)));
   return prim::launch_ex(kernel, dim3(grid), dim3(decode::kThreads), smem, s, prim::pdl_attrs(pdl), a);
+}
+template <class Kernel>
+cudaError_t decode_launch(Kernel* kernel, std::size_t smem, const Problem& p, const decode::Args& a, Stream s,
+                          bool pdl) {
+  return persistent_launch(kernel, smem, p, a.tiles, a, s, pdl);
 }
 // The plan of one weight stream (decode.cuh's Args, pointers and the row map
 // left to the caller): gemm1 reads rows of H and W1 into a [rows, I], gemm2
@@ -286,17 +291,8 @@ LaunchStatus fused_launch(const Problem& p, const Buffers& b, void* ws, const Fu
   const std::int64_t tile_bytes = decode::tile_cols(f.g2.ks, false) * p.inter * std::int64_t(p.element_bytes());
   a.prefetch_items = device_caps().arch() >= 90 ? std::int64_t(device_caps().l2_bytes / 2) / tile_bytes : 0;
   const std::size_t smem = fused::smem_bytes<NT>(f.g1.ks, f.g2.ks);
-  auto* kernel = fused::fused_kernel<T, NT, kVec>;
-  int per_sm = 1;
-  if (const cudaError_t e = decode_blocks_per_sm(kernel, smem, &per_sm); e != cudaSuccess) return e;
-  // At most every CTA resident at once (the kernel's waits need it), and no
-  // more than the items of min(E, T * K) active experts.
-  const std::int64_t active =
-      std::max<std::int64_t>(1, std::min<std::int64_t>(p.experts, p.tokens * std::int64_t(p.topk)));
-  const std::int64_t items = active * (f.g1.tiles + f.g2.tiles);
-  const std::int64_t resident = std::int64_t(std::max(device_caps().sm_count, 1)) * per_sm;
-  const unsigned grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, resident)));
-  return prim::launch_ex(kernel, dim3(grid), dim3(decode::kThreads), smem, s, prim::pdl_attrs(pdl), a);
+  return persistent_launch(fused::fused_kernel<T, NT, kVec>, smem, p, std::int64_t(f.g1.tiles) + f.g2.tiles, a, s,
+                           pdl);
 }
 template <class T>
 LaunchStatus fused_typed(const Problem& p, const Buffers& b, void* ws, Stream s, bool pdl) {

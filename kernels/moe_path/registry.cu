@@ -27,11 +27,15 @@ const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps) {
 const experts::Variant& experts_pick(const Problem& p, const DeviceCaps& caps) {
   return experts::registry().pick_auto(p.experts, caps, false);
 }
+}  // namespace
+
 // A pick without a layout stage (fused) lists the slots and combines itself:
 // the path's permute and combine stages drop out.
-bool lists_slots(const Problem& p, const DeviceCaps& caps) {
+bool ffn_lists_slots(const Problem& p, const DeviceCaps& caps) {
   return p.ffn && experts::layout_of(experts_pick(p, caps), p.experts, caps) == nullptr;
 }
+
+namespace {
 
 // Workspace bytes of each stage and where its slice starts. The ffn slice is
 // the experts pick's whole workspace, handed to it as its Buffers' workspace:
@@ -49,7 +53,7 @@ Slices slices(const Problem& p, const DeviceCaps& caps) {
     s.bytes[0] = v.workspace_bytes(p.route, caps);
     s.zeroed[0] = needs_zeroed_workspace(v, p.route, caps);
   }
-  const bool fused = lists_slots(p, caps);
+  const bool fused = ffn_lists_slots(p, caps);
   if (!fused) {
     const permute::Variant& pv = permute_pick(p, caps);
     s.bytes[1] = pv.workspace_bytes(p.permute, caps);
@@ -99,7 +103,7 @@ LaunchStatus launch_stages(const Problem& p, const Buffers& b, Stream s, bool pd
 const char* stages_na(const Problem& p, const DeviceCaps& caps) {
   if (p.routed)
     if (const char* why = route_pick(p, caps).not_applicable(p.route, caps)) return why;
-  if (!lists_slots(p, caps)) {
+  if (!ffn_lists_slots(p, caps)) {
     if (const char* why = permute_pick(p, caps).not_applicable(p.permute, caps)) return why;
     if (const char* why = combine_pick(p, caps).not_applicable(p.combine, caps)) return why;
   }
@@ -145,10 +149,9 @@ std::size_t zeroed_workspace_bytes(const Problem& p, const DeviceCaps& caps) {
   return s.offset[kSlices - 1] + experts::zeroed_workspace_bytes(experts_pick(p, caps), p.experts, caps);
 }
 
-bool ffn_lists_slots(const Problem& p, const DeviceCaps& caps) { return lists_slots(p, caps); }
-
 std::span<const Stage> stages(const Problem& p, const DeviceCaps& caps) {
-  if (lists_slots(p, caps)) return p.routed ? std::span<const Stage>(kRoutedSlots) : std::span<const Stage>(kGivenSlots);
+  if (ffn_lists_slots(p, caps))
+    return p.routed ? std::span<const Stage>(kRoutedSlots) : std::span<const Stage>(kGivenSlots);
   if (p.ffn) return p.routed ? std::span<const Stage>(kRoutedFfn) : std::span<const Stage>(kGivenFfn);
   return p.routed ? std::span<const Stage>(kRouted) : std::span<const Stage>(kGiven);
 }
@@ -177,7 +180,7 @@ std::string_view stage_variant(const Problem& p, Stage s, const DeviceCaps& caps
 LaunchStatus launch_stage(const Problem& p, const Buffers& b, Stage st, Stream s, bool pdl) {
   const DeviceCaps& caps = device_caps();
   const Slices sl = slices(p, caps);
-  if (lists_slots(p, caps) && (st == Stage::permute || st == Stage::combine)) return 0;  // the FFN's own work
+  if (ffn_lists_slots(p, caps) && (st == Stage::permute || st == Stage::combine)) return 0;  // the FFN's own work
   switch (st) {
     case Stage::route: {
       route::Buffers rb;
