@@ -65,25 +65,38 @@ struct Gather {
   static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl) { return launch_typed<T>(p, b, s, pdl); }
 };
 
-// slices: (token, slice) items, 16-byte loads of kSliceRows rows ahead. (Two
-// vectors per thread and row at K <= 4 measured slower on the H100 at Mixtral
-// K = 2, 256 and 4096 tokens; fitted on ed6557c (record not kept).)
+// slices: blocks of (column slice, kTok tokens), kRows fitted to K. Two
+// tokens per block at K <= 2 where the policy's one-token grid band says
+// (more loads in flight per thread, half the blocks; fitted in one probe).
 template <class T>
 struct Slices {
-  template <int kVec>
+  template <int kVec, int kRows, int kTok>
   static cudaError_t as(const Problem& p, const Buffers& b, Stream s, bool pdl) {
     const std::int64_t slices = ceil_div<std::int64_t>(p.hidden, std::int64_t{detail::kSliceThreads} * kVec);
-    const DeviceCaps& caps = device_caps();
-    const unsigned grid = clamp_grid(
-        std::min<std::int64_t>(p.tokens * slices, std::int64_t{policy_for(caps).slices_blocks_per_sm} * caps.sm_count));
-    return prim::launch_ex(detail::slices_combine_kernel<T, kVec>, grid, detail::kSliceThreads, 0, s, prim::pdl_attrs(pdl),
-                           static_cast<const T*>(b.expert_out), b.inverse, b.weights, static_cast<T*>(b.out), p.tokens,
-                           p.topk, p.hidden, slices, p.scaling);
+    const std::int64_t groups = ceil_div<std::int64_t>(p.tokens, kTok);
+    const dim3 grid(clamp_grid(slices), clamp_grid(groups, 65535));  // gridDim.y-strided beyond
+    return prim::launch_ex(detail::slices_combine_kernel<T, kVec, kRows, kTok>, grid, detail::kSliceThreads, 0, s,
+                           prim::pdl_attrs(pdl), static_cast<const T*>(b.expert_out), b.inverse, b.weights,
+                           static_cast<T*>(b.out), p.tokens, p.topk, p.hidden, p.scaling);
+  }
+  template <int kVec>
+  static cudaError_t fitted(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+    if (p.topk <= 2) {
+      const DeviceCaps& caps = device_caps();
+      const Policy& pol = policy_for(caps);
+      const std::int64_t blocks = ceil_div<std::int64_t>(p.hidden, std::int64_t{detail::kSliceThreads} * kVec) * p.tokens;
+      const std::int64_t sms = std::max(caps.sm_count, 1);
+      const bool pair = blocks >= std::int64_t{pol.slices_pair_from_blocks_per_sm} * sms &&
+                        blocks <= std::int64_t{pol.slices_pair_to_blocks_per_sm} * sms;
+      return pair ? as<kVec, 2, 2>(p, b, s, pdl) : as<kVec, 2, 1>(p, b, s, pdl);
+    }
+    if (p.topk <= 4) return as<kVec, 4, 1>(p, b, s, pdl);
+    return as<kVec, 8, 1>(p, b, s, pdl);
   }
   static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl) {
     constexpr int V = static_cast<int>(16 / sizeof(T));
     const bool vec = p.hidden % V == 0 && aligned16(b.expert_out) && aligned16(b.out);
-    return vec ? as<V>(p, b, s, pdl) : as<1>(p, b, s, pdl);
+    return vec ? fitted<V>(p, b, s, pdl) : fitted<1>(p, b, s, pdl);
   }
 };
 
@@ -181,8 +194,9 @@ const std::array<Variant, 4> kVariants{{
       "multiply-adds, 16-byte row loads) and rounds once: bit for bit with the reference", "gather_combine_kernel"},
      true, topk_limits, topk_na, no_workspace, by_dtype<Gather>},
     {{"slices",
-      "(token, column slice) work items spread small batches over the GPU; each thread loads 16-byte vectors "
-      "of 8 rows before using any, then gather's arithmetic: bit for bit", "slices_combine_kernel"},
+      "blocks of (column slice, token) spread small batches over the GPU; each thread reads the token's indices "
+      "itself, loads 16-byte vectors of up to 8 rows (as many as K needs) before using any, then gather's "
+      "arithmetic and one 16-byte store: bit for bit", "slices_combine_kernel"},
      true, topk_limits, topk_na, no_workspace, by_dtype<Slices>},
     {{"tma",
       "sm_90: one thread hands each row segment of a token to the copy engine (bulk loads into shared memory, "

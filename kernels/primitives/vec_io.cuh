@@ -44,4 +44,14 @@ __device__ __forceinline__ Vec16<T> load16_ldg(const T* base, int i) {
 //! One 16-byte store of four int32 at p (16-byte aligned).
 __device__ __forceinline__ void store16(std::int32_t* p, int4 v) { *reinterpret_cast<int4*>(p) = v; }
 
+//! One plain (weak, write-back) 16-byte global store of v's bits at p
+//! (16-byte aligned), whatever the compiler makes of how v was built: a uint4
+//! assembled from packed halves and assigned through a cast was split into
+//! four 4-byte stores inside combine's slices kernel (nvcc 13), and __stwb
+//! makes a strong store.
+__device__ __forceinline__ void store16_bits(void* p, uint4 v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 }  // namespace moekit::prim
