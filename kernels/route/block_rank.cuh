@@ -9,8 +9,7 @@
 //   3. each warp ranks its 32 values all-to-all (32 broadcast shuffles) and
 //      writes its best min(K, 32) in order to shared memory;
 //   4. each of those W * min(K, 32) candidates counts the candidates that beat
-//      it (a few lanes per candidate, each a share of the rivals): the ones
-//      with a count < K are the picks, the count is the slot.
+//      it: the ones with a count < K are the picks, the count is the slot.
 // The longest dependent chain is a few dozen instructions per step, against
 // K rounds of warp-wide arg-max in the one-warp variants.
 //
@@ -183,23 +182,17 @@ __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
   }
   __syncthreads();
 
-  // 4. Candidates ranked among all W Kc, P threads per candidate (P lanes
-  // of one warp, each counting every P-th rival, summed by shuffles): the
-  // chain is C / P rivals long instead of C.
+  // 4. Candidates ranked among all W Kc.
   const int C = W * Kc;
-  int P = 1;
-  while (P < 32 && 2 * P * C <= static_cast<int>(blockDim.x)) P *= 2;
-  const int q = e / P;
-  int rank = 0;
-  if (q < C) {
-    const float v = cv[q];
-    const int i = ci[q];
-    for (int u = e % P; u < C; u += P) rank += prim::argmax_better(cv[u], ci[u], v, i);
-  }
-  for (int off = P / 2; off > 0; off >>= 1) rank += __shfl_xor_sync(prim::kFullWarpMask, rank, off);
-  if (q < C && e % P == 0 && rank < K) {
-    a.ids[t * K + rank] = ci[q];
-    picked[rank] = cs[q];
+  if (e < C) {
+    const float v = cv[e];
+    const int i = ci[e];
+    int rank = 0;
+    for (int u = 0; u < C; ++u) rank += prim::argmax_better(cv[u], ci[u], v, i);
+    if (rank < K) {
+      a.ids[t * K + rank] = i;
+      picked[rank] = cs[e];
+    }
   }
   __syncthreads();
   if (e < K) {

@@ -102,14 +102,11 @@ bool lane_groups(const Problem& p, int n) {
 // keeps pick j), 32 with groups (group selection is warp-wide); N values per
 // lane. Several tokens share a warp when E is small (Mixtral's E = 8 takes 2
 // lanes of 4 f32 values).
-// Without groups, a row of at most two vectors takes one thread (lanes 1,
-// N = vec or 2 vec).
 struct RegsShape {
   int lanes, n;
 };
 RegsShape regs_shape(const Problem& p) {
   const int vec = static_cast<int>(16 / elem_bytes(p.dtype));
-  if (p.groups == 1 && p.experts <= 2 * vec) return {1, p.experts <= vec ? vec : 2 * vec};
   int lanes = 2;
   while (lanes < 32 && (lanes * vec < p.experts || lanes < p.topk)) lanes *= 2;
   if (p.groups > 1) lanes = 32;
@@ -142,24 +139,11 @@ cudaError_t launch_regs_typed(const Problem& p, const Buffers& b, Stream s, bool
   }
 }
 
-template <class T, Scoring S, int N>
-cudaError_t launch_thread_regs(const Problem& p, const Buffers& b, Stream s, bool pdl) {
-  constexpr int kThreads = detail::kRegsWarpsPerBlock * 32;
-  const unsigned grid = clamp_grid(ceil_div<std::int64_t>(p.tokens, kThreads));
-  auto go = [&](auto kernel) {
-    return prim::launch_ex(kernel, dim3(grid), dim3(kThreads), 0, s, prim::pdl_attrs(pdl), detail::make_args(p, b));
-  };
-  if (vector_rows(p, b, N)) return go(detail::thread_regs_kernel<T, S, N, true>);
-  return go(detail::thread_regs_kernel<T, S, N, false>);
-}
-
 LaunchStatus launch_warp_regs(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (empty(p)) return cudaSuccess;
   const RegsShape rs = regs_shape(p);
   return dispatch(p, [&]<class T, Scoring S>() -> cudaError_t {
     constexpr int V = 16 / sizeof(T);
-    if (rs.lanes == 1)
-      return rs.n == V ? launch_thread_regs<T, S, V>(p, b, s, pdl) : launch_thread_regs<T, S, 2 * V>(p, b, s, pdl);
     switch (rs.lanes) {
       case 2: return launch_regs_typed<T, S, V, 2>(p, b, s, pdl);
       case 4: return launch_regs_typed<T, S, V, 4>(p, b, s, pdl);
@@ -261,8 +245,7 @@ const std::array<Variant, 5> kVariants{{
       "strided scan of the row (the simple baseline)", "warp_smem_kernel"},
      false, warp_smem_limits, warp_smem_na, no_workspace, launch_warp_smem},
     {{"warp-regs",
-      "a warp (or, for small E, a few lanes; for a row of at most two 16-byte vectors without groups, one thread) "
-      "per token, consecutive experts per lane in registers (8/16-byte "
+      "a warp (or, for small E, a few lanes) per token, consecutive experts per lane in registers (8/16-byte "
       "loads); each pick is one arg-max of the lanes' bests (two warp reductions), only the winning lane "
       "rescans; group scores by lane shuffles where groups are whole lanes", "warp_regs_kernel"},
      false, warp_regs_limits, warp_regs_na, no_workspace, launch_warp_regs},

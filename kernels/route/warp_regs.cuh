@@ -6,10 +6,6 @@
 // kLanes = 32, else log2(kLanes) shuffle steps -- and only the winning lane
 // rescans its N values (a 3-level tree for N = 8).
 //
-// Small E without groups (a row of at most two 16-byte vectors: Mixtral's E
-// = 8) takes one thread per token instead (thread_regs_kernel): no shuffles
-// on the chain from the load to the store.
-//
 // Groups (kLanes = 32 only): where a group is whole lanes (E = 32N, E/G a
 // multiple of N, E/(G N) a power of two) the group scores are butterfly merges
 // of the lanes' local top two, with no shared memory; otherwise the row goes
@@ -200,61 +196,6 @@ __global__ void __launch_bounds__(kRegsWarpsPerBlock * 32) warp_regs_kernel(Args
     a.ids[t * K + sl] = my_id;
     a.weights[t * K + sl] = my_s * scale;
   }
-}
-
-// One thread per token: its N >= E values in registers, the softmax sums in
-// expert order, each of the K <= N picks one rescan of the thread's values
-// (ties to the lower index). No groups.
-template <class T, Scoring S, int N, bool kVec>
-__global__ void __launch_bounds__(kRegsWarpsPerBlock * 32) thread_regs_kernel(Args a) {
-  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * (kRegsWarpsPerBlock * 32) + threadIdx.x;
-  prim::pdl_wait();
-  if (t >= a.tokens) {
-    prim::pdl_launch_dependents();
-    return;
-  }
-  const int E = a.experts, K = a.topk;
-  float x[N];
-  load_row_chunk<T, N, kVec>(static_cast<const T*>(a.logits) + t * E, E, x);
-  prim::pdl_launch_dependents();
-  float m = kNegInf, sum = 0.f;
-  if constexpr (S == Scoring::softmax) {
-#pragma unroll
-    for (int j = 0; j < N; ++j) m = fmaxf(m, x[j]);
-#pragma unroll
-    for (int j = 0; j < N; ++j) sum += j < E ? expf(x[j] - m) : 0.f;
-  }
-  float s[N], c[N];
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    s[j] = j < E ? score<S>(x[j], m, sum) : 0.f;
-    c[j] = j < E ? s[j] + (a.bias ? __ldg(a.bias + j) : 0.f) : kNegInf;
-  }
-  int id[N];
-  float ps[N];
-  float total = 0.f;
-#pragma unroll
-  for (int r = 0; r < N; ++r) {
-    if (r < K) {
-      const int lj = best_of(c);
-      id[r] = lj;
-      ps[r] = s[0];
-#pragma unroll
-      for (int j = 1; j < N; ++j)
-        if (j == lj) ps[r] = s[j];
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        if (j == lj) c[j] = kNegInf;
-      total += ps[r];
-    }
-  }
-  const float scale = weight_scale(a, total);
-#pragma unroll
-  for (int r = 0; r < N; ++r)
-    if (r < K) {
-      a.ids[t * K + r] = id[r];
-      a.weights[t * K + r] = ps[r] * scale;
-    }
 }
 
 }  // namespace moekit::route::detail

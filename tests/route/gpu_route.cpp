@@ -45,9 +45,6 @@ const Config kConfigs[] = {
     {1, 1},
     {2, 2},
     {8, 2},
-    {8, 8, 1, 1, true, true, 2.5f},     // one thread per token (f32; bf16/f16 too): K = E, bias
-    {5, 3, 1, 1, false, true},          // one thread per token, a row of no whole vector
-    {16, 3, 1, 1, true},                // bf16/f16: one thread, two vectors; f32: two lanes
     {16, 4, 4, 2, false},
     {31, 5},
     {64, 6, 1, 1, false, true},
