@@ -45,6 +45,9 @@ const Config kConfigs[] = {
     {1, 1},
     {2, 2},
     {8, 2},
+    {8, 8, 1, 1, true, true, 2.5f},     // K = E with a bias and a scaling factor
+    {5, 3, 1, 1, false, true},          // a row of no whole 16-byte vector
+    {16, 3, 1, 1, true},                // two 16-byte vectors in the 2-byte dtypes
     {16, 4, 4, 2, false},
     {31, 5},
     {64, 6, 1, 1, false, true},
