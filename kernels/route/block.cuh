@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kBlockThreads) block_kernel(Args a) {
   load_row_chunk<T, N, kVec>(row_in + base, valid, x);
   prim::pdl_launch_dependents();
 
-  float m = kNegInf, sum = 0.f;
+  float m = kNegInf, sum = 0.f, inv = 0.f;
   if constexpr (S == Scoring::softmax) {
 #pragma unroll
     for (int j = 0; j < N; ++j) m = fmaxf(m, x[j]);
@@ -54,11 +54,12 @@ __global__ void __launch_bounds__(kBlockThreads) block_kernel(Args a) {
     sum = red[1][0];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) sum += red[1][w];
+    inv = row_inverse(sum);
   }
   float c[N];
 #pragma unroll
   for (int j = 0; j < N; ++j)
-    c[j] = j < valid ? score<S>(x[j], m, sum) + (a.bias ? __ldg(a.bias + base + j) : 0.f) : kNegInf;
+    c[j] = j < valid ? score<S>(x[j], m, inv) + (a.bias ? __ldg(a.bias + base + j) : 0.f) : kNegInf;
 
   float* picked_s = smem;
   int* picked_id = reinterpret_cast<int*>(smem + K);
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(kBlockThreads) block_kernel(Args a) {
   for (int r = 0; r < K; ++r) {
     const prim::ArgMax best = prim::block_argmax<kBlockThreads>(lb, slots[r & 1]);
     // The pick's score, recomputed from its logit with the same instructions.
-    const float ps = score<S>(to_f32(row_in[best.i]), m, sum);
+    const float ps = score<S>(to_f32(row_in[best.i]), m, inv);
     total += ps;
     if (tid == 0) picked_id[r] = best.i, picked_s[r] = ps;
     if (best.i / N == tid) {

@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
   float* cs = reinterpret_cast<float*>(ci + W * Kc);  // scores
   float* picked = cv + rank_region_words(W, Kc);     // [K]
 
-  float m = 0.f, sum = 0.f;
+  float m = 0.f, sum = 0.f, inv = 0.f;
   if constexpr (S == Scoring::softmax) {
     m = prim::warp_max(x);
     if (lane == 0) red[0][warp] = m;
@@ -103,8 +103,9 @@ __global__ void __launch_bounds__(kRankMaxExperts) block_rank_kernel(Args a) {
     __syncthreads();
     sum = red[1][0];
     for (int w = 1; w < W; ++w) sum += red[1][w];
+    inv = row_inverse(sum);
   }
-  const float s = in ? score<S>(x, m, sum) : 0.f;
+  const float s = in ? score<S>(x, m, inv) : 0.f;
   float c = in ? s + b : kNegInf;
 
   if (G > 1) {

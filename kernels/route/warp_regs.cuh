@@ -108,20 +108,24 @@ __global__ void __launch_bounds__(kRegsWarpsPerBlock * 32) warp_regs_kernel(Args
   load_row_chunk<T, N, kVec>(static_cast<const T*>(a.logits) + (live ? t * E + base : 0), valid, x);
   prim::pdl_launch_dependents();
 
-  float m = kNegInf, sum = 0.f;
+  // No branch per value: a value past the row is -inf, whose exp and score
+  // are 0 (softmax and sigmoid alike) on a live token.
+  float m = kNegInf, inv = 0.f;
   if constexpr (S == Scoring::softmax) {
 #pragma unroll
     for (int j = 0; j < N; ++j) m = fmaxf(m, x[j]);
     m = prim::warp_max<kLanes>(m);
+    float sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < N; ++j) sum += j < valid ? expf(x[j] - m) : 0.f;
-    sum = prim::warp_sum<kLanes>(sum);
+    for (int j = 0; j < N; ++j) sum += expf(x[j] - m);
+    inv = row_inverse(prim::warp_sum<kLanes>(sum));
   }
   float s[N], c[N];
 #pragma unroll
   for (int j = 0; j < N; ++j) {
-    s[j] = j < valid ? score<S>(x[j], m, sum) : 0.f;
-    c[j] = j < valid ? s[j] + (a.bias ? __ldg(a.bias + base + j) : 0.f) : kNegInf;
+    s[j] = score<S>(x[j], m, inv);
+    const float b = a.bias != nullptr && j < valid ? __ldg(a.bias + base + j) : 0.f;
+    c[j] = j < valid ? s[j] + b : kNegInf;
   }
 
   if constexpr (kLanes == 32) {

@@ -31,14 +31,14 @@ __global__ void warp_smem_kernel(Args a, int warps_per_block, int words_per_warp
   const int E = a.experts, K = a.topk;
   const T* row = static_cast<const T*>(a.logits) + static_cast<std::int64_t>(t) * E;
 
-  float m = kNegInf, sum = 0.f;
+  float m = kNegInf, sum = 0.f, inv = 0.f;
   if constexpr (S == Scoring::softmax) {
     for (int i = lane; i < E; i += 32) m = fmaxf(m, to_f32(row[i]));
     m = prim::warp_max(m);
     for (int i = lane; i < E; i += 32) sum += expf(to_f32(row[i]) - m);
-    sum = prim::warp_sum(sum);
+    inv = row_inverse(prim::warp_sum(sum));
   }
-  for (int i = lane; i < E; i += 32) c[i] = score<S>(to_f32(row[i]), m, sum) + (a.bias ? a.bias[i] : 0.f);
+  for (int i = lane; i < E; i += 32) c[i] = score<S>(to_f32(row[i]), m, inv) + (a.bias ? a.bias[i] : 0.f);
   prim::pdl_launch_dependents();
   __syncwarp();
 
@@ -58,7 +58,7 @@ __global__ void warp_smem_kernel(Args a, int warps_per_block, int words_per_warp
     best = prim::warp_argmax(best);
     __syncwarp();  // every lane's scan of c is done before lane 0 writes it
     // The pick's score, recomputed from its logit: the same instructions as above.
-    const float s = score<S>(to_f32(row[best.i]), m, sum);
+    const float s = score<S>(to_f32(row[best.i]), m, inv);
     total += s;
     if (lane == 0) {
       c[best.i] = kNegInf;
