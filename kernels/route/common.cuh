@@ -51,11 +51,14 @@ __device__ __forceinline__ float row_inverse(float row_sum) { return 1.0f / row_
 
 // Softmax score from a logit, the row max and row_inverse(row sum); sigmoid
 // from the logit alone. Full-precision expf: the selection must agree with a
-// float64 reference to ~1e-6 (docs/route.md).
+// float64 reference to ~1e-6 (docs/route.md). The sigmoid's reciprocal is
+// the fast one (2 ulp; 0 once 1 + exp(-x) passes 2^126, x < -87.3, where the
+// IEEE quotient is a denormal): an IEEE division per value put a slow-path
+// branch on each of a lane's values, in series.
 template <Scoring S>
 __device__ __forceinline__ float score(float x, float row_max, float row_inv) {
   if constexpr (S == Scoring::softmax) return expf(x - row_max) * row_inv;
-  else return 1.0f / (1.0f + expf(-x));
+  else return __fdividef(1.0f, 1.0f + expf(-x));
 }
 
 // What a pick's score is multiplied by to give its weight: S, over the sum of
