@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -65,10 +66,29 @@ std::vector<std::int64_t> parse_list(const char* s) {
 int main(int argc, char** argv) {
   std::vector<std::int64_t> tokens = {1, 16, 256, 4096};
   int samples = 25;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  const char* usage =
+      "usage: probe_combine [--tokens 1,16,256,4096] [--samples 25]\n"
+      "Times combine launch-shape candidates beside the production slices launcher (bf16; Mixtral, DeepSeek-V3\n"
+      "and Qwen3 shapes; identity and shuffled maps; PDL off and on), each checked bit for bit first.\n"
+      "Prints a Markdown table; exit 1 when a candidate's output differs, 3 without a GPU.\n";
+  for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--tokens") tokens = parse_list(argv[i + 1]);
-    else if (a == "--samples") samples = std::atoi(argv[i + 1]);
+    if (a == "-h" || a == "--help") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    try {
+      if (i + 1 >= argc) throw std::invalid_argument("no value");
+      if (a == "--tokens") tokens = parse_list(argv[i + 1]);
+      else if (a == "--samples") samples = std::stoi(argv[i + 1]);
+      else throw std::invalid_argument("unknown option");
+      if (samples < 1 || tokens.empty()) throw std::invalid_argument("out of range");
+      for (std::int64_t t : tokens)
+        if (t < 1 || t > (1 << 20)) throw std::invalid_argument("out of range");
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "probe_combine: bad argument '%s'\n%s", a.c_str(), usage);
+      return 2;
+    }
   }
   if (cuda_device_count() == 0) {
     std::fprintf(stderr, "probe_combine: no CUDA device\n");
