@@ -85,6 +85,62 @@ __device__ __forceinline__ int best_of(const float (&c)[N]) {
   return idx[0];
 }
 
+// The value and score at position j of (c, s) (static indexing: registers).
+template <int N>
+__device__ __forceinline__ void pick_at(const float (&c)[N], const float (&s)[N], int j, float& v, float& sc) {
+  v = c[0], sc = s[0];
+#pragma unroll
+  for (int q = 1; q < N; ++q)
+    if (q == j) v = c[q], sc = s[q];
+}
+
+// K <= 2 on a token of kLanes < 32 lanes: each lane's own best two, merged
+// across the token's lanes by butterfly steps (six shuffles a step, all
+// independent) instead of K rounds of an arg-max and a score shuffle; every
+// lane ends with the token's best two, ties to the lower index as the rounds
+// give them. Lane j of the token writes pick j.
+template <int N, int kLanes>
+__device__ __forceinline__ void top2_merged(const Args& a, const float (&c)[N], const float (&s)[N], int base, int sl,
+                                            bool live, std::int64_t t) {
+  float cc[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) cc[j] = c[j];
+  float v0, v1, s0, s1;
+  const int j0 = best_of(cc);
+  pick_at(cc, s, j0, v0, s0);
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    if (j == j0) cc[j] = kNegInf;
+  const int j1 = best_of(cc);
+  pick_at(cc, s, j1, v1, s1);
+  int i0 = base + j0, i1 = base + j1;
+#pragma unroll
+  for (int off = 1; off < kLanes; off <<= 1) {
+    const float w0 = __shfl_xor_sync(prim::kFullWarpMask, v0, off);
+    const float w1 = __shfl_xor_sync(prim::kFullWarpMask, v1, off);
+    const float t0 = __shfl_xor_sync(prim::kFullWarpMask, s0, off);
+    const float t1 = __shfl_xor_sync(prim::kFullWarpMask, s1, off);
+    const int k0 = __shfl_xor_sync(prim::kFullWarpMask, i0, off);
+    const int k1 = __shfl_xor_sync(prim::kFullWarpMask, i1, off);
+    if (prim::argmax_better(v0, i0, w0, k0)) {
+      // Mine first; second: my second or their first.
+      if (!prim::argmax_better(v1, i1, w0, k0)) v1 = w0, i1 = k0, s1 = t0;
+    } else {
+      // Theirs first; second: my first or their second.
+      if (prim::argmax_better(v0, i0, w1, k1)) v1 = v0, i1 = i0, s1 = s0;
+      else v1 = w1, i1 = k1, s1 = t1;
+      v0 = w0, i0 = k0, s0 = t0;
+    }
+  }
+  const int K = a.topk;
+  const float total = K == 2 ? s0 + s1 : s0;  // pick order, as the rounds sum
+  if (live && sl < K) {
+    const float scale = weight_scale(a, total);
+    a.ids[t * K + sl] = sl == 0 ? i0 : i1;
+    a.weights[t * K + sl] = (sl == 0 ? s0 : s1) * scale;
+  }
+}
+
 template <class T, Scoring S, int N, int kLanes, bool kVec, bool kLaneGroups>
 __global__ void __launch_bounds__(kRegsWarpsPerBlock * 32) warp_regs_kernel(Args a) {
   static_assert(kLanes >= 2 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "kLanes: a power of two in [2, 32]");
@@ -166,6 +222,13 @@ __global__ void __launch_bounds__(kRegsWarpsPerBlock * 32) warp_regs_kernel(Args
 #pragma unroll
         for (int j = 0; j < N; ++j) c[j] = kNegInf;
       }
+    }
+  }
+
+  if constexpr (kLanes < 32) {
+    if (K <= 2) {  // warp-uniform
+      top2_merged<N, kLanes>(a, c, s, base, sl, live, t);
+      return;
     }
   }
 
