@@ -13,8 +13,6 @@
 
 namespace moekit::permute::detail {
 
-constexpr int kCopyBatch = 4;  // vectors in flight per thread in a row copy
-
 // Row r of permuted: its slot's token row, or zeros past the slots.
 template <class V>
 __global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__ permuted,
@@ -28,17 +26,7 @@ __global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__
     V* out = permuted + r * row_vecs;
     if (slot < numel) {
       const V* in = hidden + (slot / topk) * row_vecs;
-      // kCopyBatch vectors per thread loaded before any is stored: one
-      // round trip per kCopyBatch instead of one per vector.
-      for (std::int64_t i0 = threadIdx.x; i0 < row_vecs; i0 += kCopyBatch * std::int64_t(blockDim.x)) {
-        V v[kCopyBatch];
-#pragma unroll
-        for (int u = 0; u < kCopyBatch; ++u)
-          if (i0 + u * std::int64_t(blockDim.x) < row_vecs) v[u] = in[i0 + u * std::int64_t(blockDim.x)];
-#pragma unroll
-        for (int u = 0; u < kCopyBatch; ++u)
-          if (i0 + u * std::int64_t(blockDim.x) < row_vecs) out[i0 + u * std::int64_t(blockDim.x)] = v[u];
-      }
+      for (std::int64_t i = threadIdx.x; i < row_vecs; i += blockDim.x) out[i] = in[i];
       if (threadIdx.x == 0) inverse[slot] = static_cast<std::int32_t>(r);
     } else {
       for (std::int64_t i = threadIdx.x; i < row_vecs; i += blockDim.x) out[i] = V{};
