@@ -1,9 +1,10 @@
 // GPU test: the combine variants against the reference (bit for bit when
 // stable, else to the order-free tolerance) over T {0, 1, 3, 77, 1000} x K
-// {1, 2, 8, 64} x H {1, 7, 1030, 4096, 7168} x dtype, with dropped slots
+// {1, 2, 3, 8, 10, 64} (slices' 2-, 4- and 8-row kernels, whole and part-filled
+// chunks) x H {1, 7, 1030, 4096, 7168} x dtype, with dropped slots
 // (-1) on a one-to-one shuffled inverse map, rows one element off 16-byte
 // alignment in every other run (the scalar path), outputs poisoned between
-// guard zones.
+// guard zones; and a case past a grid's 65535 token groups.
 //
 // MOEKIT_GPU_SUBSET=sanitizer runs T <= 77 and H <= 1030 only.
 #include <doctest/doctest.h>
@@ -102,7 +103,7 @@ TEST_CASE("combine: every variant against the reference") {
   std::uint64_t seed = 3;
   int runs = 0;
   for (std::int64_t T : {0, 1, 3, 77, 1000})
-    for (int K : {1, 2, 8, 64})
+    for (int K : {1, 2, 3, 8, 10, 64})
       for (std::int64_t H : {1, 7, 1030, 4096, 7168})
         for (combine::DType dt : {combine::DType::bf16, combine::DType::f16, combine::DType::f32}) {
           if (subset && (T > 77 || H > 1030)) continue;
@@ -113,8 +114,9 @@ TEST_CASE("combine: every variant against the reference") {
 }
 
 // slices' grid holds at most 65535 token groups in y and strides beyond: one
-// block column (H 8) over 131073 tokens takes the stride twice, with one
-// token over (and K 2, where a block may take two tokens).
+// block column (H 8) over 131073 = 2 x 65535 + 3 tokens takes the stride
+// twice, three tokens over (one token per block: 131073 blocks are past the
+// policy's two-token band).
 TEST_CASE("combine: more token groups than a grid's y dimension") {
   if (test::sanitizer_subset()) return;
   int runs = 0;
