@@ -4,7 +4,9 @@
 // 8- or 16-byte vectors where the row allows. Each of the K picks is one
 // arg-max of the lanes' local bests -- two warp-wide integer reductions when
 // kLanes = 32, else log2(kLanes) shuffle steps -- and only the winning lane
-// rescans its N values (a 3-level tree for N = 8).
+// rescans its N values (a 3-level tree for N = 8). With kLanes < 32 and
+// K <= 2 there are no rounds: each lane's best two are merged across the
+// token's lanes by butterfly steps (top2_merged).
 //
 // Groups (kLanes = 32 only): where a group is whole lanes (E = 32N, E/G a
 // multiple of N, E/(G N) a power of two) the group scores are butterfly merges

@@ -48,6 +48,8 @@ const Config kConfigs[] = {
     {8, 8, 1, 1, true, true, 2.5f},     // K = E with a bias and a scaling factor
     {5, 3, 1, 1, false, true},          // a row of no whole 16-byte vector
     {16, 3, 1, 1, true},                // two 16-byte vectors in the 2-byte dtypes
+    {32, 2},                            // K 2 merged over 4 (f32) or 8 lanes
+    {100, 2, 1, 1, true, true},         // 2-byte dtypes: 16 lanes, one part-filled, three empty
     {16, 4, 4, 2, false},
     {31, 5},
     {64, 6, 1, 1, false, true},
@@ -341,4 +343,76 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
     }
   }
   MESSAGE(runs << " runs on logits of -1000");
+}
+
+// Ties go to the lower index in every variant (docs/route.md), which the
+// tolerance check above cannot see: rows of exactly equal logits, hand-listed
+// with the ids they must give. Two equal maxima in different lanes of a
+// few-lane token (warp-regs merges lane pairs at K <= 2), a tie for second
+// place, a tie inside one lane, a row of all-equal logits.
+TEST_CASE("route: exact ties go to the lower index, in pick order") {
+  const DeviceCaps& caps = device_caps();
+  struct TieCase {
+    int E, K;
+    std::vector<std::pair<int, float>> raised;  // (expert, logit) over a row of -1
+    std::vector<int> ids;                       // the picks, best first
+  };
+  const TieCase cases[] = {
+      {8, 2, {}, {0, 1}},                            // all equal
+      {8, 2, {{5, 2.f}, {1, 2.f}}, {1, 5}},          // equal maxima, lanes 0 and 1
+      {8, 2, {{6, 2.f}, {4, 1.f}, {2, 1.f}}, {6, 2}},  // a tie for second
+      {8, 2, {{3, 2.f}, {2, 2.f}}, {2, 3}},          // a tie inside one lane
+      {8, 1, {{7, 2.f}, {0, 2.f}}, {0}},
+      {32, 2, {{30, 2.f}, {3, 2.f}}, {3, 30}},
+      {32, 2, {{31, .5f}, {9, .5f}, {20, .5f}}, {9, 20}},
+      {100, 2, {{93, 2.f}, {7, 2.f}}, {7, 93}},
+      {100, 2, {{99, 2.f}, {50, 1.f}, {98, 1.f}}, {99, 50}},
+  };
+  int runs = 0;
+  for (const TieCase& tc : cases)
+    for (route::DType dt : {route::DType::f32, route::DType::bf16})
+      for (route::Scoring sc : {route::Scoring::softmax, route::Scoring::sigmoid})
+        for (const route::Variant& v : route::registry().variants()) {
+          const std::int64_t T = 3;  // the same row three times: a warp of several tokens too
+          Problem p = problem_of(Config{tc.E, tc.K}, T, dt, sc);
+          Problem with_align = p;
+          (void)route::plan_then_align(with_align, 16);
+          if (route::fuses_align(v)) p = with_align;
+          if (v.not_applicable(p, caps) != nullptr) continue;
+          std::vector<float> row(tc.E, -1.f);
+          for (const auto& [e, x] : tc.raised) row[e] = x;
+          Logits lg;
+          const std::size_t es = dt == route::DType::f32 ? 4 : 2;
+          lg.raw.resize(std::size_t(T) * tc.E * es);
+          for (std::int64_t t = 0; t < T; ++t)
+            for (int e = 0; e < tc.E; ++e) {
+              const float x = row[e];  // -1, 0.5, 1, 2: exact in bf16
+              lg.wide.push_back(x);
+              const std::size_t i = std::size_t(t) * tc.E + e;
+              if (dt == route::DType::f32) std::memcpy(&lg.raw[i * 4], &x, 4);
+              else {
+                const std::uint16_t h = f32_to_bf16_bits(x);
+                std::memcpy(&lg.raw[i * 2], &h, 2);
+              }
+            }
+          const std::vector<float> no_bias(tc.E, 0.f);
+          const route::DeviceBuffers d = device_run(p, lg, no_bias, WorkspaceNeed::of(v, p, caps));
+          std::string why = test::launch_and_sync([&] { return v.launch(p, d.buffers(0), nullptr, false); });
+          if (why.empty()) {
+            route::Outputs got;
+            why = d.download(got);
+            for (std::int64_t t = 0; t < T && why.empty(); ++t)
+              for (int j = 0; j < tc.K && why.empty(); ++j)
+                if (got.ids[std::size_t(t) * tc.K + j] != tc.ids[j])
+                  why = "token " + std::to_string(t) + " pick " + std::to_string(j) + ": expert " +
+                        std::to_string(got.ids[std::size_t(t) * tc.K + j]) + ", expected " + std::to_string(tc.ids[j]);
+          }
+          test::expect_ok("variant " + std::string(v.info.name) + ", E=" + std::to_string(tc.E) + " K=" +
+                              std::to_string(tc.K) + ", " + name(dt) +
+                              (sc == route::Scoring::softmax ? " softmax" : " sigmoid") + ", tie case " +
+                              std::to_string(&tc - cases),
+                          why);
+          ++runs;
+        }
+  MESSAGE(runs << " tie runs");
 }
