@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -46,12 +47,20 @@ struct Shape {
 };
 const Shape kShapes[] = {{"mixtral K2 H4096", 2, 4096}, {"deepseek K8 H7168", 8, 7168}, {"qwen K8 H4096", 8, 4096}};
 
+// A decimal number and nothing else (std::stoll alone takes "5x" as 5).
+std::int64_t whole_number(const std::string& s) {
+  std::size_t used = 0;
+  const std::int64_t v = std::stoll(s, &used);
+  if (used != s.size()) throw std::invalid_argument("not a number");
+  return v;
+}
+
 std::vector<std::int64_t> parse_list(const char* s) {
   std::vector<std::int64_t> v;
   std::string cur;
   for (const char* q = s;; ++q) {
     if (*q == ',' || *q == 0) {
-      if (!cur.empty()) v.push_back(std::stoll(cur));
+      if (!cur.empty()) v.push_back(whole_number(cur));
       cur.clear();
       if (*q == 0) break;
     } else {
@@ -67,7 +76,7 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> tokens = {1, 16, 256, 4096};
   int samples = 25;
   const char* usage =
-      "usage: probe_combine [--tokens 1,16,256,4096] [--samples 25]\n"
+      "usage: probe_combine [--tokens 1,16,256,4096 (each 1..65536)] [--samples 25]\n"
       "Times combine launch-shape candidates beside the production slices launcher (bf16; Mixtral, DeepSeek-V3\n"
       "and Qwen3 shapes; identity and shuffled maps; PDL off and on), each checked bit for bit first.\n"
       "Prints a Markdown table; exit 1 when a candidate's output differs, 3 without a GPU.\n";
@@ -80,11 +89,11 @@ int main(int argc, char** argv) {
     try {
       if (i + 1 >= argc) throw std::invalid_argument("no value");
       if (a == "--tokens") tokens = parse_list(argv[i + 1]);
-      else if (a == "--samples") samples = std::stoi(argv[i + 1]);
+      else if (a == "--samples") samples = static_cast<int>(std::min<std::int64_t>(whole_number(argv[i + 1]), 100000));
       else throw std::invalid_argument("unknown option");
       if (samples < 1 || tokens.empty()) throw std::invalid_argument("out of range");
       for (std::int64_t t : tokens)
-        if (t < 1 || t > (1 << 20)) throw std::invalid_argument("out of range");
+        if (t < 1 || t > 65536) throw std::invalid_argument("out of range");  // 65536 x 8 x 7168 bf16: 7.5 GB
     } catch (const std::exception&) {
       std::fprintf(stderr, "probe_combine: bad argument '%s'\n%s", a.c_str(), usage);
       return 2;
