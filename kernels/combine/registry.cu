@@ -75,9 +75,14 @@ struct Gather {
 // (more loads in flight per thread, half the blocks; fitted in one probe).
 template <class T>
 struct Slices {
+  // Column slices of a row: the grid's x, and its blocks per token.
+  template <int kVec>
+  static std::int64_t slice_count(const Problem& p) {
+    return ceil_div<std::int64_t>(p.hidden, std::int64_t{detail::kSliceThreads} * kVec);
+  }
   template <int kVec, int kRows, int kTok>
   static cudaError_t as(const Problem& p, const Buffers& b, Stream s, bool pdl) {
-    const std::int64_t slices = ceil_div<std::int64_t>(p.hidden, std::int64_t{detail::kSliceThreads} * kVec);
+    const std::int64_t slices = slice_count<kVec>(p);
     const std::int64_t groups = ceil_div<std::int64_t>(p.tokens, kTok);
     const dim3 grid(clamp_grid(slices), clamp_grid(groups, 65535));  // gridDim.y-strided beyond
     return prim::launch_ex(detail::slices_combine_kernel<T, kVec, kRows, kTok>, grid, detail::kSliceThreads, 0, s,
@@ -89,7 +94,7 @@ struct Slices {
     if (p.topk <= 2) {
       const DeviceCaps& caps = device_caps();
       const Policy& pol = policy_for(caps);
-      const std::int64_t blocks = ceil_div<std::int64_t>(p.hidden, std::int64_t{detail::kSliceThreads} * kVec) * p.tokens;
+      const std::int64_t blocks = slice_count<kVec>(p) * p.tokens;  // the one-token grid
       const std::int64_t sms = std::max(caps.sm_count, 1);
       const bool pair = blocks >= std::int64_t{pol.slices_pair_from_blocks_per_sm} * sms &&
                         blocks <= std::int64_t{pol.slices_pair_to_blocks_per_sm} * sms;
