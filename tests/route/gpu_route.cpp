@@ -83,6 +83,14 @@ Problem problem_of(const Config& c, std::int64_t T, route::DType dt, route::Scor
   return p;
 }
 
+// problem_of for variant v: with its align plan where v runs align too
+// (block-rank-align), at B 16.
+Problem problem_for(const route::Variant& v, const Config& c, std::int64_t T, route::DType dt, route::Scoring sc) {
+  Problem p = problem_of(c, T, dt, sc);
+  if (route::fuses_align(v)) (void)route::plan_then_align(p, 16);
+  return p;
+}
+
 const char* name(route::DType d) { return d == route::DType::f32 ? "f32" : d == route::DType::bf16 ? "bf16" : "f16"; }
 
 // Logits of one dtype as raw bytes, and the same values widened to f32.
@@ -90,6 +98,18 @@ struct Logits {
   std::vector<unsigned char> raw;
   std::vector<float> wide;
 };
+
+// Logit i of l in dtype dt (f32, or rounded to the 2-byte dtype); the value
+// as the kernel reads it.
+float put_logit(Logits& l, std::size_t i, float x, route::DType dt) {
+  if (dt == route::DType::f32) {
+    std::memcpy(&l.raw[i * 4], &x, 4);
+    return x;
+  }
+  const std::uint16_t h = dt == route::DType::bf16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
+  std::memcpy(&l.raw[i * 2], &h, 2);
+  return dt == route::DType::bf16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(h);
+}
 
 Logits make_logits(std::int64_t T, int E, route::DType dt, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -101,15 +121,8 @@ Logits make_logits(std::int64_t T, int E, route::DType dt, std::uint64_t seed) {
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t t = std::int64_t(i) / E;
     // Every fifth row: logits in {-1, -0.5, 0, 0.5, 1}, so exact ties abound.
-    float x = t % 5 == 4 ? 0.5f * float(int(rng() % 5) - 2) : 2.0f * nd(rng);
-    if (dt == route::DType::f32) {
-      std::memcpy(&l.raw[i * 4], &x, 4);
-    } else {
-      const std::uint16_t h = dt == route::DType::bf16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
-      std::memcpy(&l.raw[i * 2], &h, 2);
-      x = dt == route::DType::bf16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(h);
-    }
-    l.wide[i] = x;
+    const float x = t % 5 == 4 ? 0.5f * float(int(rng() % 5) - 2) : 2.0f * nd(rng);
+    l.wide[i] = put_logit(l, i, x, dt);
   }
   return l;
 }
@@ -302,23 +315,13 @@ TEST_CASE("route: renormalized all-zero sigmoid scores give zero weights, not Na
     for (std::int64_t T : {1, 77}) {
       for (route::DType dt : kDtypes) {
         for (const route::Variant& v : route::registry().variants()) {
-          Problem p = problem_of(c, T, dt, route::Scoring::sigmoid);
-          Problem with_align = p;  // the fused variant runs align too
-          (void)route::plan_then_align(with_align, 16);
-          if (route::fuses_align(v)) p = with_align;
+          const Problem p = problem_for(v, c, T, dt, route::Scoring::sigmoid);
           if (v.not_applicable(p, caps) != nullptr) continue;
           Logits lg;
           const std::size_t n = std::size_t(T) * c.E, es = dt == route::DType::f32 ? 4 : 2;
           lg.wide.assign(n, -1000.0f);
           lg.raw.resize(n * es);
-          for (std::size_t i = 0; i < n; ++i) {
-            const float x = -1000.0f;
-            if (dt == route::DType::f32) std::memcpy(&lg.raw[i * 4], &x, 4);
-            else {
-              const std::uint16_t h = dt == route::DType::bf16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
-              std::memcpy(&lg.raw[i * 2], &h, 2);
-            }
-          }
+          for (std::size_t i = 0; i < n; ++i) (void)put_logit(lg, i, -1000.0f, dt);
           const route::DeviceBuffers d = device_run(p, lg, bias, WorkspaceNeed::of(v, p, caps));
           const std::string what = "variant " + std::string(v.info.name) + ", E=" + std::to_string(c.E) +
                                    " K=" + std::to_string(c.K) + (c.bias ? " bias" : "") + ", T=" +
@@ -374,10 +377,7 @@ TEST_CASE("route: exact ties go to the lower index, in pick order") {
       for (route::Scoring sc : {route::Scoring::softmax, route::Scoring::sigmoid})
         for (const route::Variant& v : route::registry().variants()) {
           const std::int64_t T = 3;  // the same row three times: a warp of several tokens too
-          Problem p = problem_of(Config{tc.E, tc.K}, T, dt, sc);
-          Problem with_align = p;
-          (void)route::plan_then_align(with_align, 16);
-          if (route::fuses_align(v)) p = with_align;
+          const Problem p = problem_for(v, Config{tc.E, tc.K}, T, dt, sc);
           if (v.not_applicable(p, caps) != nullptr) continue;
           std::vector<float> row(tc.E, -1.f);
           for (const auto& [e, x] : tc.raised) row[e] = x;
@@ -385,16 +385,8 @@ TEST_CASE("route: exact ties go to the lower index, in pick order") {
           const std::size_t es = dt == route::DType::f32 ? 4 : 2;
           lg.raw.resize(std::size_t(T) * tc.E * es);
           for (std::int64_t t = 0; t < T; ++t)
-            for (int e = 0; e < tc.E; ++e) {
-              const float x = row[e];  // -1, 0.5, 1, 2: exact in bf16
-              lg.wide.push_back(x);
-              const std::size_t i = std::size_t(t) * tc.E + e;
-              if (dt == route::DType::f32) std::memcpy(&lg.raw[i * 4], &x, 4);
-              else {
-                const std::uint16_t h = f32_to_bf16_bits(x);
-                std::memcpy(&lg.raw[i * 2], &h, 2);
-              }
-            }
+            for (int e = 0; e < tc.E; ++e)  // -1, 0.5, 1, 2: exact in bf16
+              lg.wide.push_back(put_logit(lg, std::size_t(t) * tc.E + e, row[e], dt));
           const std::vector<float> no_bias(tc.E, 0.f);
           const route::DeviceBuffers d = device_run(p, lg, no_bias, WorkspaceNeed::of(v, p, caps));
           std::string why = test::launch_and_sync([&] { return v.launch(p, d.buffers(0), nullptr, false); });
