@@ -34,6 +34,13 @@ void cuda_check_last(const char* what) { cuda_check(cudaGetLastError(), what); }
 
 void cuda_sync(const char* what) { cuda_check(cudaDeviceSynchronize(), what); }
 
+DeviceScope::DeviceScope(int device) {
+  cuda_check(cudaGetDevice(&prev_), "cudaGetDevice");
+  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+}
+
+DeviceScope::~DeviceScope() { (void)cudaSetDevice(prev_); }
+
 Stream process_stream() {
   static std::mutex mu;
   static std::map<int, cudaStream_t> streams;

@@ -19,6 +19,19 @@ void cuda_check(int status, const char* what);
 
 void cuda_sync(const char* what = "cudaDeviceSynchronize");
 
+// The current device while alive, then the previous one again (a command
+// that drives several GPUs: ep's ranks). Throws CudaError where cudaSetDevice fails.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
 // The one stream all of moekit's GPU work runs on (uploads, downloads,
 // memsets, checked, timed and profiled launches): one per device, created on
 // first use (thread-safe), never destroyed. On an H200 (driver 580) every kernel launch of

@@ -1,0 +1,182 @@
+// The kernels around NCCL's transfers in ep's `nccl-a2a` variant: the sender's
+// plan (where each token's row and each slot's returned row go), the pack of
+// rows into per-destination runs, the receiver's dropped tail, and the
+// receiver's return of expert outputs in the sender's slot order.
+//
+// Layouts (per rank, in its workspace; T tokens a rank, K slots a token):
+// - send runs: destination d's rows at [d * T, d * T + rows_to[d]), tokens
+//   ascending; aux[q] = {slot base of the row at d, sending rank};
+// - returned rows: the slots a rank sent to d come back at [d * T * K, ...)
+//   in (token, j) order, so slot_pos[t, j] is known before any count is;
+// - counts: [2 d] rows and [2 d + 1] slots to d, then from kCountsFrom on
+//   [2 s] rows and [2 s + 1] slots received from s.
+#pragma once
+
+#include <cub/block/block_scan.cuh>
+
+#include <cstdint>
+
+#include "ep/ep.hpp"
+#include "primitives/pdl.cuh"
+
+namespace moekit::ep::detail {
+
+inline constexpr int kCountsFrom = 2 * kMaxRanks;  // counts' received half
+
+// Per-destination row flags and slot counts of one token, or their sums.
+struct PeerCounts {
+  int rows[kMaxRanks];
+  int slots[kMaxRanks];
+};
+struct AddCounts {
+  __device__ __forceinline__ PeerCounts operator()(const PeerCounts& a, const PeerCounts& b) const {
+    PeerCounts c;
+#pragma unroll
+    for (int i = 0; i < kMaxRanks; ++i) {
+      c.rows[i] = a.rows[i] + b.rows[i];
+      c.slots[i] = a.slots[i] + b.slots[i];
+    }
+    return c;
+  }
+};
+// a[d] for a d known only at run time, without local memory (an unrolled select).
+__device__ __forceinline__ int at(const int (&a)[kMaxRanks], int d) {
+  int v = 0;
+#pragma unroll
+  for (int i = 0; i < kMaxRanks; ++i) v = i == d ? a[i] : v;
+  return v;
+}
+
+// The owning rank of slot (t, j), or -1 (a dropped slot: an id outside [0, E)).
+__device__ __forceinline__ int owner_of(const std::int32_t* ids, const std::int32_t* placement, std::int64_t slot,
+                                        int experts) {
+  const std::int32_t e = ids[slot];
+  return e >= 0 && e < experts ? placement[e] : -1;
+}
+
+/// The sender's plan, one block over all T tokens in chunks of kThreads
+/// (a block scan of every destination's row and slot counts at once).
+/// @tparam kThreads threads of the one block
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    plan_kernel(const std::int32_t* ids, const std::int32_t* placement, std::int64_t T, int K, int experts, int R,
+                int rank, std::int32_t* send_tok, std::int32_t* send_aux, std::int32_t* slot_pos,
+                std::int32_t* counts) {
+  // Warp scans: the raking default would stage 64-byte items of every thread in shared memory.
+  using Scan = cub::BlockScan<PeerCounts, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  prim::pdl_wait();
+  PeerCounts carry{};
+  const std::int64_t TK = T * K;
+  for (std::int64_t base = 0; base < T; base += kThreads) {
+    const std::int64_t t = base + threadIdx.x;
+    PeerCounts mine{};
+    if (t < T)
+      for (int j = 0; j < K; ++j) {
+        const int d = owner_of(ids, placement, t * K + j, experts);
+#pragma unroll
+        for (int i = 0; i < kMaxRanks; ++i) {
+          mine.slots[i] += i == d;
+          mine.rows[i] |= i == d;
+        }
+      }
+    PeerCounts before, total;
+    Scan(scan_storage).ExclusiveScan(mine, before, PeerCounts{}, AddCounts{}, total);
+    if (t < T) {
+      for (int j = 0; j < K; ++j) {
+        const int d = owner_of(ids, placement, t * K + j, experts);
+        int earlier = 0;  // this token's slots to d before j
+        for (int jj = 0; jj < j; ++jj) earlier += owner_of(ids, placement, t * K + jj, experts) == d;
+        slot_pos[t * K + j] =
+            d < 0 ? -1 : static_cast<std::int32_t>(d * TK + at(carry.slots, d) + at(before.slots, d) + earlier);
+      }
+#pragma unroll
+      for (int d = 0; d < kMaxRanks; ++d)
+        if (d < R && mine.rows[d]) {
+          const std::int64_t q = d * T + carry.rows[d] + before.rows[d];
+          send_tok[q] = static_cast<std::int32_t>(t);
+          send_aux[2 * q] = carry.slots[d] + before.slots[d];
+          send_aux[2 * q + 1] = rank;
+        }
+    }
+    carry = AddCounts{}(carry, total);
+    __syncthreads();  // scan_storage is reused
+  }
+  if (threadIdx.x == 0)
+    for (int d = 0; d < R; ++d) {
+      counts[2 * d] = carry.rows[d];
+      counts[2 * d + 1] = carry.slots[d];
+    }
+  prim::pdl_launch_dependents();
+}
+
+/// Copies `bytes` (a multiple of kVec) from src to dst with the block's threads.
+/// @tparam kVec bytes a thread moves at once: 16, 4 or 2
+template <int kVec>
+__device__ __forceinline__ void copy_row(char* dst, const char* src, std::int64_t bytes) {
+  using V = std::conditional_t<kVec == 16, uint4, std::conditional_t<kVec == 4, unsigned, unsigned short>>;
+  const V* s = reinterpret_cast<const V*>(src);
+  V* d = reinterpret_cast<V*>(dst);
+  for (std::int64_t i = threadIdx.x; i < bytes / kVec; i += blockDim.x) d[i] = s[i];
+}
+
+/// The send runs: destination d's rows (and their K ids) packed at d * T in
+/// the plan's order. Grid-strided over the R * T places; places past a run's
+/// count are skipped.
+template <int kVec>
+__global__ void pack_kernel(const char* hidden, const std::int32_t* ids, std::int64_t T, int K, int R,
+                            std::int64_t row_bytes, const std::int32_t* send_tok, const std::int32_t* counts,
+                            char* send_rows, std::int32_t* send_ids) {
+  prim::pdl_wait();
+  for (std::int64_t q = blockIdx.x; q < R * T; q += gridDim.x) {
+    const int d = static_cast<int>(q / T);
+    if (q - d * T >= counts[2 * d]) continue;
+    const std::int64_t t = send_tok[q];
+    copy_row<kVec>(send_rows + q * row_bytes, hidden + t * row_bytes, row_bytes);
+    for (int j = threadIdx.x; j < K; j += blockDim.x) send_ids[q * K + j] = ids[t * K + j];
+  }
+  prim::pdl_launch_dependents();
+}
+
+// Rows a rank received, from the exchanged counts.
+__device__ __forceinline__ std::int64_t received_rows(const std::int32_t* counts, int R) {
+  std::int64_t n = 0;
+  for (int s = 0; s < R; ++s) n += counts[kCountsFrom + 2 * s];
+  return n;
+}
+
+/// The receive side's rows past those received carry only -1 ids (dropped
+/// slots), so the layout is planned once at the capacity.
+__global__ void drop_tail_kernel(const std::int32_t* counts, int R, std::int64_t capacity, int K,
+                                 std::int32_t* recv_ids) {
+  prim::pdl_wait();
+  const std::int64_t from = received_rows(counts, R) * K, to = capacity * K;
+  for (std::int64_t i = from + blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < to;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    recv_ids[i] = -1;
+  prim::pdl_launch_dependents();
+}
+
+/// The receiver's expert outputs back in the sender's order: received row
+/// i's kept slots (inverse >= 0), j ascending, to the sender's run at
+/// src * T * K + slot base. One block a row, grid-strided.
+template <int kVec>
+__global__ void back_kernel(const char* y, const std::int32_t* inverse, const std::int32_t* recv_aux,
+                            const std::int32_t* counts, int R, std::int64_t T, int K, std::int64_t row_bytes,
+                            char* back_send) {
+  prim::pdl_wait();
+  const std::int64_t n = received_rows(counts, R);
+  for (std::int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const std::int64_t run = std::int64_t(recv_aux[2 * i + 1]) * T * K + recv_aux[2 * i];
+    int k = 0;
+    for (int j = 0; j < K; ++j) {
+      const std::int32_t q = inverse[i * K + j];
+      if (q < 0) continue;
+      copy_row<kVec>(back_send + (run + k) * row_bytes, y + std::int64_t(q) * row_bytes, row_bytes);
+      ++k;
+    }
+  }
+  prim::pdl_launch_dependents();
+}
+
+}  // namespace moekit::ep::detail

@@ -1,0 +1,192 @@
+// NCCL loaded at run time and the ranks' communicators (comm.hpp).
+#include "ep/comm.hpp"
+
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+
+// Without NCCL's header at build time (the meson option nccl_dir, else the
+// system's), `ep` builds but says so at run time.
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#define MOEKIT_HAVE_NCCL 1
+#else
+#define MOEKIT_HAVE_NCCL 0
+#endif
+
+#ifndef MOEKIT_NCCL_LIB_DEFAULT
+#define MOEKIT_NCCL_LIB_DEFAULT ""
+#endif
+
+namespace moekit::ep {
+
+#if MOEKIT_HAVE_NCCL
+namespace {
+
+// Only these entry points are used; the header (nvidia-nccl-cu13, the
+// build's nccl_dir) gives their types.
+struct Api {
+  decltype(&ncclGetVersion) get_version = nullptr;
+  decltype(&ncclCommInitAll) init_all = nullptr;
+  decltype(&ncclCommDestroy) destroy = nullptr;
+  decltype(&ncclGroupStart) group_start = nullptr;
+  decltype(&ncclGroupEnd) group_end = nullptr;
+  decltype(&ncclSend) send = nullptr;
+  decltype(&ncclRecv) recv = nullptr;
+  decltype(&ncclGetErrorString) error_string = nullptr;
+  std::string missing;  // empty when loaded
+  int version = 0;
+};
+
+const Api& api() {
+  static const Api a = [] {
+    Api r;
+    std::string tried;
+    void* lib = nullptr;
+    auto attempt = [&](const std::string& name) {
+      if (lib != nullptr || name.empty()) return;
+      lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib == nullptr) {
+        const char* e = dlerror();
+        tried += (tried.empty() ? "" : "; ") + (e != nullptr ? std::string(e) : name);
+      }
+    };
+    if (const char* env = std::getenv("MOEKIT_NCCL_LIB")) attempt(env);
+    attempt(MOEKIT_NCCL_LIB_DEFAULT);
+    attempt("libnccl.so.2");
+    if (lib == nullptr) {
+      r.missing = "NCCL could not be loaded (" + tried +
+                  "): set MOEKIT_NCCL_LIB to libnccl.so.2 (the nvidia-nccl-cu13 package's nvidia/nccl/lib) or put "
+                  "its folder on LD_LIBRARY_PATH";
+      return r;
+    }
+    auto sym = [&](auto& f, const char* name) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib, name));
+      if (f == nullptr && r.missing.empty()) r.missing = std::string("the loaded NCCL has no ") + name;
+    };
+    sym(r.get_version, "ncclGetVersion");
+    sym(r.init_all, "ncclCommInitAll");
+    sym(r.destroy, "ncclCommDestroy");
+    sym(r.group_start, "ncclGroupStart");
+    sym(r.group_end, "ncclGroupEnd");
+    sym(r.send, "ncclSend");
+    sym(r.recv, "ncclRecv");
+    sym(r.error_string, "ncclGetErrorString");
+    if (r.missing.empty() && r.get_version(&r.version) != ncclSuccess) r.missing = "ncclGetVersion failed";
+    return r;
+  }();
+  return a;
+}
+
+}  // namespace
+
+std::string nccl_missing() { return api().missing; }
+
+std::string nccl_version() {
+  const Api& a = api();
+  if (!a.missing.empty()) return "";
+  // NCCL_VERSION(X, Y, Z): X * 10000 + Y * 100 + Z from 2.9 on.
+  return std::to_string(a.version / 10000) + "." + std::to_string(a.version / 100 % 100) + "." +
+         std::to_string(a.version % 100);
+}
+
+std::unique_ptr<Comm> Comm::create(int ranks, const std::array<Stream, kMaxRanks>& streams, std::string* error) {
+  const Api& a = api();
+  if (!a.missing.empty()) {
+    *error = a.missing;
+    return nullptr;
+  }
+  if (ranks < 1 || ranks > kMaxRanks) {
+    *error = "ranks outside [1, " + std::to_string(kMaxRanks) + "]";
+    return nullptr;
+  }
+  // NVLink multicast off, whatever the environment says (the lent machines
+  // forbid it: it can take a shared host's GPUs out of service).
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  std::unique_ptr<Comm> c(new Comm());
+  c->ranks_ = ranks;
+  c->streams_ = streams;
+  int devs[kMaxRanks];
+  for (int r = 0; r < ranks; ++r) devs[r] = r;
+  ncclComm_t comms[kMaxRanks] = {};
+  int prev = 0;
+  cudaGetDevice(&prev);
+  const ncclResult_t res = a.init_all(comms, ranks, devs);
+  cudaSetDevice(prev);
+  if (res != ncclSuccess) {
+    *error = std::string("ncclCommInitAll: ") + a.error_string(res);
+    return nullptr;
+  }
+  for (int r = 0; r < ranks; ++r) c->comms_[std::size_t(r)] = comms[r];
+  if (cudaMallocHost(&c->pinned_, sizeof(std::int32_t) * kCountsPerRank * kMaxRanks) != cudaSuccess) {
+    *error = "cudaMallocHost of the ranks' counts failed";
+    return nullptr;
+  }
+  bool ok = cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(&c->fork_), cudaEventDisableTiming) == cudaSuccess;
+  for (int r = 0; r < ranks && ok; ++r)
+    ok = cudaSetDevice(r) == cudaSuccess &&
+         cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(&c->join_[std::size_t(r)]),
+                                  cudaEventDisableTiming) == cudaSuccess;
+  cudaSetDevice(prev);
+  if (!ok) {
+    *error = "cudaEventCreate for the ranks' streams failed";
+    return nullptr;
+  }
+  return c;
+}
+
+Comm::~Comm() {
+  const Api& a = api();
+  for (int r = 0; r < ranks_; ++r)
+    if (comms_[std::size_t(r)] != nullptr) a.destroy(static_cast<ncclComm_t>(comms_[std::size_t(r)]));
+  if (pinned_ != nullptr) cudaFreeHost(pinned_);
+  if (fork_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(fork_));
+  for (void* e : join_)
+    if (e != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+
+LaunchStatus Comm::fail(const char* what, int result) {
+  if (result == ncclSuccess) return cudaSuccess;
+  if (error_.empty()) error_ = std::string(what) + ": " + api().error_string(static_cast<ncclResult_t>(result));
+  return cudaErrorUnknown;
+}
+
+LaunchStatus Comm::group_start() { return fail("ncclGroupStart", api().group_start()); }
+LaunchStatus Comm::group_end() { return fail("ncclGroupEnd", api().group_end()); }
+
+LaunchStatus Comm::send(int rank, int peer, const void* buf, std::size_t bytes) {
+  return fail("ncclSend", api().send(buf, bytes, ncclUint8, peer, static_cast<ncclComm_t>(comms_[std::size_t(rank)]),
+                                     reinterpret_cast<cudaStream_t>(streams_[std::size_t(rank)])));
+}
+
+LaunchStatus Comm::recv(int rank, int peer, void* buf, std::size_t bytes) {
+  return fail("ncclRecv", api().recv(buf, bytes, ncclUint8, peer, static_cast<ncclComm_t>(comms_[std::size_t(rank)]),
+                                     reinterpret_cast<cudaStream_t>(streams_[std::size_t(rank)])));
+}
+
+#else  // no NCCL header at build time
+
+namespace {
+constexpr const char* kNoHeader =
+    "moekit was built without NCCL's header: run `make deps` (it installs nvidia-nccl-cu13 into build-deps/nccl) "
+    "and rebuild";
+}
+std::string nccl_missing() { return kNoHeader; }
+std::string nccl_version() { return ""; }
+std::unique_ptr<Comm> Comm::create(int, const std::array<Stream, kMaxRanks>&, std::string* error) {
+  *error = kNoHeader;
+  return nullptr;
+}
+Comm::~Comm() = default;
+LaunchStatus Comm::fail(const char*, int) { return cudaErrorUnknown; }
+LaunchStatus Comm::group_start() { return cudaErrorUnknown; }
+LaunchStatus Comm::group_end() { return cudaErrorUnknown; }
+LaunchStatus Comm::send(int, int, const void*, std::size_t) { return cudaErrorUnknown; }
+LaunchStatus Comm::recv(int, int, void*, std::size_t) { return cudaErrorUnknown; }
+
+#endif
+
+}  // namespace moekit::ep

@@ -1,0 +1,74 @@
+// The ranks of one ep launch: NCCL communicators over GPUs 0 .. R-1 of this
+// process, a stream per rank, and the counts the last dispatch exchanged (so
+// that combine can run alone). NCCL is loaded at run time (dlopen), on the
+// first Comm, so every other command works without it. Host-visible: no
+// CUDA or NCCL headers.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/variant.hpp"
+#include "ep/ep.hpp"
+
+namespace moekit::ep {
+
+// Empty when NCCL is loaded (or loads now), else one line saying what is
+// missing and where moekit looked (MOEKIT_NCCL_LIB, the build's nccl_dir,
+// the loader's path).
+std::string nccl_missing();
+// "2.28.9" of the loaded library; empty when not loaded.
+std::string nccl_version();
+
+class Comm {
+ public:
+  // Communicators for ranks 0 .. R-1 on devices 0 .. R-1, streams[r] the
+  // stream rank r's work runs on (a stream of device r). Sets
+  // NCCL_NVLS_ENABLE=0 first (NVLink multicast stays off: the lent machines
+  // forbid it). nullptr and *error when NCCL is missing or fails.
+  static std::unique_ptr<Comm> create(int ranks, const std::array<Stream, kMaxRanks>& streams, std::string* error);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int ranks() const { return ranks_; }
+  Stream stream(int r) const { return streams_[std::size_t(r)]; }
+
+  // NCCL's grouped point-to-point calls (ncclGroupStart/End, ncclSend/Recv of
+  // bytes on rank r's communicator and stream). A failure returns non-zero
+  // (a cudaError_t: cudaErrorUnknown) and keeps NCCL's message in error().
+  LaunchStatus group_start();
+  LaunchStatus group_end();
+  LaunchStatus send(int rank, int peer, const void* buf, std::size_t bytes);
+  LaunchStatus recv(int rank, int peer, void* buf, std::size_t bytes);
+  // Events that fork rank r's stream from the launch's stream and join it
+  // back (cudaEvent_t; fork on the device current at create(), join[r] on
+  // device r).
+  void* fork_event() const { return fork_; }
+  void* join_event(int r) const { return join_[std::size_t(r)]; }
+  // The last NCCL failure ("ncclSend: unhandled cuda error ..."), empty if none.
+  const std::string& error() const { return error_; }
+
+  // Host state between the phases: counts[r][i] as the dispatch copied them
+  // back (counts_layout in registry.cu), valid once a dispatch has run.
+  std::int32_t* host_counts(int r) { return pinned_ + std::size_t(r) * kCountsPerRank; }
+  static constexpr int kCountsPerRank = 4 * kMaxRanks;
+  bool dispatched = false;
+
+ private:
+  Comm() = default;
+  LaunchStatus fail(const char* what, int result);
+
+  int ranks_ = 0;
+  std::array<Stream, kMaxRanks> streams_{};
+  std::array<void*, kMaxRanks> comms_{};  // ncclComm_t
+  std::int32_t* pinned_ = nullptr;        // host counts, page-locked
+  void* fork_ = nullptr;                  // cudaEvent_t
+  std::array<void*, kMaxRanks> join_{};
+  std::string error_;
+};
+
+}  // namespace moekit::ep

@@ -1,0 +1,107 @@
+// Expert-parallel dispatch and combine across the GPUs of one host (the ep
+// family): each token's row goes once to every rank that owns one of its
+// experts, arrives there in permute's compact layout of that rank's experts,
+// and the expert outputs come back to be combined on the token's rank with
+// combine's rule. Host-visible: no CUDA headers. Semantics: docs/ep.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "combine/combine.hpp"
+#include "common/device.hpp"
+#include "common/registry.hpp"
+#include "common/variant.hpp"
+#include "permute/permute.hpp"
+
+namespace moekit::ep {
+
+// The GPUs of one host that one process drives (an HGX board has 8).
+inline constexpr int kMaxRanks = 8;
+
+struct Problem {
+  std::int32_t ranks = 1;    // R
+  std::int64_t tokens = 0;   // T per rank
+  std::int32_t topk = 0;     // K ids per token (-1 or ids outside [0, E): a dropped slot)
+  std::int32_t experts = 0;  // E, global
+  std::int64_t hidden = 0;   // H
+  combine::DType dtype = combine::DType::bf16;
+  float scaling = 1.0f;      // S, applied once by the combine on the token's rank
+  // placement[e]: the rank that owns global expert e. A rank's local experts
+  // are the ones it owns, in ascending global order (local id = that index).
+  std::vector<std::int32_t> placement;
+  std::array<std::int32_t, kMaxRanks> local{};  // experts each rank owns
+
+  std::int64_t row_bytes() const { return hidden * (dtype == combine::DType::f32 ? 4 : 2); }
+  // A rank receives at most every token of every rank once: R * T rows.
+  std::int64_t recv_capacity() const { return std::int64_t(ranks) * tokens; }
+  // Expert outputs per peer come back into fixed strides of T * K rows (the
+  // most one rank's tokens can have on another), so a slot's place is known
+  // before the counts are: R * T * K rows per rank.
+  std::int64_t slot_capacity() const { return std::int64_t(ranks) * tokens * topk; }
+  // Rank r's receive side: permute's compact layout of its local experts over
+  // recv_capacity() received rows (rows past those received carry only -1
+  // ids, so every launch plans the same problem), ids through the rank's
+  // expert map (expert_map()), every id outside it dropped.
+  permute::Problem layout(int rank) const;
+  // The combine on the token's rank: T tokens of K slots over the
+  // slot_capacity() returned rows.
+  combine::Problem combine() const;
+};
+
+// The Problem of R ranks of T tokens with K of E experts each, rows of H
+// elements of `dtype`; `placement` empty: contiguous, E / R experts a rank
+// (R must divide E). Throws ProblemError (R outside [1, kMaxRanks], a
+// placement of the wrong length or naming a rank outside [0, R), sizes past
+// the layout's int32 limits). Host only (problem.cpp).
+Problem make_problem(std::int32_t ranks, std::int64_t tokens, std::int32_t topk, std::int32_t experts,
+                     std::int64_t hidden, combine::DType dtype, float scaling,
+                     std::vector<std::int32_t> placement = {});
+
+// Rank r's expert map over the E global experts: local id, or -1 where
+// another rank owns the expert (align's local map semantics).
+std::vector<std::int32_t> expert_map(const Problem& p, int rank);
+
+class Comm;  // the ranks' NCCL communicators and streams (comm.hpp)
+
+// One rank's device pointers, all on that rank's GPU.
+struct RankBuffers {
+  const void* hidden = nullptr;              // [T, H]
+  const std::int32_t* topk_ids = nullptr;    // [T, K]
+  const float* weights = nullptr;            // [T, K]
+  const std::int32_t* placement = nullptr;   // [E] owning rank per expert
+  const std::int32_t* expert_map = nullptr;  // [E] this rank's (expert_map())
+  void* permuted = nullptr;                  // [layout(r).align.max_num_tokens_padded, H] received rows, compact
+  std::int64_t* expert_offsets = nullptr;    // [local + 1]
+  void* out = nullptr;                       // [T, H]
+  void* workspace = nullptr;                 // workspace_bytes of the variant
+};
+
+struct Buffers {
+  std::array<RankBuffers, kMaxRanks> rank{};
+  Comm* comm = nullptr;  // created for p.ranks GPUs, devices 0 .. R-1
+};
+
+using Variant = moekit::Variant<Problem, Buffers>;
+using Registry = moekit::Registry<Problem, Buffers>;
+const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
+
+// The two phases of a launch, each launchable alone once a launch has run
+// (per-phase timing): dispatch (rows to their experts' ranks, laid out
+// there) and combine (expert outputs back, combined on the token's rank).
+enum class Stage { dispatch, combine };
+LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl);
+
+// Bytes a rank sends for the rows and slots counted on the host (the
+// payload behind every GB/s figure): dispatch sends each (token,
+// destination) row once, combine returns one row per kept slot.
+struct Traffic {
+  std::int64_t dispatch_rows = 0;  // (token, destination) rows sent, all ranks (a rank's own included)
+  std::int64_t combine_rows = 0;   // kept slots' rows returned, all ranks (a rank's own included)
+  std::int64_t dispatch_remote = 0;  // of those, the rows that leave their rank's GPU
+  std::int64_t combine_remote = 0;   // the slot rows that come back from another GPU
+};
+Traffic traffic(const Problem& p, const std::vector<std::vector<std::int32_t>>& ids);
+
+}  // namespace moekit::ep

@@ -1,0 +1,116 @@
+// ep's device buffers, declared once (src/device_set.hpp): one set per rank,
+// each on its rank's GPU (the CLI job and tests/ep/gpu_ep.cpp build them here).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cuda_util.hpp"
+#include "device_set.hpp"
+#include "ep/ep.hpp"
+#include "ep/reference.hpp"
+
+namespace moekit::ep {
+
+class DeviceBuffers {
+ public:
+  // Rank r's inputs on GPU r; `ws` the variant's workspace on each.
+  DeviceBuffers(const Problem& p, std::span<const RankInputs> in, WorkspaceNeed ws, const SetOptions& o) : p_(p) {
+    for (int r = 0; r < p.ranks; ++r) {
+      const DeviceScope on(r);
+      Rank& k = *ranks_.emplace_back(std::make_unique<Rank>(o));
+      const RankInputs& x = in[std::size_t(r)];
+      k.maps[0] = p.placement;
+      k.maps[1] = expert_map(p, r);
+      k.hidden = k.set.input("hidden", x.hidden.data(), x.hidden.size(), {.rotate = true, .misalign = true});
+      k.ids = k.set.input("topk_ids", x.ids.data(), x.ids.size_bytes());
+      k.weights = k.set.input("topk_weights", x.weights.data(), x.weights.size_bytes());
+      k.placement = k.set.input("placement", k.maps[0].data(), k.maps[0].size() * 4);
+      k.map = k.set.input("expert_map", k.maps[1].data(), k.maps[1].size() * 4);
+      const permute::Problem lp = p.layout(r);
+      k.permuted = k.set.output("permuted", std::size_t(lp.align.max_num_tokens_padded) * std::size_t(p.row_bytes()));
+      k.offsets = k.set.output("expert_offsets", std::size_t(lp.align.num_experts + 1) * 8);
+      k.out = k.set.output("out", std::size_t(p.tokens) * std::size_t(p.row_bytes()));
+      k.ws = k.set.workspace(ws);
+    }
+  }
+
+  Buffers buffers(int copy, Comm* comm) const {
+    Buffers b;
+    b.comm = comm;
+    for (int r = 0; r < p_.ranks; ++r) {
+      const Rank& k = (*ranks_[std::size_t(r)]);
+      RankBuffers& x = b.rank[std::size_t(r)];
+      x.hidden = k.set.ptr(k.hidden, copy % k.set.copies());
+      x.topk_ids = k.set.as<std::int32_t>(k.ids);
+      x.weights = k.set.as<float>(k.weights);
+      x.placement = k.set.as<std::int32_t>(k.placement);
+      x.expert_map = k.set.as<std::int32_t>(k.map);
+      x.permuted = k.set.ptr(k.permuted);
+      x.expert_offsets = k.set.as<std::int64_t>(k.offsets);
+      x.out = k.set.ptr(k.out);
+      x.workspace = k.set.ptr(k.ws);
+    }
+    return b;
+  }
+
+  ~DeviceBuffers() {
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      const DeviceScope on{static_cast<int>(r)};  // each rank's memory freed on its own device
+      ranks_[r].reset();
+    }
+  }
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+
+  int copies() const { return ranks_.empty() ? 1 : ranks_[0]->set.copies(); }
+
+  // Every rank's outputs: its local experts' offsets (local + 1) and rows,
+  // and out. "" or what is wrong (a changed guard zone, offsets out of range).
+  std::string download(std::vector<RankOutputs>& got) const {
+    got.assign(std::size_t(p_.ranks), {});
+    const std::size_t rb = std::size_t(p_.row_bytes());
+    for (int r = 0; r < p_.ranks; ++r) {
+      const DeviceScope on(r);
+      const Rank& k = (*ranks_[std::size_t(r)]);
+      RankOutputs& o = got[std::size_t(r)];
+      if (std::string g = k.set.broken_guard(); !g.empty())
+        return "rank " + std::to_string(r) + " wrote outside its outputs (guard zone of " + g + " changed)";
+      o.offsets.resize(std::size_t(p_.local[std::size_t(r)]) + 1);
+      k.set.download(k.offsets, o.offsets.data(), o.offsets.size() * 8);
+      const std::size_t cap = k.set.slots()[k.permuted.index].bytes / std::max<std::size_t>(rb, 1);
+      for (std::size_t i = 0; i < o.offsets.size(); ++i)
+        if (o.offsets[i] < 0 || std::size_t(o.offsets[i]) > cap || (i > 0 && o.offsets[i] < o.offsets[i - 1]))
+          return "rank " + std::to_string(r) + ": expert_offsets[" + std::to_string(i) + "] = " +
+                 std::to_string(o.offsets[i]) + " is out of order or past the " + std::to_string(cap) + " rows";
+      o.rows.resize(std::size_t(o.offsets.back()) * rb);
+      k.set.download(k.permuted, o.rows.data(), o.rows.size());
+      o.out.resize(std::size_t(p_.tokens) * rb);
+      k.set.download(k.out, o.out.data(), o.out.size());
+    }
+    return {};
+  }
+
+  void poison() {
+    for (int r = 0; r < p_.ranks; ++r) {
+      const DeviceScope on(r);
+      (*ranks_[std::size_t(r)]).set.poison();
+    }
+  }
+
+ private:
+  struct Rank {
+    explicit Rank(const SetOptions& o) : set(o) {}
+    DeviceSet set;
+    std::vector<std::int32_t> maps[2];  // placement, this rank's expert map (host copies the set uploads)
+    DeviceSet::Handle hidden, ids, weights, placement, map, permuted, offsets, out, ws;
+  };
+  Problem p_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+};
+
+}  // namespace moekit::ep

@@ -1,0 +1,469 @@
+// `moekit ep`: expert-parallel dispatch and combine across the GPUs of one
+// host, identity experts between them (docs/ep.md).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <optional>
+
+#include "align/gen.hpp"
+#include "combine/gen.hpp"
+#include "cuda_util.hpp"
+#include "display.hpp"
+#include "driver.hpp"
+#include "ep/buffers.hpp"
+#include "ep/comm.hpp"
+#include "ep/ep.hpp"
+#include "ep/reference.hpp"
+#include "errors.hpp"
+#include "family.hpp"
+#include "gen_common.hpp"
+#include "host_memory.hpp"
+#include "planned.hpp"
+#include "rows_gen.hpp"
+#include "sizes.hpp"
+
+namespace moekit {
+namespace {
+
+// Rank r's generated inputs come from this seed (rank 0: --seed itself, so a
+// one-rank run draws what `gen align`, `gen topk-weights` and `gen ep` draw).
+std::uint64_t rank_seed(std::uint64_t seed, int r) { return r == 0 ? seed : gen::stream_key(seed, std::uint64_t(r)); }
+
+struct Args {
+  std::string hidden, ids, weights, placement, dist = "uniform", gen_dtype = "bf16";
+  std::int32_t ranks = 0, experts = 0, topk = 0;
+  std::int64_t tokens = -1, hidden_size = 4096;
+  double scaling = 1.0;
+};
+
+// `moekit gen ep`'s options.
+struct GenArgs {
+  std::string which = "hidden", dist = "uniform", dtype = "bf16";
+  std::int32_t ranks = 1, experts = 0, topk = 0;
+  std::int64_t tokens = -1, hidden_size = 4096;
+};
+
+// The visible GPUs, 1 where there are none (a CPU run of one rank).
+int default_ranks() { return std::max(cuda_device_count(), 1); }
+
+// Per-rank arrays stacked as [R, ...].
+npy::Array stacked(const std::vector<npy::Array>& parts) {
+  npy::Array a;
+  a.dtype = parts.front().dtype;
+  a.shape = parts.front().shape;
+  a.shape.insert(a.shape.begin(), std::int64_t(parts.size()));
+  for (const npy::Array& p : parts) a.data.insert(a.data.end(), p.data.begin(), p.data.end());
+  return a;
+}
+
+class EpJob final : public ProblemJob<ep::Problem> {
+ public:
+  struct Host {
+    std::vector<npy::Array> hidden;                 // per rank [T, H]
+    std::vector<std::vector<std::int32_t>> ids;     // per rank T x K
+    std::vector<std::vector<float>> weights;        // per rank T x K
+    npy::DType dtype = npy::DType::bf16;
+  };
+
+  EpJob(Host h, ep::Problem p, Report& r) : ProblemJob(std::move(p)), h_(std::move(h)), report_(&r) {
+    for (int k = 0; k < p_.ranks; ++k)
+      in_.push_back({std::span<const std::byte>(reinterpret_cast<const std::byte*>(h_.hidden[std::size_t(k)].data.data()),
+                                                h_.hidden[std::size_t(k)].data.size()),
+                     h_.ids[std::size_t(k)], h_.weights[std::size_t(k)]});
+  }
+
+  void reference() override { ref_ = ep::reference(p_, in_); }
+  void adopt_reference() override { got_ = ref_; }
+
+  Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
+    if (caps.present()) {
+      const int visible = cuda_device_count();
+      if (p_.ranks > visible)
+        throw InputError(fmt::format("--ranks {}: only {} GPU(s) visible (CUDA_VISIBLE_DEVICES)", p_.ranks, visible));
+      if (const std::string why = ep::nccl_missing(); !why.empty()) throw InputError("ep: " + why);
+    }
+    return var_.resolve("ep", requested, p_, caps, pdl, ep::registry());
+  }
+
+  std::size_t input_bytes() const override {
+    std::size_t n = 0;
+    for (const npy::Array& a : h_.hidden) n += a.data.size();
+    return n;
+  }
+
+  void upload(int copies) override {
+    d_.emplace(p_, in_, var_.workspace_need(p_), SetOptions::run(copies));
+    std::array<Stream, ep::kMaxRanks> streams{};
+    for (int r = 0; r < p_.ranks; ++r) {
+      const DeviceScope on(r);
+      streams[std::size_t(r)] = process_stream();
+    }
+    std::string why;
+    comm_ = ep::Comm::create(p_.ranks, streams, &why);
+    if (!comm_) throw CudaError("ep: " + why);
+    report_->notes.push_back(fmt::format("NCCL {} over {} GPU(s); NVLink multicast off (NCCL_NVLS_ENABLE=0)",
+                                         ep::nccl_version(), p_.ranks));
+  }
+
+  LaunchStatus launch(Stream s, bool pdl, int copy) override {
+    return said(var_.v->launch(p_, d_->buffers(copy, comm_.get()), s, pdl));
+  }
+
+  std::vector<Stage> stages() override {
+    std::vector<Stage> v;
+    for (const auto& [name, st] : {std::pair{"dispatch", ep::Stage::dispatch}, std::pair{"combine", ep::Stage::combine}})
+      v.push_back({name, [this, st](Stream s, bool pdl, int copy) {
+                     return said(ep::launch_stage(*var_.v, p_, d_->buffers(copy, comm_.get()), st, s, pdl));
+                   }});
+    return v;
+  }
+
+  void download() override {
+    if (std::string why = d_->download(got_); !why.empty()) {
+      download_error_ = why;
+      got_.assign(std::size_t(p_.ranks), {});
+    }
+  }
+
+  double bytes_moved() const override {
+    const ep::Traffic t = ep::traffic(p_, h_.ids);
+    return double(t.dispatch_rows + t.combine_rows) * double(p_.row_bytes());
+  }
+
+  CheckResult check(bool) override {
+    if (!download_error_.empty()) return CheckResult{false, download_error_, 1.0};
+    CheckResult c = ep::check(p_, ref_, got_);
+    if (c.ok)
+      report_->notes.push_back(
+          "checked: each rank's rows per local expert bit for bit as a set, its expert offsets exactly, and out bit "
+          "for bit against combine's rule on the token's own rank");
+    return c;
+  }
+
+  std::vector<NamedArray> outputs() override {
+    std::int32_t most = 0;
+    for (int r = 0; r < p_.ranks; ++r) most = std::max(most, p_.local[std::size_t(r)]);
+    std::vector<std::int64_t> offsets;
+    npy::Array rows, out;
+    rows.dtype = out.dtype = h_.dtype;
+    std::int64_t n = 0;
+    for (const ep::RankOutputs& o : got_) {
+      for (std::int32_t i = 0; i <= most; ++i)
+        offsets.push_back(o.offsets.empty() ? 0 : o.offsets[std::min<std::size_t>(std::size_t(i), o.offsets.size() - 1)]);
+      rows.data.insert(rows.data.end(), o.rows.begin(), o.rows.end());
+      out.data.insert(out.data.end(), o.out.begin(), o.out.end());
+      n += o.offsets.empty() ? 0 : o.offsets.back();
+    }
+    rows.shape = {n, p_.hidden};
+    out.shape = {p_.ranks, p_.tokens, p_.hidden};
+    std::vector<NamedArray> v;
+    v.push_back({"out.npy", std::move(out)});
+    v.push_back({"expert_offsets.npy", make_array(npy::DType::i8, {p_.ranks, std::int64_t(most) + 1}, offsets)});
+    v.push_back({"received.npy", std::move(rows)});
+    return v;
+  }
+
+  std::vector<std::pair<std::string, std::string>> summary() const override {
+    const ep::Traffic t = ep::traffic(p_, h_.ids);
+    return {{"ranks", std::to_string(p_.ranks)},
+            {"rows_sent", std::to_string(t.dispatch_rows)},
+            {"rows_between_gpus", std::to_string(t.dispatch_remote)},
+            {"slots_returned", std::to_string(t.combine_rows)},
+            {"slots_between_gpus", std::to_string(t.combine_remote)}};
+  }
+
+  CheckResult check_files(const std::vector<std::string>& paths) override {
+    const npy::Array out = npy::read(paths[0]), off = npy::read(paths[1]), rows = npy::read(paths[2]);
+    std::vector<ep::RankOutputs> back(std::size_t(p_.ranks));
+    const std::size_t rb = std::size_t(p_.row_bytes()), per = off.shape.size() == 2 ? std::size_t(off.shape[1]) : 0;
+    std::size_t at = 0;
+    for (int r = 0; r < p_.ranks; ++r) {
+      ep::RankOutputs& o = back[std::size_t(r)];
+      for (std::int32_t i = 0; i <= p_.local[std::size_t(r)] && std::size_t(r) * per + std::size_t(i) < off.as<std::int64_t>().size(); ++i)
+        o.offsets.push_back(off.as<std::int64_t>()[std::size_t(r) * per + std::size_t(i)]);
+      const std::size_t bytes = o.offsets.empty() ? 0 : std::size_t(std::max<std::int64_t>(o.offsets.back(), 0)) * rb;
+      if (at + bytes > rows.data.size()) return CheckResult{false, paths[2] + ": fewer rows than the offsets say", 1.0};
+      o.rows.assign(rows.data.begin() + std::ptrdiff_t(at), rows.data.begin() + std::ptrdiff_t(at + bytes));
+      at += bytes;
+      const std::size_t ob = std::size_t(p_.tokens) * rb;
+      if (out.data.size() < (std::size_t(r) + 1) * ob) return CheckResult{false, paths[0] + ": too short", 1.0};
+      o.out.assign(out.data.begin() + std::ptrdiff_t(std::size_t(r) * ob),
+                   out.data.begin() + std::ptrdiff_t((std::size_t(r) + 1) * ob));
+    }
+    return ep::check(p_, ref_, back);
+  }
+
+ private:
+  // A failed NCCL call's message as the run's CUDA error (exit 3).
+  LaunchStatus said(LaunchStatus s) {
+    if (s != 0 && comm_ && !comm_->error().empty()) throw CudaError("ep: " + comm_->error());
+    return s;
+  }
+
+  Host h_;
+  std::vector<ep::RankInputs> in_;
+  Report* report_;
+  std::vector<ep::RankOutputs> ref_, got_;
+  std::string download_error_;
+  ResolvedVariant<ep::Variant> var_;
+  std::optional<ep::DeviceBuffers> d_;
+  std::unique_ptr<ep::Comm> comm_;
+};
+
+class EpFamily final : public RegistryFamily<ep::Registry> {
+ public:
+  EpFamily()
+      : RegistryFamily(
+            {.command = "ep",
+             .summary = "expert-parallel dispatch and combine across the GPUs of one host over NCCL: each token's "
+                 "row to every rank that owns one of its experts, laid out there per local expert, the outputs back "
+                 "and combined on the token's rank (identity experts)",
+             .outputs_help = "Outputs: out.npy [R, T, H] (the hidden dtype), expert_offsets.npy int64 [R, L + 1] (L: "
+                 "the most local experts a rank has; a rank with fewer repeats its last offset) and received.npy "
+                 "[N, H]: every rank's received rows in its compact layout, rank after rank.",
+             .examples = {"ep --ranks 2 -E 256 -k 8 --hidden-size 7168 --tokens 128,4096 --routed-scaling-factor 2.5 "
+                          "--bench",
+                          "ep --ranks 1 --hidden h.npy --topk-ids ids.npy --topk-weights w.npy -E 64"}},
+            ep::registry()) {}
+
+  void add_options(CLI::App& s) override {
+    s.add_option("--ranks", a_.ranks, "GPUs (ranks) of this host, devices 0 .. R-1 (default: every visible GPU; 1 "
+                                      "without one)");
+    auto* hid = s.add_option("--hidden", a_.hidden, "hidden states [R, T, H] (or [T, H] for one rank), f32, bf16 or "
+                                                    "f16 (.npy); default: generated");
+    auto* ids = s.add_option("--topk-ids", a_.ids, "expert ids [R, T, K] (or [T, K]), int32 or int64 (.npy); -1 or "
+                                                   "an id outside [0, E): a dropped slot; default: generated");
+    auto* w = s.add_option("--topk-weights", a_.weights, "with --topk-ids: weights [R, T, K] (or [T, K]), float32");
+    ids->needs(w);
+    w->needs(ids);
+    s.add_option("-E,--num-experts", a_.experts, "experts E (global)")->required();
+    s.add_option("-k,--topk", a_.topk, "without --topk-ids: experts per token K");
+    s.add_option("--expert-placement", a_.placement,
+                 "[E] int32 or int64: the rank that owns each expert (default: contiguous, E / R a rank)");
+    auto* tok = s.add_option("--tokens", a_.tokens, "without input files: generate this many tokens per rank");
+    tok->excludes(hid)->excludes(ids);
+    s.add_option("--hidden-size", a_.hidden_size, "without --hidden: H of the generated rows")
+        ->capture_default_str()
+        ->excludes(hid);
+    s.add_option("--dist", a_.dist, "generated ids: uniform, zipf:S, hot:F or load:FILE[:LAYER] (`moekit gen align`)")
+        ->capture_default_str()
+        ->excludes(ids);
+    s.add_option("--gen-dtype", a_.gen_dtype, "generated hidden rows: f32, bf16 or f16")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+        ->capture_default_str()
+        ->excludes(hid);
+    s.add_option("--routed-scaling-factor", a_.scaling, "S: the combine multiplies the weighted sum by it")
+        ->capture_default_str();
+  }
+
+  std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
+    s.description("ep's inputs for R ranks, as a run without them generates them for the same seed: --which hidden "
+                  "[R, T, H], ids [R, T, K] (distinct per token), weights [R, T, K]");
+    s.add_option("--which", g_.which, "hidden, ids or weights")
+        ->check(CLI::IsMember({"hidden", "ids", "weights"}))
+        ->capture_default_str();
+    s.add_option("--ranks", g_.ranks, "R")->capture_default_str();
+    s.add_option("--tokens", g_.tokens, "T per rank")->required();
+    s.add_option("--hidden-size", g_.hidden_size, "hidden: H")->capture_default_str();
+    s.add_option("--dtype", g_.dtype, "hidden: f32, bf16 or f16")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+        ->capture_default_str();
+    s.add_option("-E,--num-experts", g_.experts, "ids: experts E");
+    s.add_option("-k,--topk", g_.topk, "ids and weights: K");
+    s.add_option("--dist", g_.dist, "ids: uniform, zipf:S, hot:F or load:FILE[:LAYER]")->capture_default_str();
+    return [this](std::uint64_t seed) {
+      const GenArgs& g = g_;
+      if (g.ranks < 1 || g.ranks > ep::kMaxRanks)
+        throw InputError(fmt::format("--ranks must be in [1, {}], got {}", ep::kMaxRanks, g.ranks));
+      if (g.tokens < 0) throw InputError(fmt::format("--tokens must be >= 0, got {}", g.tokens));
+      std::vector<npy::Array> parts;
+      if (g.which == "hidden") {
+        gen::check_size(double(g.ranks) * double(g.tokens) * double(g.hidden_size), "hidden rows");
+        for (int r = 0; r < g.ranks; ++r)
+          parts.push_back(gen::normal_rows(g.tokens, g.hidden_size, *npy::parse_dtype(g.dtype), rank_seed(seed, r),
+                                           "hidden rows"));
+      } else {
+        if (g.topk < 1) throw InputError("--which ids/weights needs -k (K >= 1)");
+        gen::check_size(double(g.ranks) * double(g.tokens) * double(g.topk), "expert ids");
+        if (g.which == "ids") {
+          if (g.experts < g.topk)
+            throw InputError(fmt::format("-E {} must be >= K {} (the ids are distinct per token)", g.experts, g.topk));
+          const gen::ExpertDist d = gen::parse_dist(g.dist);
+          for (int r = 0; r < g.ranks; ++r)
+            parts.push_back(gen::align_ids(g.tokens, g.topk, g.experts, d, rank_seed(seed, r), false));
+        } else {
+          for (int r = 0; r < g.ranks; ++r) parts.push_back(gen::topk_weights(g.tokens, g.topk, rank_seed(seed, r)));
+        }
+      }
+      return stacked(parts);
+    };
+  }
+
+  std::unique_ptr<Job> prepare(const CommonOpts& c, Report& r) override;
+
+ private:
+  Args a_;
+  GenArgs g_;
+};
+
+// A per-rank file: [R, n, m], or [n, m] for one rank. Returns R's view of n, m.
+void rank_shape(const npy::Array& a, const std::string& label, std::int32_t& R, std::int64_t& n, std::int64_t& m) {
+  if (a.shape.size() == 3) {
+    if (R > 0 && a.shape[0] != R)
+      throw InputError(fmt::format("{}: {} ranks in its first dimension, but {} given", label, a.shape[0], R));
+    if (a.shape[0] < 1 || a.shape[0] > ep::kMaxRanks)
+      throw InputError(fmt::format("{}: {} ranks in its first dimension (1 to {})", label, a.shape[0], ep::kMaxRanks));
+    R = std::int32_t(a.shape[0]);
+    n = a.shape[1];
+    m = a.shape[2];
+  } else if (a.shape.size() == 2) {
+    if (R > 1)
+      throw InputError(fmt::format("{}: a [T, ...] file is one rank's, but {} ranks given: stack them as [R, T, ...]",
+                                   label, R));
+    R = 1;
+    n = a.shape[0];
+    m = a.shape[1];
+  } else {
+    throw InputError(fmt::format("{}: expected [R, T, ...] or [T, ...], got {}", label, npy::format_shape(a.shape)));
+  }
+}
+
+std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
+  const Args& a = a_;
+  std::int32_t R = a.ranks;
+  if (R < 0 || R > ep::kMaxRanks) throw InputError(fmt::format("--ranks must be in [1, {}], got {}", ep::kMaxRanks, R));
+  if (!std::isfinite(a.scaling) || !std::isfinite(static_cast<float>(a.scaling)))
+    throw InputError(fmt::format("--routed-scaling-factor: {} is not a finite f32 number", a.scaling));
+  if (a.experts < 1) throw InputError(fmt::format("-E must be >= 1, got {}", a.experts));
+  EpJob::Host h;
+  std::int64_t T = -1, H = a.hidden_size;
+  std::int32_t K = a.topk;
+  std::vector<std::string> generated;
+  if (!a.hidden.empty()) {
+    const std::string hl = display_path(a.hidden);
+    const npy::Array x = npy::read(a.hidden);
+    if (x.dtype != npy::DType::f4 && x.dtype != npy::DType::bf16 && x.dtype != npy::DType::f2)
+      throw InputError(fmt::format("{}: hidden states must be f32, bf16 or f16, got {}", hl, npy::dtype_name(x.dtype)));
+    rank_shape(x, hl, R, T, H);
+    if (H < 1) throw InputError(fmt::format("{}: H must be >= 1", hl));
+    const std::size_t per = std::size_t(T) * std::size_t(H) * npy::dtype_size(x.dtype);
+    for (int k = 0; k < R; ++k) {
+      npy::Array part;
+      part.dtype = x.dtype;
+      part.shape = {T, H};
+      part.data.assign(x.data.begin() + std::ptrdiff_t(std::size_t(k) * per),
+                       x.data.begin() + std::ptrdiff_t(std::size_t(k + 1) * per));
+      h.hidden.push_back(std::move(part));
+    }
+    h.dtype = x.dtype;
+  }
+  if (!a.ids.empty()) {
+    const std::string il = display_path(a.ids), wl = display_path(a.weights);
+    const npy::Array ids = npy::read(a.ids), w = npy::read(a.weights);
+    if (ids.dtype != npy::DType::i4 && ids.dtype != npy::DType::i8)
+      throw InputError(fmt::format("{}: expert ids must be int32 or int64, got {}", il, npy::dtype_name(ids.dtype)));
+    std::int64_t Ti = 0, Ki = 0;
+    rank_shape(ids, il, R, Ti, Ki);
+    if (T >= 0 && Ti != T)
+      throw InputError(fmt::format("{}: {} tokens a rank, but the hidden states have {}", il, Ti, T));
+    if (a.topk > 0 && Ki != a.topk) throw InputError(fmt::format("{}: K is {}, but -k says {}", il, Ki, a.topk));
+    if (Ki < 1) throw InputError(fmt::format("{}: K must be >= 1", il));
+    if (w.dtype != npy::DType::f4 || w.shape != ids.shape)
+      throw InputError(fmt::format("{}: the weights must be float32 of the ids' shape {}", wl,
+                                   npy::format_shape(ids.shape)));
+    T = Ti;
+    K = narrow_to_int32(Ki, il + ": K");
+    const std::size_t per = std::size_t(T) * std::size_t(K);
+    for (int k = 0; k < R; ++k) {
+      std::vector<std::int32_t> v(per);
+      for (std::size_t i = 0; i < per; ++i) {
+        const std::size_t at = std::size_t(k) * per + i;
+        const std::int64_t e = ids.dtype == npy::DType::i4 ? ids.as<std::int32_t>()[at] : ids.as<std::int64_t>()[at];
+        v[i] = e < 0 || e >= a.experts ? -1 : static_cast<std::int32_t>(e);  // dropped slots
+      }
+      h.ids.push_back(std::move(v));
+      const auto wv = w.as<float>().subspan(std::size_t(k) * per, per);
+      for (std::size_t i = 0; i < per; ++i)
+        if (!std::isfinite(wv[i]))
+          throw InputError(fmt::format("{}: weight [{}, {}, {}] is {}: weights must be finite", wl, k, i / std::size_t(K),
+                                       i % std::size_t(K), wv[i]));
+      h.weights.emplace_back(wv.begin(), wv.end());
+    }
+  }
+  if (R == 0) R = default_ranks();
+  if (T < 0) {
+    if (a.tokens < 0)
+      throw InputError("ep: give --hidden FILE and/or --topk-ids FILE --topk-weights FILE, or --tokens N to generate "
+                       "the inputs");
+    T = a.tokens;
+  }
+  if (K < 1) throw InputError("ep: K is missing: give -k or --topk-ids");
+  std::vector<std::int32_t> placement;
+  if (!a.placement.empty()) {
+    const std::string pl = display_path(a.placement);
+    const npy::Array pa = npy::read(a.placement);
+    if ((pa.dtype != npy::DType::i4 && pa.dtype != npy::DType::i8) || pa.shape.size() != 1)
+      throw InputError(fmt::format("{}: the placement must be int32 or int64 [E], got {} {}", pl,
+                                   npy::dtype_name(pa.dtype), npy::format_shape(pa.shape)));
+    if (pa.shape[0] != a.experts)
+      throw InputError(fmt::format("{}: {} entries for {} experts", pl, pa.shape[0], a.experts));
+    for (std::int64_t e = 0; e < pa.shape[0]; ++e) {
+      const std::int64_t v = pa.dtype == npy::DType::i4 ? pa.as<std::int32_t>()[std::size_t(e)]
+                                                        : pa.as<std::int64_t>()[std::size_t(e)];
+      if (v < 0 || v >= R)
+        throw InputError(fmt::format("{}: expert {} is placed on rank {}, outside [0, {})", pl, e, v, R));
+      placement.push_back(std::int32_t(v));
+    }
+  }
+  gen::check_size(double(R) * double(T) * double(H), "hidden rows");
+  gen::check_size(double(R) * double(T) * double(K), "expert ids");
+  if (h.hidden.empty()) {
+    const npy::DType dt = *npy::parse_dtype(a.gen_dtype);
+    require_host_memory(double(R) * double(T) * double(H) * double(npy::dtype_size(dt)), "the hidden rows");
+    for (int k = 0; k < R; ++k) h.hidden.push_back(gen::normal_rows(T, H, dt, rank_seed(c.seed, k), "hidden rows"));
+    h.dtype = dt;
+    generated.push_back(fmt::format("hidden {} x {} x {} ({}, standard normal)", R, T, H, a.gen_dtype));
+  }
+  if (h.ids.empty()) {
+    if (K > a.experts)
+      throw InputError(fmt::format("-k {} is more than the {} experts the generated ids draw from (distinct per "
+                                   "token)",
+                                   K, a.experts));
+    const gen::ExpertDist d = gen::parse_dist(a.dist);
+    for (int k = 0; k < R; ++k) {
+      const npy::Array ids = gen::align_ids(T, K, a.experts, d, rank_seed(c.seed, k), false);
+      h.ids.emplace_back(ids.as<std::int32_t>().begin(), ids.as<std::int32_t>().end());
+      const npy::Array w = gen::topk_weights(T, K, rank_seed(c.seed, k));
+      h.weights.emplace_back(w.as<float>().begin(), w.as<float>().end());
+    }
+    generated.push_back(fmt::format("ids {} x {} x {} ({} over {} experts, distinct per token) and their weights", R, T,
+                                    K, a.dist, a.experts));
+  }
+  const combine::DType dt = h.dtype == npy::DType::f4     ? combine::DType::f32
+                            : h.dtype == npy::DType::bf16 ? combine::DType::bf16
+                                                          : combine::DType::f16;
+  ep::Problem p = planned([&] {
+    return ep::make_problem(R, T, K, a.experts, H, dt, static_cast<float>(a.scaling), std::move(placement));
+  });
+  // The per-rank workspace of the worst case (every slot to one rank) is
+  // what the GPU run allocates on each GPU: refuse what no GPU could hold.
+  const double ws_rows = double(p.recv_capacity()) * 2.0 + double(p.slot_capacity()) * 3.0;
+  if (ws_rows * double(p.row_bytes()) > double(std::int64_t(1) << 40))
+    throw InputError(fmt::format("ep: R * T * K = {} slots of {} bytes need more than 1 TiB a GPU", p.slot_capacity(),
+                                 p.row_bytes()));
+  r.params = {{"ranks", std::to_string(R)}, {"tokens", std::to_string(T)}, {"topk", std::to_string(K)},
+              {"experts", std::to_string(a.experts)}, {"hidden", std::to_string(H)},
+              {"scaling", fmt::format("{:g}", p.scaling)}};
+  r.dtype = std::string(npy::dtype_name(h.dtype));
+  for (const std::string& g : generated) r.notes.push_back("generated " + g + fmt::format(" (seed {})", c.seed));
+  return std::make_unique<EpJob>(std::move(h), std::move(p), r);
+}
+
+}  // namespace
+
+std::unique_ptr<Family> make_ep_family() { return std::make_unique<EpFamily>(); }
+
+}  // namespace moekit

@@ -1,0 +1,145 @@
+"""CLI cases of the ep family (run by tests/cli/cli_test.py).
+
+The module-level names COMMAND, SMALL_ARGS, BUNDLED_ARGS and OVERSIZED feed the
+generic cases there; the @case functions are this family's own.
+"""
+import os
+
+from cli_harness import case, expect, has_gpu, load_npy, run, save_npy, tmp
+
+
+COMMAND = "ep"
+# One rank: the generic cases also run where one GPU is visible.
+SMALL_ARGS = ["--ranks", 1, "-E", 8, "--topk", 2, "--tokens", 3, "--hidden-size", 16]
+BUNDLED_ARGS = ["--ranks", 1, "-E", 64, "--topk", 8, "--tokens", 64, "--hidden-size", 1030,
+                "--routed-scaling-factor", 2.5]
+OVERSIZED = [
+    (["ep", "--ranks", 2, "-E", 8, "--topk", 8, "--tokens", 1 << 40, "--hidden-size", 1 << 20, "--device", "cpu"],
+     "too large"),
+    (["gen", "ep", "--which", "hidden", "--ranks", 8, "--tokens", 1 << 40, "--hidden-size", 1 << 20, "-o", "{out}"],
+     "too large"),
+]
+
+
+def per_rank_inputs(d, R=2, T=3, K=2, H=4, E=4):
+    """f32 rows that name their origin, ids with a dropped slot, weights."""
+    x, ids, w = (os.path.join(d, n) for n in ("x.npy", "ids.npy", "w.npy"))
+    save_npy(x, "<f4", (R, T, H), [float(100 * s + t) + c / 8 for s in range(R) for t in range(T) for c in range(H)])
+    iv = [((s + t + 3 * j) % (E + 1)) - 1 for s in range(R) for t in range(T) for j in range(K)]  # -1: dropped
+    save_npy(ids, "<i4", (R, T, K), iv)
+    save_npy(w, "<f4", (R, T, K), [0.25 + 0.125 * i for i in range(R * T * K)])
+    return x, ids, w
+
+
+@case()
+def ep_cpu_matches_model():
+    d = tmp()
+    R, T, K, H, E = 2, 3, 2, 4, 4
+    x, ids, w = per_rank_inputs(d, R, T, K, H, E)
+    xv, iv, wv = load_npy(x)[1], load_npy(ids)[1], load_npy(w)[1]
+    out = os.path.join(d, "o")
+    run("ep", "--ranks", R, "-E", E, "--hidden", x, "--topk-ids", ids, "--topk-weights", w,
+        "--routed-scaling-factor", 2, "--device", "cpu", "--out", out, code=0)
+    h, got = load_npy(os.path.join(out, "out.npy"))
+    expect(h["shape"] == (R, T, H), f"{h}")
+    for s in range(R):
+        for t in range(T):
+            ws = sum(wv[(s * T + t) * K + j] for j in range(K) if iv[(s * T + t) * K + j] >= 0)
+            for c in range(H):
+                want = 2 * ws * xv[(s * T + t) * H + c]
+                g = got[(s * T + t) * H + c]
+                expect(abs(g - want) <= 1e-6 * abs(want), f"out[{s},{t},{c}] {g} vs {want}")
+    # Offsets: rank r owns experts 2r, 2r + 1; each gets one row per slot naming it.
+    h, off = load_npy(os.path.join(out, "expert_offsets.npy"))
+    expect(h["shape"] == (R, 3), f"{h}")
+    for r in range(R):
+        counts = [sum(1 for v in iv if v == 2 * r + i) for i in range(2)]
+        expect(off[r * 3:(r + 1) * 3] == [0, counts[0], counts[0] + counts[1]], f"rank {r}: {off}, {counts}")
+    h, rows = load_npy(os.path.join(out, "received.npy"))
+    expect(h["shape"] == (off[2] + off[5], H), f"{h}")
+    # Rank 0's first expert (global 0) holds, as a set, the rows of the slots that name it.
+    want = sorted(xv[(s * T + t) * H] for s in range(R) for t in range(T) for j in range(K)
+                  if iv[(s * T + t) * K + j] == 0)
+    expect(sorted(rows[i * H] for i in range(off[1])) == want, f"{rows} vs {want}")
+
+
+@case()
+def ep_one_rank_is_moe_path():
+    """One rank: the same files through `moe-path --layout compact` (identity experts) give the same bytes,
+    on the GPU where there is one (combine's rule on both sides), else on the CPU."""
+    d = tmp()
+    T, K, H, E = 9, 3, 24, 12
+    run("gen", "align", "--tokens", T, "--topk", K, "-E", E, "--seed", 5, "-o", os.path.join(d, "ids.npy"), code=0)
+    run("gen", "topk-weights", "--tokens", T, "--topk", K, "--seed", 5, "-o", os.path.join(d, "w.npy"), code=0)
+    run("gen", "moe-path", "--tokens", T, "--hidden-size", H, "--seed", 5, "-o", os.path.join(d, "x.npy"), code=0)
+    files = ["--hidden", os.path.join(d, "x.npy"), "--topk-ids", os.path.join(d, "ids.npy"),
+             "--topk-weights", os.path.join(d, "w.npy")]
+    run("moe-path", *files, "-E", E, "--layout", "compact", "--routed-scaling-factor", 2.5,
+        "--out", os.path.join(d, "mp"), code=0)
+    run("ep", "--ranks", 1, *files, "-E", E, "--routed-scaling-factor", 2.5, "--out", os.path.join(d, "ep"), code=0)
+    a = open(os.path.join(d, "mp", "out.npy"), "rb").read()
+    b = open(os.path.join(d, "ep", "out.npy"), "rb").read()
+    ha, hb = load_npy(os.path.join(d, "mp", "out.npy"))[0], load_npy(os.path.join(d, "ep", "out.npy"))[0]
+    expect(hb["shape"] == (1,) + ha["shape"], f"{ha} {hb}")
+    expect(a[-T * H * 2:] == b[-T * H * 2:], "ep --ranks 1 and moe-path differ")
+
+
+@case()
+def ep_generated_equals_gen_files():
+    """A run's generated inputs are what `gen ep` writes for the same seed."""
+    d = tmp()
+    common = ["--ranks", 2, "-E", 8, "--topk", 2]
+    run("ep", *common, "--tokens", 5, "--hidden-size", 8, "--seed", 7, "--device", "cpu", "--out",
+        os.path.join(d, "a"), code=0)
+    for which in ("hidden", "ids", "weights"):
+        run("gen", "ep", "--which", which, "--ranks", 2, "--tokens", 5, "--hidden-size", 8, "-E", 8, "--topk", 2,
+            "--seed", 7, "-o", os.path.join(d, which + ".npy"), code=0)
+    run("ep", *common, "--hidden", os.path.join(d, "hidden.npy"), "--topk-ids", os.path.join(d, "ids.npy"),
+        "--topk-weights", os.path.join(d, "weights.npy"), "--device", "cpu", "--out", os.path.join(d, "b"), code=0)
+    for f in ("out.npy", "expert_offsets.npy", "received.npy"):
+        expect(open(os.path.join(d, "a", f), "rb").read() == open(os.path.join(d, "b", f), "rb").read(), f)
+
+
+@case()
+def ep_bad_input_exits_2():
+    d = tmp()
+    x, ids, w = per_rank_inputs(d)
+    files = ["--hidden", x, "--topk-ids", ids, "--topk-weights", w]
+
+    def one_line(p, *words):
+        expect(len(p.stderr.strip().splitlines()) == 1 and all(s in p.stderr for s in words), p.stderr)
+
+    one_line(run("ep", "--ranks", 3, "-E", 4, *files, "--device", "cpu", code=2), "3 given")
+    one_line(run("ep", "--ranks", 9, "-E", 8, "--topk", 2, "--tokens", 2, "--device", "cpu", code=2), "--ranks")
+    one_line(run("ep", "--ranks", 2, "-E", 7, "--topk", 2, "--tokens", 2, "--device", "cpu", code=2),
+             "7 experts do not divide over 2 ranks")
+    place = os.path.join(d, "place.npy")
+    save_npy(place, "<i4", (4,), [0, 1, 5, 0])
+    one_line(run("ep", "--ranks", 2, "-E", 4, *files, "--expert-placement", place, "--device", "cpu", code=2),
+             "place.npy", "rank 5")
+    save_npy(place, "<i4", (3,), [0, 1, 1])
+    one_line(run("ep", "--ranks", 2, "-E", 4, *files, "--expert-placement", place, "--device", "cpu", code=2),
+             "3 entries for 4 experts")
+    short = os.path.join(d, "short.npy")
+    save_npy(short, "<i4", (2, 4, 2), [0] * 16)  # 4 tokens a rank against the hidden states' 3
+    one_line(run("ep", "--ranks", 2, "-E", 4, "--hidden", x, "--topk-ids", short, "--topk-weights", w,
+                 "--device", "cpu", code=2), "short.npy")
+    if has_gpu():
+        p = run("ep", "--ranks", 8, "-E", 8, "--topk", 2, "--tokens", 2, "--device", "gpu")
+        expect(p.returncode in (0, 2), p.stderr)
+        if p.returncode == 2:
+            one_line(p, "GPU(s) visible")
+
+
+@case()
+def ep_uneven_placement_cpu():
+    """A placement file: rank 1 owns nothing; its expert offsets stay [0, 0 ...]."""
+    d = tmp()
+    x, ids, w = per_rank_inputs(d)
+    place = os.path.join(d, "place.npy")
+    save_npy(place, "<i8", (4,), [0, 0, 0, 0])
+    out = os.path.join(d, "o")
+    run("ep", "--ranks", 2, "-E", 4, "--hidden", x, "--topk-ids", ids, "--topk-weights", w,
+        "--expert-placement", place, "--device", "cpu", "--out", out, code=0)
+    h, off = load_npy(os.path.join(out, "expert_offsets.npy"))
+    expect(h["shape"] == (2, 5) and off[5:] == [0] * 5, f"{h} {off}")

@@ -1,0 +1,184 @@
+// ep's planning, CPU reference and checker: a hand-listed dispatch, the
+// combine against a second formulation (double sums of the same f32 terms'
+// order-free value), and the checker rejecting wrong answers.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common/problem_error.hpp"
+#include "ep/ep.hpp"
+#include "ep/reference.hpp"
+
+using namespace moekit;
+
+namespace {
+
+// f32 rows: row t of rank s is {100 s + t, -(100 s + t)}, so a row names its origin.
+struct Case {
+  ep::Problem p;
+  std::vector<std::vector<float>> hidden;
+  std::vector<std::vector<std::int32_t>> ids;
+  std::vector<std::vector<float>> w;
+  std::vector<ep::RankInputs> in() const {
+    std::vector<ep::RankInputs> v;
+    for (std::size_t s = 0; s < hidden.size(); ++s)
+      v.push_back({std::as_bytes(std::span<const float>(hidden[s])), ids[s], w[s]});
+    return v;
+  }
+};
+
+Case two_ranks() {
+  Case c;
+  // E 4 over 2 ranks (contiguous: experts 0, 1 on rank 0; 2, 3 on rank 1), K 2, T 3, H 2.
+  c.p = ep::make_problem(2, 3, 2, 4, 2, combine::DType::f32, 2.0f);
+  for (int s = 0; s < 2; ++s) {
+    std::vector<float> h;
+    for (int t = 0; t < 3; ++t) h.insert(h.end(), {float(100 * s + t), -float(100 * s + t)});
+    c.hidden.push_back(h);
+  }
+  c.ids = {{0, 2, 1, 0, 3, -1},   // rank 0: t0 -> e0, e2; t1 -> e1, e0; t2 -> e3, dropped
+           {2, 3, 0, 9, 1, 2}};   // rank 1: t0 -> e2, e3; t1 -> e0, 9 (dropped: >= E); t2 -> e1, e2
+  c.w = {{0.5f, 0.25f, 1.f, 2.f, 4.f, 8.f}, {1.f, 1.f, 0.5f, 3.f, 0.25f, 0.75f}};
+  return c;
+}
+
+std::vector<float> floats(const std::vector<std::byte>& b) {
+  std::vector<float> f(b.size() / 4);
+  std::memcpy(f.data(), b.data(), b.size());
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("ep make_problem: contiguous placement, local counts, refusals") {
+  const ep::Problem p = ep::make_problem(4, 16, 8, 256, 7168, combine::DType::bf16, 2.5f);
+  CHECK(p.placement[0] == 0);
+  CHECK(p.placement[63] == 0);
+  CHECK(p.placement[64] == 1);
+  CHECK(p.placement[255] == 3);
+  CHECK(p.local[0] == 64);
+  CHECK(p.local[3] == 64);
+  CHECK(p.recv_capacity() == 64);
+  CHECK(p.slot_capacity() == 4 * 16 * 8);
+  CHECK(ep::expert_map(p, 1)[64] == 0);
+  CHECK(ep::expert_map(p, 1)[63] == -1);
+  CHECK(ep::expert_map(p, 1)[127] == 63);
+  CHECK_THROWS_AS(ep::make_problem(3, 16, 8, 256, 64, combine::DType::bf16, 1.f), ProblemError);  // 3 does not divide 256
+  CHECK_THROWS_AS(ep::make_problem(9, 16, 8, 256, 64, combine::DType::bf16, 1.f), ProblemError);  // past kMaxRanks
+  CHECK_THROWS_AS(ep::make_problem(0, 16, 8, 256, 64, combine::DType::bf16, 1.f), ProblemError);
+  CHECK_THROWS_AS(ep::make_problem(2, 16, 8, 4, 64, combine::DType::bf16, 1.f, {0, 1, 2, 0}), ProblemError);
+  CHECK_THROWS_AS(ep::make_problem(2, 16, 8, 4, 64, combine::DType::bf16, 1.f, {0, 1, 1}), ProblemError);
+  // A placement file: 3 ranks over 4 experts, rank 2 owning none.
+  const ep::Problem q = ep::make_problem(3, 2, 1, 4, 8, combine::DType::bf16, 1.f, {1, 0, 1, 1});
+  CHECK(q.local[0] == 1);
+  CHECK(q.local[1] == 3);
+  CHECK(q.local[2] == 0);
+  CHECK(ep::expert_map(q, 1) == std::vector<std::int32_t>{0, -1, 1, 2});
+}
+
+TEST_CASE("ep reference: hand-listed dispatch of two ranks") {
+  const Case c = two_ranks();
+  const auto in = c.in();
+  const auto ref = ep::reference(c.p, in);
+  REQUIRE(ref.size() == 2);
+  // Rank 0 owns e0 and e1. e0: (s0 t0), (s0 t1), (s1 t1); e1: (s0 t1), (s1 t2).
+  CHECK(ref[0].offsets == std::vector<std::int64_t>{0, 3, 5});
+  CHECK(floats(ref[0].rows) == std::vector<float>{0, -0.f, 1, -1, 101, -101, 1, -1, 102, -102});
+  // Rank 1 owns e2 and e3. e2: (s0 t0), (s1 t0), (s1 t2); e3: (s0 t2), (s1 t0).
+  CHECK(ref[1].offsets == std::vector<std::int64_t>{0, 3, 5});
+  CHECK(floats(ref[1].rows) == std::vector<float>{0, -0.f, 100, -100, 102, -102, 2, -2, 100, -100});
+  // out = S * (sum of kept weights) * row; dropped slots add nothing.
+  CHECK(floats(ref[0].out) == std::vector<float>{2 * 0.75f * 0, -2 * 0.75f * 0, 2 * 3.f * 1, -2 * 3.f * 1,
+                                                 2 * 4.f * 2, -2 * 4.f * 2});
+  CHECK(floats(ref[1].out) == std::vector<float>{2 * 2.f * 100, -2 * 2.f * 100, 2 * 0.5f * 101, -2 * 0.5f * 101,
+                                                 2 * 1.f * 102, -2 * 1.f * 102});
+  CHECK(ep::check(c.p, ref, ref).ok);
+  const ep::Traffic t = ep::traffic(c.p, c.ids);
+  // Rows that leave their GPU: rank 0's t0 (to 1), t2 (to 1); rank 1's t1 (to 0), t2 (to 0).
+  CHECK(t.dispatch_remote == 4);
+  // All (token, destination) rows: rank 0: 2 + 1 + 1, rank 1: 1 + 1 + 2.
+  CHECK(t.dispatch_rows == 8);
+  // Slots served by the other GPU: rank 0's e2 (t0), e3 (t2); rank 1's e0 (t1), e1 (t2).
+  CHECK(t.combine_remote == 4);
+  CHECK(t.combine_rows == 10);  // the kept slots: 5 of rank 0's 6, 5 of rank 1's 6
+}
+
+TEST_CASE("ep checker: order within an expert is free, anything else is caught") {
+  const Case c = two_ranks();
+  const auto in = c.in();
+  const auto ref = ep::reference(c.p, in);
+  // The two rows of rank 1's expert e3 swapped: the same set.
+  auto got = ref;
+  std::vector<std::byte>& rows = got[1].rows;
+  std::swap_ranges(rows.begin() + 3 * 8, rows.begin() + 4 * 8, rows.begin() + 4 * 8);
+  CHECK(ep::check(c.p, ref, got).ok);
+  // A row moved from e0 to e1 (offsets changed).
+  got = ref;
+  got[0].offsets[1] = 2;
+  auto r1 = ep::check(c.p, ref, got);
+  CHECK_FALSE(r1.ok);
+  CHECK(r1.first_difference.find("rank 0, local expert 0 (global 0)") != std::string::npos);
+  // A row of e2 replaced by another token's row (same count).
+  got = ref;
+  std::memcpy(got[1].rows.data() + 8, ref[1].rows.data() + 16, 8);
+  auto r2 = ep::check(c.p, ref, got);
+  CHECK_FALSE(r2.ok);
+  CHECK(r2.first_difference.find("rank 1, local expert 0 (global 2)") != std::string::npos);
+  // One bit of one output element.
+  got = ref;
+  got[1].out[5] ^= std::byte{1};
+  auto r3 = ep::check(c.p, ref, got);
+  CHECK_FALSE(r3.ok);
+  CHECK(r3.first_difference.find("rank 1: out") != std::string::npos);
+}
+
+TEST_CASE("ep reference: one rank is moe-path's identity combine; rows per expert as the ids say") {
+  // A second formulation: out[t] = S * sum_j w[t, j] * x[t] in double, against
+  // the reference's f32 result to 1e-6 relative, over random shapes.
+  std::uint64_t state = 12345;
+  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+  for (int trial = 0; trial < 20; ++trial) {
+    const int R = int(next() % 4) + 1, E = R * (int(next() % 5) + 1), K = int(next() % std::uint64_t(E)) + 1;
+    const std::int64_t T = std::int64_t(next() % 9), H = std::int64_t(next() % 5) + 1;
+    Case c;
+    c.p = ep::make_problem(R, T, K, E, H, combine::DType::f32, 1.5f);
+    std::vector<std::int64_t> per_expert(std::size_t(E), 0);
+    for (int s = 0; s < R; ++s) {
+      std::vector<float> h(std::size_t(T * H)), w(std::size_t(T * K));
+      std::vector<std::int32_t> ids(std::size_t(T * K));
+      for (auto& v : h) v = float(std::int64_t(next() % 2001) - 1000) / 64.f;
+      for (auto& v : w) v = float(next() % 1000) / 1000.f;
+      for (auto& v : ids) {
+        v = std::int32_t(next() % std::uint64_t(E + 1)) - 1;  // -1: dropped
+        if (v >= 0) ++per_expert[std::size_t(v)];
+      }
+      c.hidden.push_back(h);
+      c.ids.push_back(ids);
+      c.w.push_back(w);
+    }
+    const auto ref = ep::reference(c.p, c.in());
+    for (int r = 0; r < R; ++r) {
+      const auto map = ep::expert_map(c.p, r);
+      for (int e = 0; e < E; ++e)
+        if (map[std::size_t(e)] >= 0) {
+          const auto i = std::size_t(map[std::size_t(e)]);
+          CHECK(ref[std::size_t(r)].offsets[i + 1] - ref[std::size_t(r)].offsets[i] == per_expert[std::size_t(e)]);
+        }
+      const auto out = floats(ref[std::size_t(r)].out);
+      for (std::int64_t t = 0; t < T; ++t) {
+        double ws = 0;
+        for (int j = 0; j < K; ++j)
+          if (c.ids[std::size_t(r)][std::size_t(t * K + j)] >= 0) ws += c.w[std::size_t(r)][std::size_t(t * K + j)];
+        for (std::int64_t k = 0; k < H; ++k) {
+          const double want = 1.5 * ws * c.hidden[std::size_t(r)][std::size_t(t * H + k)];
+          CHECK(std::abs(out[std::size_t(t * H + k)] - want) <= 1e-5 * (std::abs(want) + 1e-3));
+        }
+      }
+    }
+  }
+}
