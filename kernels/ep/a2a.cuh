@@ -180,3 +180,65 @@ __global__ void back_kernel(const char* y, const std::int32_t* inverse, const st
 }
 
 }  // namespace moekit::ep::detail
+
+namespace moekit::ep::detail {
+
+// Every rank's receive parts, by rank (the p2p variant's kernels write into
+// their peers' memory over NVLink; peer access is enabled between all ranks).
+struct PeerRecv {
+  char* rows[kMaxRanks];
+  std::int32_t* ids[kMaxRanks];
+  std::int32_t* aux[kMaxRanks];
+};
+struct PeerBack {
+  char* rows[kMaxRanks];
+};
+
+/// p2p's pack: the sender writes its rows (with their ids and slot bases)
+/// straight into each destination's receive buffer, into the fixed segment
+/// [rank * T, rank * T + T) it owns there; the places past its count get -1
+/// ids, so the receiver's layout drops them without knowing any count.
+template <int kVec>
+__global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, std::int64_t T, int K, int R, int rank,
+                                 std::int64_t row_bytes, const std::int32_t* send_tok, const std::int32_t* send_aux,
+                                 const std::int32_t* counts, PeerRecv to) {
+  prim::pdl_wait();
+  for (std::int64_t q = blockIdx.x; q < R * T; q += gridDim.x) {
+    const int d = static_cast<int>(q / T);
+    const std::int64_t pos = q - d * T, at = rank * T + pos;  // the place in d's receive buffer
+    std::int32_t* dst_ids = to.ids[d] + at * K;
+    if (pos >= counts[2 * d]) {
+      for (int j = threadIdx.x; j < K; j += blockDim.x) dst_ids[j] = -1;
+      continue;
+    }
+    const std::int64_t t = send_tok[q];
+    copy_row<kVec>(to.rows[d] + at * row_bytes, hidden + t * row_bytes, row_bytes);
+    for (int j = threadIdx.x; j < K; j += blockDim.x) dst_ids[j] = ids[t * K + j];
+    if (threadIdx.x < 2) to.aux[d][2 * at + threadIdx.x] = send_aux[2 * q + threadIdx.x];
+  }
+  prim::pdl_launch_dependents();
+}
+
+/// p2p's return: received row i (segment i / T: its sender) sends its kept
+/// slots' outputs, j ascending, straight into the sender's returned rows at
+/// rank * T * K + slot base. Rows past a sender's count have no kept slot.
+template <int kVec>
+__global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, const std::int32_t* recv_aux, int R,
+                                 int rank, std::int64_t T, int K, std::int64_t row_bytes, PeerBack to) {
+  prim::pdl_wait();
+  for (std::int64_t i = blockIdx.x; i < R * T; i += gridDim.x) {
+    const int src = static_cast<int>(i / T);
+    std::int64_t run = -1;
+    int k = 0;
+    for (int j = 0; j < K; ++j) {
+      const std::int32_t q = inverse[i * K + j];
+      if (q < 0) continue;
+      if (run < 0) run = std::int64_t(rank) * T * K + recv_aux[2 * i];  // read only for a row that was sent
+      copy_row<kVec>(to.rows[src] + (run + k) * row_bytes, y + std::int64_t(q) * row_bytes, row_bytes);
+      ++k;
+    }
+  }
+  prim::pdl_launch_dependents();
+}
+
+}  // namespace moekit::ep::detail

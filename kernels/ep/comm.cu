@@ -1,4 +1,4 @@
-// NCCL loaded at run time and the ranks' communicators (comm.hpp).
+// NCCL loaded at run time, peer access, and the ranks' streams and events (comm.hpp).
 #include "ep/comm.hpp"
 
 #include <cuda_runtime.h>
@@ -9,7 +9,7 @@
 #include <type_traits>
 
 // Without NCCL's header at build time (the meson option nccl_dir, else the
-// system's), `ep` builds but says so at run time.
+// system's), `ep` builds, and nccl-a2a says at run time that NCCL is missing.
 #if __has_include(<nccl.h>)
 #include <nccl.h>
 #define MOEKIT_HAVE_NCCL 1
@@ -22,10 +22,9 @@
 #endif
 
 namespace moekit::ep {
-
-#if MOEKIT_HAVE_NCCL
 namespace {
 
+#if MOEKIT_HAVE_NCCL
 // Only these entry points are used; the header (nvidia-nccl-cu13, the
 // build's nccl_dir) gives their types.
 struct Api {
@@ -80,47 +79,98 @@ const Api& api() {
   }();
   return a;
 }
+#else
+constexpr const char* kNoHeader =
+    "moekit was built without NCCL's header: run `make deps` (it installs nvidia-nccl-cu13 into build-deps/nccl) "
+    "and rebuild";
+#endif
+
+// Peer access from every rank's device to every other one's; false where a
+// pair cannot (cudaDeviceCanAccessPeer) or enabling fails.
+bool enable_peers(int ranks) {
+  for (int r = 0; r < ranks; ++r) {
+    if (cudaSetDevice(r) != cudaSuccess) return false;
+    for (int d = 0; d < ranks; ++d) {
+      if (d == r) continue;
+      int can = 0;
+      if (cudaDeviceCanAccessPeer(&can, r, d) != cudaSuccess || can == 0) return false;
+      const cudaError_t e = cudaDeviceEnablePeerAccess(d, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+      else if (e != cudaSuccess) return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
-std::string nccl_missing() { return api().missing; }
+std::string nccl_missing() {
+#if MOEKIT_HAVE_NCCL
+  return api().missing;
+#else
+  return kNoHeader;
+#endif
+}
 
 std::string nccl_version() {
+#if MOEKIT_HAVE_NCCL
   const Api& a = api();
   if (!a.missing.empty()) return "";
   // NCCL_VERSION(X, Y, Z): X * 10000 + Y * 100 + Z from 2.9 on.
   return std::to_string(a.version / 10000) + "." + std::to_string(a.version / 100 % 100) + "." +
          std::to_string(a.version % 100);
+#else
+  return "";
+#endif
+}
+
+std::string peer_access_missing(int ranks) {
+  for (int r = 0; r < ranks; ++r)
+    for (int d = 0; d < ranks; ++d) {
+      int can = 0;
+      if (d != r && (cudaDeviceCanAccessPeer(&can, r, d) != cudaSuccess || can == 0)) {
+        (void)cudaGetLastError();
+        return "GPU " + std::to_string(r) + " cannot map GPU " + std::to_string(d) + "'s memory (no peer access)";
+      }
+    }
+  return "";
 }
 
 std::unique_ptr<Comm> Comm::create(int ranks, const std::array<Stream, kMaxRanks>& streams, std::string* error) {
-  const Api& a = api();
-  if (!a.missing.empty()) {
-    *error = a.missing;
-    return nullptr;
-  }
   if (ranks < 1 || ranks > kMaxRanks) {
     *error = "ranks outside [1, " + std::to_string(kMaxRanks) + "]";
     return nullptr;
   }
-  // NVLink multicast off, whatever the environment says (the lent machines
-  // forbid it: it can take a shared host's GPUs out of service).
-  setenv("NCCL_NVLS_ENABLE", "0", 1);
   std::unique_ptr<Comm> c(new Comm());
   c->ranks_ = ranks;
   c->streams_ = streams;
-  int devs[kMaxRanks];
-  for (int r = 0; r < ranks; ++r) devs[r] = r;
-  ncclComm_t comms[kMaxRanks] = {};
   int prev = 0;
   cudaGetDevice(&prev);
-  const ncclResult_t res = a.init_all(comms, ranks, devs);
+  c->peers_ = enable_peers(ranks);
+  if (!c->peers_) (void)cudaGetLastError();  // a refused pair is an answer, not an error to keep
   cudaSetDevice(prev);
-  if (res != ncclSuccess) {
-    *error = std::string("ncclCommInitAll: ") + a.error_string(res);
-    return nullptr;
+#if MOEKIT_HAVE_NCCL
+  const Api& a = api();
+  if (a.missing.empty()) {
+    // NVLink multicast off, whatever the environment says (the lent machines
+    // forbid it: it can take a shared host's GPUs out of service).
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    int devs[kMaxRanks];
+    for (int r = 0; r < ranks; ++r) devs[r] = r;
+    ncclComm_t comms[kMaxRanks] = {};
+    const ncclResult_t res = a.init_all(comms, ranks, devs);
+    cudaSetDevice(prev);
+    if (res != ncclSuccess) {
+      *error = std::string("ncclCommInitAll: ") + a.error_string(res);
+      return nullptr;
+    }
+    for (int r = 0; r < ranks; ++r) c->comms_[std::size_t(r)] = comms[r];
+  } else {
+    c->nccl_unavailable_ = a.missing;
   }
-  for (int r = 0; r < ranks; ++r) c->comms_[std::size_t(r)] = comms[r];
+#else
+  c->nccl_unavailable_ = kNoHeader;
+#endif
   if (cudaMallocHost(&c->pinned_, sizeof(std::int32_t) * kCountsPerRank * kMaxRanks) != cudaSuccess) {
     *error = "cudaMallocHost of the ranks' counts failed";
     return nullptr;
@@ -139,54 +189,43 @@ std::unique_ptr<Comm> Comm::create(int ranks, const std::array<Stream, kMaxRanks
 }
 
 Comm::~Comm() {
-  const Api& a = api();
+#if MOEKIT_HAVE_NCCL
   for (int r = 0; r < ranks_; ++r)
-    if (comms_[std::size_t(r)] != nullptr) a.destroy(static_cast<ncclComm_t>(comms_[std::size_t(r)]));
+    if (comms_[std::size_t(r)] != nullptr) api().destroy(static_cast<ncclComm_t>(comms_[std::size_t(r)]));
+#endif
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
   if (fork_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(fork_));
   for (void* e : join_)
     if (e != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(e));
 }
 
+#if MOEKIT_HAVE_NCCL
 LaunchStatus Comm::fail(const char* what, int result) {
   if (result == ncclSuccess) return cudaSuccess;
   if (error_.empty()) error_ = std::string(what) + ": " + api().error_string(static_cast<ncclResult_t>(result));
   return cudaErrorUnknown;
 }
 
-LaunchStatus Comm::group_start() { return fail("ncclGroupStart", api().group_start()); }
-LaunchStatus Comm::group_end() { return fail("ncclGroupEnd", api().group_end()); }
+LaunchStatus Comm::group_start() { return has_nccl() ? fail("ncclGroupStart", api().group_start()) : cudaErrorNotSupported; }
+LaunchStatus Comm::group_end() { return has_nccl() ? fail("ncclGroupEnd", api().group_end()) : cudaErrorNotSupported; }
 
 LaunchStatus Comm::send(int rank, int peer, const void* buf, std::size_t bytes) {
+  if (!has_nccl()) return cudaErrorNotSupported;
   return fail("ncclSend", api().send(buf, bytes, ncclUint8, peer, static_cast<ncclComm_t>(comms_[std::size_t(rank)]),
                                      reinterpret_cast<cudaStream_t>(streams_[std::size_t(rank)])));
 }
 
 LaunchStatus Comm::recv(int rank, int peer, void* buf, std::size_t bytes) {
+  if (!has_nccl()) return cudaErrorNotSupported;
   return fail("ncclRecv", api().recv(buf, bytes, ncclUint8, peer, static_cast<ncclComm_t>(comms_[std::size_t(rank)]),
                                      reinterpret_cast<cudaStream_t>(streams_[std::size_t(rank)])));
 }
-
-#else  // no NCCL header at build time
-
-namespace {
-constexpr const char* kNoHeader =
-    "moekit was built without NCCL's header: run `make deps` (it installs nvidia-nccl-cu13 into build-deps/nccl) "
-    "and rebuild";
-}
-std::string nccl_missing() { return kNoHeader; }
-std::string nccl_version() { return ""; }
-std::unique_ptr<Comm> Comm::create(int, const std::array<Stream, kMaxRanks>&, std::string* error) {
-  *error = kNoHeader;
-  return nullptr;
-}
-Comm::~Comm() = default;
-LaunchStatus Comm::fail(const char*, int) { return cudaErrorUnknown; }
-LaunchStatus Comm::group_start() { return cudaErrorUnknown; }
-LaunchStatus Comm::group_end() { return cudaErrorUnknown; }
-LaunchStatus Comm::send(int, int, const void*, std::size_t) { return cudaErrorUnknown; }
-LaunchStatus Comm::recv(int, int, void*, std::size_t) { return cudaErrorUnknown; }
-
+#else
+LaunchStatus Comm::fail(const char*, int) { return cudaErrorNotSupported; }
+LaunchStatus Comm::group_start() { return cudaErrorNotSupported; }
+LaunchStatus Comm::group_end() { return cudaErrorNotSupported; }
+LaunchStatus Comm::send(int, int, const void*, std::size_t) { return cudaErrorNotSupported; }
+LaunchStatus Comm::recv(int, int, void*, std::size_t) { return cudaErrorNotSupported; }
 #endif
 
 }  // namespace moekit::ep

@@ -1,8 +1,9 @@
-// The ranks of one ep launch: NCCL communicators over GPUs 0 .. R-1 of this
-// process, a stream per rank, and the counts the last dispatch exchanged (so
-// that combine can run alone). NCCL is loaded at run time (dlopen), on the
-// first Comm, so every other command works without it. Host-visible: no
-// CUDA or NCCL headers.
+// The ranks of one ep launch: GPUs 0 .. R-1 of this process, a stream and an
+// event per rank, peer access between them where the GPUs allow it, NCCL
+// communicators where NCCL loads, and the counts the last NCCL dispatch
+// exchanged (so that combine can run alone). NCCL is loaded at run time
+// (dlopen), on the first Comm, so every other command works without it.
+// Host-visible: no CUDA or NCCL headers.
 #pragma once
 
 #include <array>
@@ -22,19 +23,27 @@ namespace moekit::ep {
 std::string nccl_missing();
 // "2.28.9" of the loaded library; empty when not loaded.
 std::string nccl_version();
+// Empty when each of GPUs 0 .. R-1 can map every other one's memory
+// (cudaDeviceCanAccessPeer), else which pair cannot.
+std::string peer_access_missing(int ranks);
 
 class Comm {
  public:
-  // Communicators for ranks 0 .. R-1 on devices 0 .. R-1, streams[r] the
-  // stream rank r's work runs on (a stream of device r). Sets
-  // NCCL_NVLS_ENABLE=0 first (NVLink multicast stays off: the lent machines
-  // forbid it). nullptr and *error when NCCL is missing or fails.
+  // Ranks 0 .. R-1 on devices 0 .. R-1, streams[r] the stream rank r's work
+  // runs on (a stream of device r). Enables peer access between every pair
+  // that allows it; creates NCCL communicators where NCCL loads (after
+  // setting NCCL_NVLS_ENABLE=0: NVLink multicast stays off, the lent
+  // machines forbid it), else nccl_unavailable() says why. nullptr and
+  // *error when a CUDA call or NCCL's initialisation fails.
   static std::unique_ptr<Comm> create(int ranks, const std::array<Stream, kMaxRanks>& streams, std::string* error);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
   int ranks() const { return ranks_; }
+  bool has_nccl() const { return nccl_unavailable_.empty(); }
+  const std::string& nccl_unavailable() const { return nccl_unavailable_; }
+  bool has_peers() const { return peers_; }
   Stream stream(int r) const { return streams_[std::size_t(r)]; }
 
   // NCCL's grouped point-to-point calls (ncclGroupStart/End, ncclSend/Recv of
@@ -69,6 +78,8 @@ class Comm {
   void* fork_ = nullptr;                  // cudaEvent_t
   std::array<void*, kMaxRanks> join_{};
   std::string error_;
+  std::string nccl_unavailable_;
+  bool peers_ = false;
 };
 
 }  // namespace moekit::ep

@@ -33,7 +33,11 @@ const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps, b
   return combine::registry().pick_auto(p.combine(), caps, pdl);
 }
 
-WorkspaceSlices<kParts> slices(const Problem& p, const DeviceCaps& caps) {
+// nccl-a2a stages its sends and returns (send runs, back_send); p2p writes
+// into its peers' receive parts directly and has neither.
+enum class Mode { nccl, p2p };
+
+WorkspaceSlices<kParts> slices(const Problem& p, const DeviceCaps& caps, Mode mode) {
   WorkspaceSlices<kParts> w;
   const auto n = [](std::int64_t v) { return static_cast<std::size_t>(std::max<std::int64_t>(v, 0)); };
   const std::size_t RT = n(p.recv_capacity()), TK = n(p.tokens * p.topk), rb = n(p.row_bytes());
@@ -61,6 +65,7 @@ WorkspaceSlices<kParts> slices(const Problem& p, const DeviceCaps& caps) {
   w.bytes[kBackSend] = n(p.slot_capacity()) * rb;
   w.bytes[kBackRecv] = n(p.slot_capacity()) * rb;
   w.bytes[kCombineWs] = combine_pick(p, caps, false).workspace_bytes(p.combine(), caps);
+  if (mode == Mode::p2p) w.bytes[kSendIds] = w.bytes[kSendRows] = w.bytes[kBackSend] = 0;
   w.place();
   return w;
 }
@@ -128,13 +133,68 @@ LaunchStatus launch_back(const Problem& p, const RankBuffers& rb, const Workspac
                          part<char>(w, rb, kBackSend));
 }
 
+// Rank r's receive side laid out (permute's auto pick over its receive
+// capacity, its expert map), on rank r's stream.
+LaunchStatus lay_out(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl) {
+  const RankBuffers& x = b.rank[std::size_t(r)];
+  EP_TRY(cudaSetDevice(r));
+  const DeviceCaps& caps = device_caps();
+  const permute::Problem lp = p.layout(r);
+  const permute::Variant& v = layout_pick(p, r, caps, pdl);
+  void* pws = w.at(x.workspace, kPermuteWs);
+  // A pick that agrees through counters gets its slice zeroed here (the
+  // rest of the workspace is scratch), so any pick may share it.
+  if (needs_zeroed_workspace(v, lp, caps) && w.bytes[kPermuteWs] > 0)
+    EP_TRY(cudaMemsetAsync(pws, 0, w.bytes[kPermuteWs], b.comm->stream(r)));
+  permute::Buffers pb;
+  pb.hidden = part<const void>(w, x, kRecvRows);
+  pb.topk_ids = part<const std::int32_t>(w, x, kRecvIds);
+  pb.expert_map = x.expert_map;
+  pb.permuted = x.permuted;
+  pb.inverse = part<std::int32_t>(w, x, kInverse);
+  pb.sorted_token_ids = part<std::int32_t>(w, x, kSorted);
+  pb.expert_ids = part<std::int32_t>(w, x, kExpertIds);
+  pb.num_tokens_post_pad = part<std::int32_t>(w, x, kPostPad);
+  pb.expert_offsets = x.expert_offsets;
+  pb.workspace = pws;
+  return v.launch(lp, pb, b.comm->stream(r), pdl);
+}
+
+// Rank r's tokens combined (combine's auto pick over the returned rows, the
+// slot places as its inverse map), on rank r's stream.
+LaunchStatus combine_on(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl) {
+  const RankBuffers& x = b.rank[std::size_t(r)];
+  EP_TRY(cudaSetDevice(r));
+  combine::Buffers cb;
+  cb.expert_out = part<const void>(w, x, kBackRecv);
+  cb.inverse = part<const std::int32_t>(w, x, kSlotPos);
+  cb.weights = x.weights;
+  cb.out = x.out;
+  cb.workspace = w.at(x.workspace, kCombineWs);
+  return combine_pick(p, device_caps(), pdl).launch(p.combine(), cb, b.comm->stream(r), pdl);
+}
+
+// Every rank's stream waits for what every rank's stream has issued so far
+// (cross-device events: the kernels before it are complete and their writes
+// to peers visible).
+LaunchStatus all_ranks_barrier(const Problem& p, Comm& c) {
+  for (int r = 0; r < p.ranks; ++r) {
+    EP_TRY(cudaSetDevice(r));
+    EP_TRY(cudaEventRecord(static_cast<cudaEvent_t>(c.join_event(r)), c.stream(r)));
+  }
+  for (int r = 0; r < p.ranks; ++r)
+    for (int s = 0; s < p.ranks; ++s)
+      if (s != r) EP_TRY(cudaStreamWaitEvent(c.stream(r), static_cast<cudaEvent_t>(c.join_event(s)), 0));
+  return cudaSuccess;
+}
+
 // Dispatch: plan and pack on every rank, the counts exchanged and read back
 // (the host sync), the rows, ids and slot bases exchanged, then each rank's
 // layout (permute's auto pick over its received rows).
 LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
   Comm& c = *b.comm;
   const DeviceCaps& caps0 = device_caps();
-  const WorkspaceSlices<kParts> w = slices(p, caps0);
+  const WorkspaceSlices<kParts> w = slices(p, caps0, Mode::nccl);
   const std::size_t rb = static_cast<std::size_t>(p.row_bytes()), K = static_cast<std::size_t>(p.topk);
   const std::int64_t T = p.tokens;
   const int vec = vec_of(p.row_bytes());
@@ -194,30 +254,7 @@ LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pd
       }
     }
     EP_TRY(c.group_end());
-    for (int r = 0; r < p.ranks; ++r) {
-      const RankBuffers& x = b.rank[std::size_t(r)];
-      EP_TRY(cudaSetDevice(r));
-      const DeviceCaps& caps = device_caps();
-      const permute::Problem lp = p.layout(r);
-      const permute::Variant& v = layout_pick(p, r, caps, pdl);
-      void* pws = w.at(x.workspace, kPermuteWs);
-      // A pick that agrees through counters gets its slice zeroed here (the
-      // rest of the workspace is scratch), so any pick may share it.
-      if (needs_zeroed_workspace(v, lp, caps) && w.bytes[kPermuteWs] > 0)
-        EP_TRY(cudaMemsetAsync(pws, 0, w.bytes[kPermuteWs], c.stream(r)));
-      permute::Buffers pb;
-      pb.hidden = part<const void>(w, x, kRecvRows);
-      pb.topk_ids = part<const std::int32_t>(w, x, kRecvIds);
-      pb.expert_map = x.expert_map;
-      pb.permuted = x.permuted;
-      pb.inverse = part<std::int32_t>(w, x, kInverse);
-      pb.sorted_token_ids = part<std::int32_t>(w, x, kSorted);
-      pb.expert_ids = part<std::int32_t>(w, x, kExpertIds);
-      pb.num_tokens_post_pad = part<std::int32_t>(w, x, kPostPad);
-      pb.expert_offsets = x.expert_offsets;
-      pb.workspace = pws;
-      EP_TRY(v.launch(lp, pb, c.stream(r), pdl));
-    }
+    for (int r = 0; r < p.ranks; ++r) EP_TRY(lay_out(p, b, w, r, pdl));
     return cudaSuccess;
   });
 }
@@ -229,7 +266,7 @@ LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pd
 LaunchStatus combine_back(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
   Comm& c = *b.comm;
   if (!c.dispatched) return cudaErrorNotReady;  // combine alone needs a dispatch's counts
-  const WorkspaceSlices<kParts> w = slices(p, device_caps());
+  const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::nccl);
   const std::size_t rb = static_cast<std::size_t>(p.row_bytes());
   const std::size_t TK = static_cast<std::size_t>(p.tokens * p.topk);
   const int vec = vec_of(p.row_bytes());
@@ -253,20 +290,112 @@ LaunchStatus combine_back(const Problem& p, const Buffers& b, Stream stream, boo
       }
     }
     EP_TRY(c.group_end());
-    const combine::Problem cp = p.combine();
+    for (int r = 0; r < p.ranks; ++r) EP_TRY(combine_on(p, b, w, r, pdl));
+    return cudaSuccess;
+  });
+}
+
+// p2p: no NCCL and no host sync. Each rank plans, then writes its rows
+// into its fixed segment of every destination's receive buffer over NVLink
+// (pack_peer_kernel); a barrier of cross-device events; each rank lays out
+// what it received. Combine: each rank writes its slots' outputs straight
+// into the senders' returned rows (back_peer_kernel), a barrier, each rank
+// combines. The first launch after a barrier goes without PDL: its
+// predecessor in the stream is another device's event, not a kernel.
+template <int kVec>
+LaunchStatus launch_pack_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl) {
+  const RankBuffers& x = b.rank[std::size_t(r)];
+  detail::PeerRecv to{};
+  for (int d = 0; d < p.ranks; ++d) {
+    to.rows[d] = part<char>(w, b.rank[std::size_t(d)], kRecvRows);
+    to.ids[d] = part<std::int32_t>(w, b.rank[std::size_t(d)], kRecvIds);
+    to.aux[d] = part<std::int32_t>(w, b.rank[std::size_t(d)], kRecvAux);
+  }
+  return prim::launch_ex(detail::pack_peer_kernel<kVec>, row_grid(p.recv_capacity()), kRowThreads, 0,
+                         b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const char*>(x.hidden), x.topk_ids,
+                         p.tokens, p.topk, p.ranks, r, p.row_bytes(), part<const std::int32_t>(w, x, kSendTok),
+                         part<const std::int32_t>(w, x, kSendAux), part<const std::int32_t>(w, x, kCounts), to);
+}
+
+template <int kVec>
+LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl) {
+  const RankBuffers& x = b.rank[std::size_t(r)];
+  detail::PeerBack to{};
+  for (int d = 0; d < p.ranks; ++d) to.rows[d] = part<char>(w, b.rank[std::size_t(d)], kBackRecv);
+  return prim::launch_ex(detail::back_peer_kernel<kVec>, row_grid(p.recv_capacity()), kRowThreads, 0,
+                         b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const char*>(x.permuted),
+                         part<const std::int32_t>(w, x, kInverse), part<const std::int32_t>(w, x, kRecvAux), p.ranks,
+                         r, p.tokens, p.topk, p.row_bytes(), to);
+}
+
+LaunchStatus dispatch_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
+  Comm& c = *b.comm;
+  const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
+  const int vec = vec_of(p.row_bytes());
+  return forked(p, c, stream, [&]() -> LaunchStatus {
     for (int r = 0; r < p.ranks; ++r) {
       const RankBuffers& x = b.rank[std::size_t(r)];
       EP_TRY(cudaSetDevice(r));
-      combine::Buffers cb;
-      cb.expert_out = part<const void>(w, x, kBackRecv);
-      cb.inverse = part<const std::int32_t>(w, x, kSlotPos);
-      cb.weights = x.weights;
-      cb.out = x.out;
-      cb.workspace = w.at(x.workspace, kCombineWs);
-      EP_TRY(combine_pick(p, device_caps(), pdl).launch(cp, cb, c.stream(r), pdl));
+      EP_TRY(prim::launch_ex(detail::plan_kernel<kPlanThreads>, 1, kPlanThreads, 0, c.stream(r), prim::pdl_attrs(pdl),
+                             x.topk_ids, x.placement, p.tokens, p.topk, p.experts, p.ranks, r,
+                             part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
+                             part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts)));
     }
+    // No rank writes into a peer before that peer's previous launch has read
+    // its receive buffer (a second launch, a phase run alone).
+    EP_TRY(all_ranks_barrier(p, c));
+    for (int r = 0; r < p.ranks; ++r) {
+      EP_TRY(cudaSetDevice(r));
+      EP_TRY(vec == 16 ? launch_pack_peer<16>(p, b, w, r, false)
+             : vec == 4 ? launch_pack_peer<4>(p, b, w, r, false)
+                        : launch_pack_peer<2>(p, b, w, r, false));
+    }
+    EP_TRY(all_ranks_barrier(p, c));
+    for (int r = 0; r < p.ranks; ++r) EP_TRY(lay_out(p, b, w, r, false));
     return cudaSuccess;
   });
+}
+
+LaunchStatus combine_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
+  Comm& c = *b.comm;
+  const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
+  const int vec = vec_of(p.row_bytes());
+  return forked(p, c, stream, [&]() -> LaunchStatus {
+    // Each rank's returned rows may still be read by its previous combine.
+    EP_TRY(all_ranks_barrier(p, c));
+    for (int r = 0; r < p.ranks; ++r) {
+      EP_TRY(cudaSetDevice(r));
+      EP_TRY(vec == 16 ? launch_back_peer<16>(p, b, w, r, false)
+             : vec == 4 ? launch_back_peer<4>(p, b, w, r, false)
+                        : launch_back_peer<2>(p, b, w, r, false));
+    }
+    EP_TRY(all_ranks_barrier(p, c));
+    for (int r = 0; r < p.ranks; ++r) EP_TRY(combine_on(p, b, w, r, false));
+    (void)pdl;
+    return cudaSuccess;
+  });
+}
+
+LaunchStatus launch_p2p(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  if (b.comm == nullptr || b.comm->ranks() != p.ranks || !b.comm->has_peers()) return cudaErrorInvalidValue;
+  EP_TRY(dispatch_p2p(p, b, s, pdl));
+  return combine_p2p(p, b, s, pdl);
+}
+
+std::size_t p2p_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps, Mode::p2p).total; }
+
+std::string p2p_limits(const DeviceCaps&) {
+  return "R <= " + std::to_string(kMaxRanks) + " GPUs of one host with peer access between every pair; K <= 64";
+}
+const char* layout_and_combine_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = combine_pick(p, caps, false).not_applicable(p.combine(), caps)) return why;
+  for (int r = 0; r < p.ranks; ++r)
+    if (const char* why = layout_pick(p, r, caps, false).not_applicable(p.layout(r), caps)) return why;
+  return nullptr;
+}
+const char* p2p_na(const Problem& p, const DeviceCaps& caps) {
+  if (caps.present() && !peer_access_missing(p.ranks).empty()) return "no peer access between the GPUs";
+  return layout_and_combine_na(p, caps);
 }
 
 LaunchStatus launch_a2a(const Problem& p, const Buffers& b, Stream s, bool pdl) {
@@ -275,19 +404,25 @@ LaunchStatus launch_a2a(const Problem& p, const Buffers& b, Stream s, bool pdl) 
   return combine_back(p, b, s, pdl);
 }
 
-std::size_t a2a_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps).total; }
+std::size_t a2a_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps, Mode::nccl).total; }
 
 std::string a2a_limits(const DeviceCaps&) {
   return "R <= " + std::to_string(kMaxRanks) + " GPUs of one host; K <= 64 (combine's); NCCL at run time";
 }
 const char* a2a_na(const Problem& p, const DeviceCaps& caps) {
-  if (const char* why = combine_pick(p, caps, false).not_applicable(p.combine(), caps)) return why;
-  for (int r = 0; r < p.ranks; ++r)
-    if (const char* why = layout_pick(p, r, caps, false).not_applicable(p.layout(r), caps)) return why;
-  return nullptr;
+  if (caps.present() && !nccl_missing().empty()) return "NCCL could not be loaded (`moekit ep --variant nccl-a2a` says why)";
+  return layout_and_combine_na(p, caps);
 }
 
-const std::array<Variant, 1> kVariants{{
+const std::array<Variant, 2> kVariants{{
+    {{"p2p",
+      "moekit's own, no NCCL and no host sync: each rank writes its rows (ids, slot bases) straight into its "
+      "fixed segment of every destination's receive buffer over NVLink (peer access), places past its count "
+      "marked dropped; cross-device events order the phases; each receiver lays them out with permute's auto "
+      "pick; each rank writes its slots' outputs straight back into the senders' slot order, which combine's "
+      "auto pick reads",
+      "plan_kernel pack_peer_kernel back_peer_kernel permute:* combine:*"},
+     true, p2p_limits, p2p_na, p2p_workspace, launch_p2p},
     {{"nccl-a2a",
       "the baseline a user would write: each rank plans and packs its rows per destination, the counts go over "
       "NCCL and back to the host, then grouped ncclSend/ncclRecv move the rows and ids; each receiver lays them "
@@ -297,15 +432,20 @@ const std::array<Variant, 1> kVariants{{
      true, a2a_limits, a2a_na, a2a_workspace, launch_a2a, nullptr, false, /*host_sync=*/true},
 }};
 
-const std::array<AutoRow<Problem>, 1> kAutoRows = {{
+// p2p where the GPUs map each other's memory (one host's NVLink or PCIe
+// peers), else NCCL.
+const std::array<AutoRow<Problem>, 2> kAutoRows = {{
+    {"p2p", "", nullptr},
     {"nccl-a2a", "", nullptr},
 }};
 
 }  // namespace
 
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl) {
-  if (v.launch != launch_a2a || b.comm == nullptr) return cudaErrorInvalidValue;
-  return s == Stage::dispatch ? dispatch(p, b, stream, pdl) : combine_back(p, b, stream, pdl);
+  if (b.comm == nullptr) return cudaErrorInvalidValue;
+  if (v.launch == launch_a2a) return s == Stage::dispatch ? dispatch(p, b, stream, pdl) : combine_back(p, b, stream, pdl);
+  if (v.launch == launch_p2p) return s == Stage::dispatch ? dispatch_p2p(p, b, stream, pdl) : combine_p2p(p, b, stream, pdl);
+  return cudaErrorInvalidValue;
 }
 
 const Registry& registry() {

@@ -83,7 +83,8 @@ class EpJob final : public ProblemJob<ep::Problem> {
       const int visible = cuda_device_count();
       if (p_.ranks > visible)
         throw InputError(fmt::format("--ranks {}: only {} GPU(s) visible (CUDA_VISIBLE_DEVICES)", p_.ranks, visible));
-      if (const std::string why = ep::nccl_missing(); !why.empty()) throw InputError("ep: " + why);
+      if (requested == "nccl-a2a")
+        if (const std::string why = ep::nccl_missing(); !why.empty()) throw InputError("ep: " + why);
     }
     return var_.resolve("ep", requested, p_, caps, pdl, ep::registry());
   }
@@ -104,8 +105,10 @@ class EpJob final : public ProblemJob<ep::Problem> {
     std::string why;
     comm_ = ep::Comm::create(p_.ranks, streams, &why);
     if (!comm_) throw CudaError("ep: " + why);
-    report_->notes.push_back(fmt::format("NCCL {} over {} GPU(s); NVLink multicast off (NCCL_NVLS_ENABLE=0)",
-                                         ep::nccl_version(), p_.ranks));
+    report_->notes.push_back(fmt::format(
+        "{} GPU(s), peer access {}; {}", p_.ranks, comm_->has_peers() ? "on" : "not available",
+        comm_->has_nccl() ? fmt::format("NCCL {} (NVLink multicast off: NCCL_NVLS_ENABLE=0)", ep::nccl_version())
+                          : "no NCCL: " + comm_->nccl_unavailable()));
   }
 
   LaunchStatus launch(Stream s, bool pdl, int copy) override {

@@ -4,7 +4,9 @@
 // (a rank owning nothing), T {0, 1, 7, 300}, K {1, 2, 8}, H {1, 7, 4096},
 // f32 / bf16 / f16, outputs poisoned between guard zones, a garbage
 // workspace, PDL off and on, and each launch run twice (the second reuses
-// the first's buffers). NCCL must load (MOEKIT_NCCL_LIB or the loader's path).
+// the first's buffers), each phase alone, and (a variant that never waits on
+// the host) replays of a CUDA graph. NCCL must load (MOEKIT_NCCL_LIB or the
+// loader's path).
 //
 // MOEKIT_GPU_SUBSET=sanitizer runs T <= 7 and H <= 7 only.
 #include <doctest/doctest.h>
@@ -27,6 +29,7 @@
 #include "ep/ep.hpp"
 #include "ep/reference.hpp"
 #include "gpu_case.hpp"
+#include "timing.hpp"
 #include "half.hpp"
 
 using namespace moekit;
@@ -82,27 +85,37 @@ Inputs draw(const ep::Problem& p, Ids how, std::uint64_t seed) {
   return in;
 }
 
+// The communicators of R ranks, created once (ncclCommInitAll takes a
+// while) and shared by every case of that R, as a serving process would.
+ep::Comm* comm_for(int R) {
+  static std::unique_ptr<ep::Comm> comms[ep::kMaxRanks + 1];
+  if (!comms[R]) {
+    std::array<Stream, ep::kMaxRanks> streams{};
+    for (int r = 0; r < R; ++r) {
+      const DeviceScope on(r);
+      streams[std::size_t(r)] = process_stream();
+    }
+    std::string why;
+    comms[R] = ep::Comm::create(R, streams, &why);
+    REQUIRE_MESSAGE(comms[R] != nullptr, why);
+  }
+  return comms[R].get();
+}
+
 // Every variant on one problem, PDL off and on; the runs made.
 int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std::string& label) {
   const Inputs in = draw(p, how, seed);
   const auto views = in.views();
   const auto ref = ep::reference(p, views);
   const DeviceCaps& caps = device_caps();
-  std::array<Stream, ep::kMaxRanks> streams{};
-  for (int r = 0; r < p.ranks; ++r) {
-    const DeviceScope on(r);
-    streams[std::size_t(r)] = process_stream();
-  }
-  std::string why;
-  const std::unique_ptr<ep::Comm> comm = ep::Comm::create(p.ranks, streams, &why);
-  REQUIRE_MESSAGE(comm != nullptr, why);
+  ep::Comm* const comm = comm_for(p.ranks);
   int runs = 0;
   for (const ep::Variant& v : ep::registry().variants()) {
     if (v.not_applicable(p, caps) != nullptr) continue;
     for (const bool pdl : {false, true}) {
       ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), SetOptions::checked());
       const std::string what = fmt::format("{} {} pdl {} seed {}", v.info.name, label, pdl, seed);
-      const ep::Buffers b = d.buffers(0, comm.get());
+      const ep::Buffers b = d.buffers(0, comm);
       std::string err = test::launch_and_sync([&] { return v.launch(p, b, process_stream(), pdl && caps.pdl); }, 2);
       if (err.empty() && !comm->error().empty()) err = comm->error();
       std::vector<ep::RankOutputs> got;
@@ -120,6 +133,28 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
       if (err.empty()) {
         const CheckResult c = ep::check(p, ref, got);
         if (!c.ok) err = "after the phases alone: " + c.first_difference;
+      }
+      // A variant that never waits on the host is captured into a CUDA graph
+      // (the run's timing replays one): outputs poisoned, two replays of a
+      // graph of two launches, checked again.
+      if (err.empty() && !v.host_sync) {
+        d.poison();
+        try {
+          TimingOptions o;
+          o.warmup = 0;
+          o.samples = 2;
+          o.graph = true;
+          o.launches_per_graph = 2;
+          (void)time_launches([&](Stream s, int) { cuda_check(v.launch(p, b, s, pdl && caps.pdl), "launch"); }, 1, o);
+          cuda_sync("graph replays");
+        } catch (const std::exception& e) {
+          err = std::string("graph capture and replay: ") + e.what();
+        }
+        if (err.empty()) err = d.download(got);
+        if (err.empty()) {
+          const CheckResult c = ep::check(p, ref, got);
+          if (!c.ok) err = "after graph replays: " + c.first_difference;
+        }
       }
       test::expect_ok(what, err);
       ++runs;
