@@ -203,9 +203,11 @@ __global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, st
                                  std::int64_t row_bytes, const std::int32_t* send_tok, const std::int32_t* send_aux,
                                  const std::int32_t* counts, PeerRecv to) {
   prim::pdl_wait();
-  for (std::int64_t q = blockIdx.x; q < R * T; q += gridDim.x) {
-    const int d = static_cast<int>(q / T);
-    const std::int64_t pos = q - d * T, at = rank * T + pos;  // the place in d's receive buffer
+  // Consecutive blocks take consecutive destinations, so every link (and the
+  // local copy) is busy from the start rather than one destination at a time.
+  for (std::int64_t n = blockIdx.x; n < R * T; n += gridDim.x) {
+    const int d = static_cast<int>(n % R);
+    const std::int64_t pos = n / R, q = d * T + pos, at = rank * T + pos;  // q: the plan's place; at: d's
     std::int32_t* dst_ids = to.ids[d] + at * K;
     if (pos >= counts[2 * d]) {
       for (int j = threadIdx.x; j < K; j += blockDim.x) dst_ids[j] = -1;
@@ -226,8 +228,9 @@ template <int kVec>
 __global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, const std::int32_t* recv_aux, int R,
                                  int rank, std::int64_t T, int K, std::int64_t row_bytes, PeerBack to) {
   prim::pdl_wait();
-  for (std::int64_t i = blockIdx.x; i < R * T; i += gridDim.x) {
-    const int src = static_cast<int>(i / T);
+  for (std::int64_t n = blockIdx.x; n < R * T; n += gridDim.x) {
+    const int src = static_cast<int>(n % R);  // sources interleaved, as pack_peer_kernel's destinations
+    const std::int64_t i = src * T + n / R;
     std::int64_t run = -1;
     int k = 0;
     for (int j = 0; j < K; ++j) {

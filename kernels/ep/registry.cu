@@ -328,58 +328,68 @@ LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Workspac
                          r, p.tokens, p.topk, p.row_bytes(), to);
 }
 
-LaunchStatus dispatch_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
+// The phases' launches on every rank's stream, without the fork and join
+// around them (a whole launch forks once).
+LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl) {
   Comm& c = *b.comm;
-  const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
   const int vec = vec_of(p.row_bytes());
-  return forked(p, c, stream, [&]() -> LaunchStatus {
-    for (int r = 0; r < p.ranks; ++r) {
-      const RankBuffers& x = b.rank[std::size_t(r)];
-      EP_TRY(cudaSetDevice(r));
-      EP_TRY(prim::launch_ex(detail::plan_kernel<kPlanThreads>, 1, kPlanThreads, 0, c.stream(r), prim::pdl_attrs(pdl),
-                             x.topk_ids, x.placement, p.tokens, p.topk, p.experts, p.ranks, r,
-                             part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
-                             part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts)));
-    }
-    // No rank writes into a peer before that peer's previous launch has read
-    // its receive buffer (a second launch, a phase run alone).
-    EP_TRY(all_ranks_barrier(p, c));
-    for (int r = 0; r < p.ranks; ++r) {
-      EP_TRY(cudaSetDevice(r));
-      EP_TRY(vec == 16 ? launch_pack_peer<16>(p, b, w, r, false)
-             : vec == 4 ? launch_pack_peer<4>(p, b, w, r, false)
-                        : launch_pack_peer<2>(p, b, w, r, false));
-    }
-    EP_TRY(all_ranks_barrier(p, c));
-    for (int r = 0; r < p.ranks; ++r) EP_TRY(lay_out(p, b, w, r, false));
-    return cudaSuccess;
-  });
+  for (int r = 0; r < p.ranks; ++r) {
+    const RankBuffers& x = b.rank[std::size_t(r)];
+    EP_TRY(cudaSetDevice(r));
+    EP_TRY(prim::launch_ex(detail::plan_kernel<kPlanThreads>, 1, kPlanThreads, 0, c.stream(r), prim::pdl_attrs(pdl),
+                           x.topk_ids, x.placement, p.tokens, p.topk, p.experts, p.ranks, r,
+                           part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
+                           part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts)));
+    // No barrier before the writes into the peers: every rank's stream
+    // already waits, through the fork, for every rank's previous launch (the
+    // join), so no peer still reads the receive buffer written here.
+    EP_TRY(vec == 16 ? launch_pack_peer<16>(p, b, w, r, pdl)
+           : vec == 4 ? launch_pack_peer<4>(p, b, w, r, pdl)
+                      : launch_pack_peer<2>(p, b, w, r, pdl));
+  }
+  EP_TRY(all_ranks_barrier(p, c));
+  for (int r = 0; r < p.ranks; ++r) EP_TRY(lay_out(p, b, w, r, false));
+  return cudaSuccess;
+}
+
+// `after_layout`: the rank's stream holds its own layout's kernels just
+// before (a whole launch), so the first kernel may take PDL; after a fork it
+// may not.
+LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl,
+                              bool after_layout) {
+  const int vec = vec_of(p.row_bytes());
+  const bool first = pdl && after_layout;
+  // The returned rows written here were read by every rank's previous
+  // combine, which the fork (or, in a whole launch, the dispatch's barrier)
+  // orders before.
+  for (int r = 0; r < p.ranks; ++r) {
+    EP_TRY(cudaSetDevice(r));
+    EP_TRY(vec == 16 ? launch_back_peer<16>(p, b, w, r, first)
+           : vec == 4 ? launch_back_peer<4>(p, b, w, r, first)
+                      : launch_back_peer<2>(p, b, w, r, first));
+  }
+  EP_TRY(all_ranks_barrier(p, *b.comm));
+  for (int r = 0; r < p.ranks; ++r) EP_TRY(combine_on(p, b, w, r, false));
+  return cudaSuccess;
+}
+
+LaunchStatus dispatch_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
+  const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
+  return forked(p, *b.comm, stream, [&] { return dispatch_p2p_body(p, b, w, pdl); });
 }
 
 LaunchStatus combine_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
-  Comm& c = *b.comm;
   const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
-  const int vec = vec_of(p.row_bytes());
-  return forked(p, c, stream, [&]() -> LaunchStatus {
-    // Each rank's returned rows may still be read by its previous combine.
-    EP_TRY(all_ranks_barrier(p, c));
-    for (int r = 0; r < p.ranks; ++r) {
-      EP_TRY(cudaSetDevice(r));
-      EP_TRY(vec == 16 ? launch_back_peer<16>(p, b, w, r, false)
-             : vec == 4 ? launch_back_peer<4>(p, b, w, r, false)
-                        : launch_back_peer<2>(p, b, w, r, false));
-    }
-    EP_TRY(all_ranks_barrier(p, c));
-    for (int r = 0; r < p.ranks; ++r) EP_TRY(combine_on(p, b, w, r, false));
-    (void)pdl;
-    return cudaSuccess;
-  });
+  return forked(p, *b.comm, stream, [&] { return combine_p2p_body(p, b, w, pdl, false); });
 }
 
 LaunchStatus launch_p2p(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (b.comm == nullptr || b.comm->ranks() != p.ranks || !b.comm->has_peers()) return cudaErrorInvalidValue;
-  EP_TRY(dispatch_p2p(p, b, s, pdl));
-  return combine_p2p(p, b, s, pdl);
+  const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
+  return forked(p, *b.comm, s, [&]() -> LaunchStatus {
+    EP_TRY(dispatch_p2p_body(p, b, w, pdl));
+    return combine_p2p_body(p, b, w, pdl, true);
+  });
 }
 
 std::size_t p2p_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps, Mode::p2p).total; }
