@@ -71,7 +71,10 @@ __global__ void __launch_bounds__(kThreads)
   for (std::int64_t base = 0; base < T; base += kThreads) {
     const std::int64_t t = base + threadIdx.x;
     PeerCounts mine{};
-    if (t < T)
+    // The slots' owners are independent loads: unrolled, they are in flight
+    // together (one dependent chain per slot made a decode plan latency-bound).
+    if (t < T) {
+#pragma unroll 8
       for (int j = 0; j < K; ++j) {
         const int d = owner_of(ids, placement, t * K + j, experts);
 #pragma unroll
@@ -80,15 +83,18 @@ __global__ void __launch_bounds__(kThreads)
           mine.rows[i] |= i == d;
         }
       }
+    }
     PeerCounts before, total;
     Scan(scan_storage).ExclusiveScan(mine, before, PeerCounts{}, AddCounts{}, total);
     if (t < T) {
+      int seen[kMaxRanks] = {};  // this token's slots to each rank so far (registers: unrolled selects)
+#pragma unroll 8
       for (int j = 0; j < K; ++j) {
         const int d = owner_of(ids, placement, t * K + j, experts);
-        int earlier = 0;  // this token's slots to d before j
-        for (int jj = 0; jj < j; ++jj) earlier += owner_of(ids, placement, t * K + jj, experts) == d;
         slot_pos[t * K + j] =
-            d < 0 ? -1 : static_cast<std::int32_t>(d * TK + at(carry.slots, d) + at(before.slots, d) + earlier);
+            d < 0 ? -1 : static_cast<std::int32_t>(d * TK + at(carry.slots, d) + at(before.slots, d) + at(seen, d));
+#pragma unroll
+        for (int i = 0; i < kMaxRanks; ++i) seen[i] += i == d;
       }
 #pragma unroll
       for (int d = 0; d < kMaxRanks; ++d)
@@ -110,14 +116,39 @@ __global__ void __launch_bounds__(kThreads)
   prim::pdl_launch_dependents();
 }
 
-/// Copies `bytes` (a multiple of kVec) from src to dst with the block's threads.
+/// Copies `bytes` (a multiple of kVec) from src to dst with the block's
+/// threads, kUnroll loads in flight per thread before their stores (a row
+/// copy is latency-bound at decode sizes otherwise).
 /// @tparam kVec bytes a thread moves at once: 16, 4 or 2
-template <int kVec>
+/// @tparam kUnroll vectors a thread loads before it stores them
+template <int kVec, int kUnroll = 8>
 __device__ __forceinline__ void copy_row(char* dst, const char* src, std::int64_t bytes) {
   using V = std::conditional_t<kVec == 16, uint4, std::conditional_t<kVec == 4, unsigned, unsigned short>>;
   const V* s = reinterpret_cast<const V*>(src);
   V* d = reinterpret_cast<V*>(dst);
-  for (std::int64_t i = threadIdx.x; i < bytes / kVec; i += blockDim.x) d[i] = s[i];
+  const std::int64_t n = bytes / kVec, step = blockDim.x;
+  for (std::int64_t base = threadIdx.x; base < n; base += step * kUnroll) {
+    V v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * step < n) v[u] = s[base + u * step];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * step < n) d[base + u * step] = v[u];
+  }
+}
+
+// The number of kept slots (inverse >= 0) of received row i before slot j:
+// every warp counts the same way (ballots over 32 slots at a time), so no
+// shared memory or barrier is needed.
+__device__ __forceinline__ int kept_before(const std::int32_t* inverse, std::int64_t i, int K, int j) {
+  const int lane = threadIdx.x & 31;
+  int k = 0;
+  for (int c = 0; c < j; c += 32) {
+    const int jj = c + lane;
+    k += __popc(__ballot_sync(0xffffffffu, jj < j && inverse[i * K + jj] >= 0));
+  }
+  return k;
 }
 
 /// The send runs: destination d's rows (and their K ids) packed at d * T in
@@ -193,6 +224,15 @@ struct PeerRecv {
 struct PeerBack {
   char* rows[kMaxRanks];
 };
+// a[d] of a kernel parameter's pointer table for a d known only at run time,
+// as an unrolled select (an indexed parameter array is copied to local memory).
+template <class P>
+__device__ __forceinline__ P pick(P const (&a)[kMaxRanks], int d) {
+  P v = a[0];
+#pragma unroll
+  for (int i = 1; i < kMaxRanks; ++i) v = i == d ? a[i] : v;
+  return v;
+}
 
 /// p2p's pack: the sender writes its rows (with their ids and slot bases)
 /// straight into each destination's receive buffer, into the fixed segment
@@ -208,38 +248,38 @@ __global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, st
   for (std::int64_t n = blockIdx.x; n < R * T; n += gridDim.x) {
     const int d = static_cast<int>(n % R);
     const std::int64_t pos = n / R, q = d * T + pos, at = rank * T + pos;  // q: the plan's place; at: d's
-    std::int32_t* dst_ids = to.ids[d] + at * K;
+    std::int32_t* dst_ids = pick(to.ids, d) + at * K;
     if (pos >= counts[2 * d]) {
       for (int j = threadIdx.x; j < K; j += blockDim.x) dst_ids[j] = -1;
       continue;
     }
     const std::int64_t t = send_tok[q];
-    copy_row<kVec>(to.rows[d] + at * row_bytes, hidden + t * row_bytes, row_bytes);
+    copy_row<kVec>(pick(to.rows, d) + at * row_bytes, hidden + t * row_bytes, row_bytes);
     for (int j = threadIdx.x; j < K; j += blockDim.x) dst_ids[j] = ids[t * K + j];
-    if (threadIdx.x < 2) to.aux[d][2 * at + threadIdx.x] = send_aux[2 * q + threadIdx.x];
+    if (threadIdx.x < 2) pick(to.aux, d)[2 * at + threadIdx.x] = send_aux[2 * q + threadIdx.x];
   }
   prim::pdl_launch_dependents();
 }
 
-/// p2p's return: received row i (segment i / T: its sender) sends its kept
-/// slots' outputs, j ascending, straight into the sender's returned rows at
-/// rank * T * K + slot base. Rows past a sender's count have no kept slot.
+/// p2p's return: each kept slot (received row i, slot j) sends its output
+/// straight into the sender's returned rows at rank * T * K + slot base + the
+/// row's kept slots before j (the sender's (token, j) order). One block a
+/// (row, slot), grid-strided, sources interleaved across blocks as
+/// pack_peer_kernel's destinations; rows past a sender's count have no kept
+/// slot.
 template <int kVec>
 __global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, const std::int32_t* recv_aux, int R,
                                  int rank, std::int64_t T, int K, std::int64_t row_bytes, PeerBack to) {
   prim::pdl_wait();
-  for (std::int64_t n = blockIdx.x; n < R * T; n += gridDim.x) {
-    const int src = static_cast<int>(n % R);  // sources interleaved, as pack_peer_kernel's destinations
-    const std::int64_t i = src * T + n / R;
-    std::int64_t run = -1;
-    int k = 0;
-    for (int j = 0; j < K; ++j) {
-      const std::int32_t q = inverse[i * K + j];
-      if (q < 0) continue;
-      if (run < 0) run = std::int64_t(rank) * T * K + recv_aux[2 * i];  // read only for a row that was sent
-      copy_row<kVec>(to.rows[src] + (run + k) * row_bytes, y + std::int64_t(q) * row_bytes, row_bytes);
-      ++k;
-    }
+  const std::int64_t items = R * T * K;
+  for (std::int64_t n = blockIdx.x; n < items; n += gridDim.x) {
+    const int src = static_cast<int>(n % R);
+    const std::int64_t rest = n / R, i = src * T + rest / K;
+    const int j = static_cast<int>(rest % K);
+    const std::int32_t q = inverse[i * K + j];
+    if (q < 0) continue;  // uniform across the block
+    const std::int64_t at = std::int64_t(rank) * T * K + recv_aux[2 * i] + kept_before(inverse, i, K, j);
+    copy_row<kVec>(pick(to.rows, src) + at * row_bytes, y + std::int64_t(q) * row_bytes, row_bytes);
   }
   prim::pdl_launch_dependents();
 }

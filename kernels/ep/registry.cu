@@ -16,6 +16,9 @@
 namespace moekit::ep {
 namespace {
 
+// The plan's one block: a decode batch fits 256 threads (its scan and
+// barrier cost scale with the block), a prefill batch takes 1024 a chunk.
+constexpr int kPlanThreadsSmall = 256;
 constexpr int kPlanThreads = 1024;
 constexpr int kRowThreads = 128;
 
@@ -113,6 +116,15 @@ LaunchStatus forked(const Problem& p, Comm& c, Stream stream, F&& body) {
   return cudaSuccess;
 }
 
+LaunchStatus launch_plan(const Problem& p, const RankBuffers& x, const WorkspaceSlices<kParts>& w, int r, Stream s,
+                         bool pdl) {
+  auto* kernel = p.tokens <= kPlanThreadsSmall ? detail::plan_kernel<kPlanThreadsSmall> : detail::plan_kernel<kPlanThreads>;
+  const int threads = p.tokens <= kPlanThreadsSmall ? kPlanThreadsSmall : kPlanThreads;
+  return prim::launch_ex(kernel, 1, threads, 0, s, prim::pdl_attrs(pdl), x.topk_ids, x.placement, p.tokens, p.topk,
+                         p.experts, p.ranks, r, part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
+                         part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts));
+}
+
 template <int kVec>
 LaunchStatus launch_pack(const Problem& p, const RankBuffers& rb, const WorkspaceSlices<kParts>& w, Stream s,
                          bool pdl) {
@@ -202,10 +214,7 @@ LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pd
     for (int r = 0; r < p.ranks; ++r) {
       const RankBuffers& x = b.rank[std::size_t(r)];
       EP_TRY(cudaSetDevice(r));
-      EP_TRY(prim::launch_ex(detail::plan_kernel<kPlanThreads>, 1, kPlanThreads, 0, c.stream(r), prim::pdl_attrs(pdl),
-                             x.topk_ids, x.placement, T, p.topk, p.experts, p.ranks, r,
-                             part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
-                             part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts)));
+      EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl));
       EP_TRY(vec == 16 ? launch_pack<16>(p, x, w, c.stream(r), pdl)
              : vec == 4 ? launch_pack<4>(p, x, w, c.stream(r), pdl)
                         : launch_pack<2>(p, x, w, c.stream(r), pdl));
@@ -322,7 +331,7 @@ LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Workspac
   const RankBuffers& x = b.rank[std::size_t(r)];
   detail::PeerBack to{};
   for (int d = 0; d < p.ranks; ++d) to.rows[d] = part<char>(w, b.rank[std::size_t(d)], kBackRecv);
-  return prim::launch_ex(detail::back_peer_kernel<kVec>, row_grid(p.recv_capacity()), kRowThreads, 0,
+  return prim::launch_ex(detail::back_peer_kernel<kVec>, row_grid(p.slot_capacity()), kRowThreads, 0,
                          b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const char*>(x.permuted),
                          part<const std::int32_t>(w, x, kInverse), part<const std::int32_t>(w, x, kRecvAux), p.ranks,
                          r, p.tokens, p.topk, p.row_bytes(), to);
@@ -336,10 +345,7 @@ LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Workspa
   for (int r = 0; r < p.ranks; ++r) {
     const RankBuffers& x = b.rank[std::size_t(r)];
     EP_TRY(cudaSetDevice(r));
-    EP_TRY(prim::launch_ex(detail::plan_kernel<kPlanThreads>, 1, kPlanThreads, 0, c.stream(r), prim::pdl_attrs(pdl),
-                           x.topk_ids, x.placement, p.tokens, p.topk, p.experts, p.ranks, r,
-                           part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
-                           part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts)));
+    EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl));
     // No barrier before the writes into the peers: every rank's stream
     // already waits, through the fork, for every rank's previous launch (the
     // join), so no peer still reads the receive buffer written here.
