@@ -426,7 +426,10 @@ std::string a2a_limits(const DeviceCaps&) {
   return "R <= " + std::to_string(kMaxRanks) + " GPUs of one host; K <= 64 (combine's); NCCL at run time";
 }
 const char* a2a_na(const Problem& p, const DeviceCaps& caps) {
-  if (caps.present() && !nccl_missing().empty()) return "NCCL could not be loaded (`moekit ep --variant nccl-a2a` says why)";
+  if (caps.present()) {
+    static const std::string missing = nccl_missing();  // loaded (or not) once a process
+    if (!missing.empty()) return missing.c_str();
+  }
   return layout_and_combine_na(p, caps);
 }
 

@@ -83,8 +83,6 @@ class EpJob final : public ProblemJob<ep::Problem> {
       const int visible = cuda_device_count();
       if (p_.ranks > visible)
         throw InputError(fmt::format("--ranks {}: only {} GPU(s) visible (CUDA_VISIBLE_DEVICES)", p_.ranks, visible));
-      if (requested == "nccl-a2a")
-        if (const std::string why = ep::nccl_missing(); !why.empty()) throw InputError("ep: " + why);
     }
     return var_.resolve("ep", requested, p_, caps, pdl, ep::registry());
   }
