@@ -136,7 +136,8 @@ std::string peer_access_missing(int ranks) {
   return "";
 }
 
-std::unique_ptr<Comm> Comm::create(int ranks, const std::array<Stream, kMaxRanks>& streams, std::string* error) {
+std::unique_ptr<Comm> Comm::create(int ranks, const std::array<Stream, kMaxRanks>& streams, std::string* error,
+                                   bool with_nccl) {
   if (ranks < 1 || ranks > kMaxRanks) {
     *error = "ranks outside [1, " + std::to_string(kMaxRanks) + "]";
     return nullptr;
@@ -151,7 +152,9 @@ std::unique_ptr<Comm> Comm::create(int ranks, const std::array<Stream, kMaxRanks
   cudaSetDevice(prev);
 #if MOEKIT_HAVE_NCCL
   const Api& a = api();
-  if (a.missing.empty()) {
+  if (!with_nccl) {
+    c->nccl_unavailable_ = "not asked for (a variant without NCCL)";
+  } else if (a.missing.empty()) {
     // NVLink multicast off, whatever the environment says (the lent machines
     // forbid it: it can take a shared host's GPUs out of service).
     setenv("NCCL_NVLS_ENABLE", "0", 1);
@@ -160,15 +163,17 @@ std::unique_ptr<Comm> Comm::create(int ranks, const std::array<Stream, kMaxRanks
     ncclComm_t comms[kMaxRanks] = {};
     const ncclResult_t res = a.init_all(comms, ranks, devs);
     cudaSetDevice(prev);
-    if (res != ncclSuccess) {
-      *error = std::string("ncclCommInitAll: ") + a.error_string(res);
-      return nullptr;
+    if (res == ncclSuccess) {
+      for (int r = 0; r < ranks; ++r) c->comms_[std::size_t(r)] = comms[r];
+    } else {
+      c->nccl_unavailable_ = std::string("ncclCommInitAll: ") + a.error_string(res);
+      (void)cudaGetLastError();
     }
-    for (int r = 0; r < ranks; ++r) c->comms_[std::size_t(r)] = comms[r];
   } else {
     c->nccl_unavailable_ = a.missing;
   }
 #else
+  (void)with_nccl;
   c->nccl_unavailable_ = kNoHeader;
 #endif
   if (cudaMallocHost(&c->pinned_, sizeof(std::int32_t) * kCountsPerRank * kMaxRanks) != cudaSuccess) {

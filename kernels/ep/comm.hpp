@@ -34,8 +34,12 @@ class Comm {
   // that allows it; creates NCCL communicators where NCCL loads (after
   // setting NCCL_NVLS_ENABLE=0: NVLink multicast stays off, the lent
   // machines forbid it), else nccl_unavailable() says why. nullptr and
-  // *error when a CUDA call or NCCL's initialisation fails.
-  static std::unique_ptr<Comm> create(int ranks, const std::array<Stream, kMaxRanks>& streams, std::string* error);
+  // *error when a CUDA call fails.
+  // `with_nccl` false: no communicators (p2p needs none; NCCL's start-up
+  // takes a while). A failing NCCL start-up is kept in nccl_unavailable(),
+  // not an error: only nccl-a2a needs it.
+  static std::unique_ptr<Comm> create(int ranks, const std::array<Stream, kMaxRanks>& streams, std::string* error,
+                                      bool with_nccl = true);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -58,11 +62,14 @@ class Comm {
   // device r).
   void* fork_event() const { return fork_; }
   void* join_event(int r) const { return join_[std::size_t(r)]; }
-  // The last NCCL failure ("ncclSend: unhandled cuda error ..."), empty if none.
+  // The last NCCL failure ("ncclSend: unhandled cuda error ..."), empty if
+  // none since clear_error() (each launch starts with it).
   const std::string& error() const { return error_; }
+  void clear_error() { error_.clear(); }
 
   // Host state between the phases: counts[r][i] as the dispatch copied them
-  // back (counts_layout in registry.cu), valid once a dispatch has run.
+  // back (the counts layout: kernels/ep/a2a.cuh's header comment), valid
+  // once a dispatch has run.
   std::int32_t* host_counts(int r) { return pinned_ + std::size_t(r) * kCountsPerRank; }
   static constexpr int kCountsPerRank = 4 * kMaxRanks;
   bool dispatched = false;

@@ -91,6 +91,8 @@ const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 // (per-phase timing): dispatch (rows to their experts' ranks, laid out
 // there) and combine (expert outputs back, combined on the token's rank).
 enum class Stage { dispatch, combine };
+// Whether v's launches go through NCCL (a Comm for it needs communicators).
+bool needs_nccl(const Variant& v);
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl);
 
 // Bytes a rank sends for the rows and slots counted on the host (the

@@ -152,7 +152,9 @@ LaunchStatus lay_out(const Problem& p, const Buffers& b, const WorkspaceSlices<k
   EP_TRY(cudaSetDevice(r));
   const DeviceCaps& caps = device_caps();
   const permute::Problem lp = p.layout(r);
-  const permute::Variant& v = layout_pick(p, r, caps, pdl);
+  // The pick the workspace was sized for (slices(): asked without PDL, which
+  // no permute auto row reads; Registry::auto_reads_pdl).
+  const permute::Variant& v = layout_pick(p, r, caps, false);
   void* pws = w.at(x.workspace, kPermuteWs);
   // A pick that agrees through counters gets its slice zeroed here (the
   // rest of the workspace is scratch), so any pick may share it.
@@ -183,7 +185,7 @@ LaunchStatus combine_on(const Problem& p, const Buffers& b, const WorkspaceSlice
   cb.weights = x.weights;
   cb.out = x.out;
   cb.workspace = w.at(x.workspace, kCombineWs);
-  return combine_pick(p, device_caps(), pdl).launch(p.combine(), cb, b.comm->stream(r), pdl);
+  return combine_pick(p, device_caps(), false).launch(p.combine(), cb, b.comm->stream(r), pdl);
 }
 
 // Every rank's stream waits for what every rank's stream has issued so far
@@ -214,7 +216,8 @@ LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pd
     for (int r = 0; r < p.ranks; ++r) {
       const RankBuffers& x = b.rank[std::size_t(r)];
       EP_TRY(cudaSetDevice(r));
-      EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl));
+      // After the fork a rank's predecessor is an event, not a kernel: PDL only on the launch's own stream.
+      EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && c.stream(r) == stream));
       EP_TRY(vec == 16 ? launch_pack<16>(p, x, w, c.stream(r), pdl)
              : vec == 4 ? launch_pack<4>(p, x, w, c.stream(r), pdl)
                         : launch_pack<2>(p, x, w, c.stream(r), pdl));
@@ -283,9 +286,10 @@ LaunchStatus combine_back(const Problem& p, const Buffers& b, Stream stream, boo
     for (int r = 0; r < p.ranks; ++r) {
       const RankBuffers& x = b.rank[std::size_t(r)];
       EP_TRY(cudaSetDevice(r));
-      EP_TRY(vec == 16 ? launch_back<16>(p, x, w, c.stream(r), pdl)
-             : vec == 4 ? launch_back<4>(p, x, w, c.stream(r), pdl)
-                        : launch_back<2>(p, x, w, c.stream(r), pdl));
+      const bool own = pdl && c.stream(r) == stream;  // as the plan: no PDL after the fork's event
+      EP_TRY(vec == 16 ? launch_back<16>(p, x, w, c.stream(r), own)
+             : vec == 4 ? launch_back<4>(p, x, w, c.stream(r), own)
+                        : launch_back<2>(p, x, w, c.stream(r), own));
     }
     EP_TRY(c.group_start());
     for (int r = 0; r < p.ranks; ++r) {
@@ -339,13 +343,15 @@ LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Workspac
 
 // The phases' launches on every rank's stream, without the fork and join
 // around them (a whole launch forks once).
-LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl) {
+LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, Stream stream,
+                               bool pdl) {
   Comm& c = *b.comm;
   const int vec = vec_of(p.row_bytes());
   for (int r = 0; r < p.ranks; ++r) {
     const RankBuffers& x = b.rank[std::size_t(r)];
     EP_TRY(cudaSetDevice(r));
-    EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl));
+    // After the fork a rank's predecessor is an event, not a kernel: PDL only on the launch's own stream.
+    EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && c.stream(r) == stream));
     // No barrier before the writes into the peers: every rank's stream
     // already waits, through the fork, for every rank's previous launch (the
     // join), so no peer still reads the receive buffer written here.
@@ -381,7 +387,7 @@ LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const Workspac
 
 LaunchStatus dispatch_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
   const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
-  return forked(p, *b.comm, stream, [&] { return dispatch_p2p_body(p, b, w, pdl); });
+  return forked(p, *b.comm, stream, [&] { return dispatch_p2p_body(p, b, w, stream, pdl); });
 }
 
 LaunchStatus combine_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
@@ -393,7 +399,7 @@ LaunchStatus launch_p2p(const Problem& p, const Buffers& b, Stream s, bool pdl) 
   if (b.comm == nullptr || b.comm->ranks() != p.ranks || !b.comm->has_peers()) return cudaErrorInvalidValue;
   const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
   return forked(p, *b.comm, s, [&]() -> LaunchStatus {
-    EP_TRY(dispatch_p2p_body(p, b, w, pdl));
+    EP_TRY(dispatch_p2p_body(p, b, w, s, pdl));
     return combine_p2p_body(p, b, w, pdl, true);
   });
 }
@@ -415,7 +421,8 @@ const char* p2p_na(const Problem& p, const DeviceCaps& caps) {
 }
 
 LaunchStatus launch_a2a(const Problem& p, const Buffers& b, Stream s, bool pdl) {
-  if (b.comm == nullptr || b.comm->ranks() != p.ranks) return cudaErrorInvalidValue;
+  if (b.comm == nullptr || b.comm->ranks() != p.ranks || !b.comm->has_nccl()) return cudaErrorInvalidValue;
+  b.comm->clear_error();
   EP_TRY(dispatch(p, b, s, pdl));
   return combine_back(p, b, s, pdl);
 }
@@ -433,6 +440,8 @@ const char* a2a_na(const Problem& p, const DeviceCaps& caps) {
   return layout_and_combine_na(p, caps);
 }
 
+// Not stable_order: a rank's rows within an expert come in its layout pick's
+// order, which the checker takes as a set (out is bit for bit all the same).
 const std::array<Variant, 2> kVariants{{
     {{"p2p",
       "moekit's own, no NCCL and no host sync: each rank writes its rows (ids, slot bases) straight into its "
@@ -441,14 +450,14 @@ const std::array<Variant, 2> kVariants{{
       "pick; each rank writes its slots' outputs straight back into the senders' slot order, which combine's "
       "auto pick reads",
       "plan_kernel pack_peer_kernel back_peer_kernel permute:* combine:*"},
-     true, p2p_limits, p2p_na, p2p_workspace, launch_p2p},
+     false, p2p_limits, p2p_na, p2p_workspace, launch_p2p},
     {{"nccl-a2a",
       "the baseline a user would write: each rank plans and packs its rows per destination, the counts go over "
       "NCCL and back to the host, then grouped ncclSend/ncclRecv move the rows and ids; each receiver lays them "
       "out with permute's auto pick (compact, its experts); the outputs return the same way, combined with "
       "combine's auto pick (waits on the host between count and payload)",
       "plan_kernel pack_kernel drop_tail_kernel back_kernel permute:* combine:*"},
-     true, a2a_limits, a2a_na, a2a_workspace, launch_a2a, nullptr, false, /*host_sync=*/true},
+     false, a2a_limits, a2a_na, a2a_workspace, launch_a2a, nullptr, false, /*host_sync=*/true},
 }};
 
 // p2p where the GPUs map each other's memory (one host's NVLink or PCIe
@@ -460,8 +469,11 @@ const std::array<AutoRow<Problem>, 2> kAutoRows = {{
 
 }  // namespace
 
+bool needs_nccl(const Variant& v) { return v.launch == launch_a2a; }
+
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl) {
   if (b.comm == nullptr) return cudaErrorInvalidValue;
+  b.comm->clear_error();
   if (v.launch == launch_a2a) return s == Stage::dispatch ? dispatch(p, b, stream, pdl) : combine_back(p, b, stream, pdl);
   if (v.launch == launch_p2p) return s == Stage::dispatch ? dispatch_p2p(p, b, stream, pdl) : combine_p2p(p, b, stream, pdl);
   return cudaErrorInvalidValue;

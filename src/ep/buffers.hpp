@@ -26,7 +26,8 @@ class DeviceBuffers {
       const RankInputs& x = in[std::size_t(r)];
       k.maps[0] = p.placement;
       k.maps[1] = expert_map(p, r);
-      k.hidden = k.set.input("hidden", x.hidden.data(), x.hidden.size(), {.rotate = true, .misalign = true});
+      // Not misalignable: the row copies take their width from the row size alone.
+      k.hidden = k.set.input("hidden", x.hidden.data(), x.hidden.size(), {.rotate = true});
       k.ids = k.set.input("topk_ids", x.ids.data(), x.ids.size_bytes());
       k.weights = k.set.input("topk_weights", x.weights.data(), x.weights.size_bytes());
       k.placement = k.set.input("placement", k.maps[0].data(), k.maps[0].size() * 4);

@@ -137,7 +137,7 @@ TEST_CASE("ep checker: order within an expert is free, anything else is caught")
   CHECK(r3.first_difference.find("rank 1: out") != std::string::npos);
 }
 
-TEST_CASE("ep reference: one rank is moe-path's identity combine; rows per expert as the ids say") {
+TEST_CASE("ep reference: out against a double formulation of combine's rule; rows per expert as the ids say") {
   // A second formulation: out[t] = S * sum_j w[t, j] * x[t] in double, against
   // the reference's f32 result to 1e-6 relative, over random shapes.
   std::uint64_t state = 12345;
