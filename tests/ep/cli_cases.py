@@ -124,6 +124,14 @@ def ep_bad_input_exits_2():
     save_npy(short, "<i4", (2, 4, 2), [0] * 16)  # 4 tokens a rank against the hidden states' 3
     one_line(run("ep", "--ranks", 2, "-E", 4, "--hidden", x, "--topk-ids", short, "--topk-weights", w,
                  "--device", "cpu", code=2), "short.npy")
+    nan_w = os.path.join(d, "nan_w.npy")
+    save_npy(nan_w, "<f4", (2, 3, 2), [0.5] * 7 + [float("nan")] + [0.5] * 4)
+    one_line(run("ep", "--ranks", 2, "-E", 4, "--hidden", x, "--topk-ids", ids, "--topk-weights", nan_w,
+                 "--device", "cpu", code=2), "nan_w.npy", "finite")
+    three = os.path.join(d, "three.npy")
+    save_npy(three, "<f4", (3, 3, 4), [0.0] * 36)  # 3 ranks of hidden rows against the ids' 2
+    one_line(run("ep", "-E", 6, "--hidden", three, "--topk-ids", ids, "--topk-weights", w, "--device", "cpu",
+                 code=2), "ids.npy", "2 ranks")
     if has_gpu():
         p = run("ep", "--ranks", 8, "-E", 8, "--topk", 2, "--tokens", 2, "--device", "gpu")
         expect(p.returncode in (0, 2), p.stderr)
