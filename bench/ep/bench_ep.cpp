@@ -1,0 +1,156 @@
+// Benchmark of the ep family: one JSON record per (model, ranks, tokens per
+// rank, variant) cell (bench/common/record.hpp); bench/render.py turns them
+// into docs/bench/ep.md.
+//
+//   bench_ep --json bench/results/ep.jsonl   (make bench; stdout without --json)
+//
+// Models: the expert shapes of DeepSeek-V3 (E 256, K 8, H 7168, S 2.5),
+// Qwen3-235B (E 128, K 8, H 4096) and Mixtral (E 8, K 2, H 4096), bf16 rows
+// and uniform distinct ids from the CLI's generators (`moekit gen ep`), on
+// 1, 2, 4 and 8 GPUs as far as the host has them (devices 0 .. R-1). The
+// buffers are the CLI's (src/ep/buffers.hpp); one ep::Comm per rank count.
+// Median microseconds per launch: CUDA-graph replays, or events around each
+// launch for a variant that waits on the host (nccl-a2a); each phase
+// (dispatch, combine) also timed alone into the record's stage_us. GB/s from
+// every row the phases move (the CLI's figure). Each cell is checked against
+// the CPU reference first; a mismatch makes its status "fail". PDL on where
+// the device has it (as the CLI's default). Not a test.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "align/gen.hpp"
+#include "cell.hpp"
+#include "combine/gen.hpp"
+#include "cuda_util.hpp"
+#include "ep/buffers.hpp"
+#include "ep/comm.hpp"
+#include "ep/ep.hpp"
+#include "ep/reference.hpp"
+#include "gen_common.hpp"
+#include "record.hpp"
+#include "rows_gen.hpp"
+#include "timing.hpp"
+
+using namespace moekit;
+
+namespace {
+
+struct Model {
+  const char* name;
+  int E, K;
+  std::int64_t H;
+  float S;
+};
+
+const Model kModels[] = {
+    {"DeepSeek-V3 (E 256, K 8, H 7168)", 256, 8, 7168, 2.5f},
+    {"Qwen3-235B (E 128, K 8, H 4096)", 128, 8, 4096, 1.0f},
+    {"Mixtral (E 8, K 2, H 4096)", 8, 2, 4096, 1.0f},
+};
+const std::int64_t kTokens[] = {1, 16, 128, 1024, 4096};
+
+// Rank r's generated inputs, as `moekit ep` draws them (rank 0: the seed itself).
+std::uint64_t rank_seed(std::uint64_t seed, int r) { return r == 0 ? seed : gen::stream_key(seed, std::uint64_t(r)); }
+
+struct Inputs {
+  std::vector<npy::Array> hidden;
+  std::vector<std::vector<std::int32_t>> ids;
+  std::vector<std::vector<float>> w;
+  std::vector<ep::RankInputs> views() const {
+    std::vector<ep::RankInputs> v;
+    for (std::size_t r = 0; r < hidden.size(); ++r)
+      v.push_back({std::span<const std::byte>(reinterpret_cast<const std::byte*>(hidden[r].data.data()),
+                                              hidden[r].data.size()),
+                   ids[r], w[r]});
+    return v;
+  }
+};
+
+ep::Comm& comm_for(int R) {
+  static std::unique_ptr<ep::Comm> comms[ep::kMaxRanks + 1];
+  if (!comms[R]) {
+    std::array<Stream, ep::kMaxRanks> streams{};
+    for (int r = 0; r < R; ++r) {
+      const DeviceScope on(r);
+      streams[std::size_t(r)] = process_stream();
+    }
+    std::string why;
+    comms[R] = ep::Comm::create(R, streams, &why, /*with_nccl=*/true);
+    if (!comms[R]) throw CudaError("ep: " + why);
+  }
+  return *comms[R];
+}
+
+void measure(bench::Writer& out, const Model& m, int R, std::int64_t T, std::uint64_t seed) {
+  const DeviceCaps& caps = device_caps();
+  const bool pdl = caps.pdl;
+  const ep::Problem p = ep::make_problem(R, T, m.K, m.E, m.H, combine::DType::bf16, m.S);
+  Inputs in;
+  for (int r = 0; r < R; ++r) {
+    in.hidden.push_back(gen::normal_rows(T, m.H, npy::DType::bf16, rank_seed(seed, r), "hidden rows"));
+    const npy::Array ids = gen::align_ids(T, m.K, m.E, gen::parse_dist("uniform"), rank_seed(seed, r), false);
+    in.ids.emplace_back(ids.as<std::int32_t>().begin(), ids.as<std::int32_t>().end());
+    const npy::Array w = gen::topk_weights(T, m.K, rank_seed(seed, r));
+    in.w.emplace_back(w.as<float>().begin(), w.as<float>().end());
+  }
+  const auto views = in.views();
+  const auto ref = ep::reference(p, views);
+  const ep::Traffic traffic = ep::traffic(p, in.ids);
+  const double bytes = double(traffic.dispatch_rows + traffic.combine_rows) * double(p.row_bytes());
+  const int copies = rotation_copies(in.hidden[0].data.size(), false);
+  const std::string auto_pick(ep::registry().pick_auto(p, caps, pdl).info.name);
+  for (const ep::Variant& v : ep::registry().variants()) {
+    bench::Record rec;
+    rec.table = fmt::format("{}, {} GPU(s)", m.name, R);
+    rec.variant = std::string(v.info.name);
+    rec.params = {{"tokens", T}, {"ranks", R}, {"E", m.E}, {"K", m.K}, {"H", m.H}, {"dtype", "bf16"}};
+    rec.dtype = "bfloat16";
+    rec.pdl = pdl ? "on" : "off";
+    rec.extra = {{"auto_pick", auto_pick},
+                 {"rows_between_gpus", traffic.dispatch_remote},
+                 {"slots_between_gpus", traffic.combine_remote}};
+    bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
+      ep::Comm& comm = comm_for(R);
+      ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), SetOptions::run(copies));
+      std::vector<ep::Buffers> bufs;
+      for (int k = 0; k < copies; ++k) bufs.push_back(d.buffers(k, &comm));
+      auto launch = [&](Stream s, int copy) { cuda_check(v.launch(p, bufs[std::size_t(copy)], s, pdl), "ep launch"); };
+      bench::launch_once(launch);
+      std::vector<ep::RankOutputs> got;
+      std::string why = d.download(got);
+      if (why.empty()) {
+        const CheckResult chk = ep::check(p, ref, got);
+        if (!chk.ok) why = chk.first_difference;
+      }
+      TimingOptions o;
+      o.graph = !v.host_sync;  // a launch that waits on the host is not capturable
+      r.m = bench::measure(launch, copies, o, bytes);
+      for (const auto& [name, st] : {std::pair{"dispatch", ep::Stage::dispatch}, std::pair{"combine", ep::Stage::combine}})
+        r.stages.push_back({name, time_launches(
+                                      [&](Stream s, int copy) {
+                                        cuda_check(ep::launch_stage(v, p, bufs[std::size_t(copy)], st, s, pdl),
+                                                   "ep stage");
+                                      },
+                                      copies, o)});
+      return why;
+    });
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_bench(argc, argv, "ep", [](bench::Writer& out) {
+    std::uint64_t seed = 1;
+    for (int R = 1; R <= std::min(cuda_device_count(), ep::kMaxRanks); R *= 2)
+      for (const Model& m : kModels)
+        for (std::int64_t t : kTokens) measure(out, m, R, t, ++seed);
+  });
+}
