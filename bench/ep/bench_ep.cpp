@@ -73,8 +73,11 @@ struct Inputs {
   }
 };
 
+// One Comm per rank count, released before main returns (NCCL's teardown
+// after the CUDA runtime's would be undefined).
+std::unique_ptr<ep::Comm> comms[ep::kMaxRanks + 1];
+
 ep::Comm& comm_for(int R) {
-  static std::unique_ptr<ep::Comm> comms[ep::kMaxRanks + 1];
   if (!comms[R]) {
     std::array<Stream, ep::kMaxRanks> streams{};
     for (int r = 0; r < R; ++r) {
@@ -116,7 +119,9 @@ void measure(bench::Writer& out, const Model& m, int R, std::int64_t T, std::uin
     rec.extra = {{"auto_pick", auto_pick},
                  {"rows_between_gpus", traffic.dispatch_remote},
                  {"slots_between_gpus", traffic.combine_remote}};
-    bench::write_cell(out, std::move(rec), v.not_applicable(p, caps), [&](bench::Record& r) {
+    const char* na = v.not_applicable(p, caps);
+    if (na == nullptr && ep::needs_nccl(v) && !comm_for(R).has_nccl()) na = comm_for(R).nccl_unavailable().c_str();
+    bench::write_cell(out, std::move(rec), na, [&](bench::Record& r) {
       ep::Comm& comm = comm_for(R);
       ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), SetOptions::run(copies));
       std::vector<ep::Buffers> bufs;
@@ -132,13 +137,19 @@ void measure(bench::Writer& out, const Model& m, int R, std::int64_t T, std::uin
       TimingOptions o;
       o.graph = !v.host_sync;  // a launch that waits on the host is not capturable
       r.m = bench::measure(launch, copies, o, bytes);
-      for (const auto& [name, st] : {std::pair{"dispatch", ep::Stage::dispatch}, std::pair{"combine", ep::Stage::combine}})
-        r.stages.push_back({name, time_launches(
-                                      [&](Stream s, int copy) {
-                                        cuda_check(ep::launch_stage(v, p, bufs[std::size_t(copy)], st, s, pdl),
-                                                   "ep stage");
-                                      },
-                                      copies, o)});
+      // A phase that fails to time leaves the launch's timing and says so.
+      try {
+        for (const auto& [name, st] :
+             {std::pair{"dispatch", ep::Stage::dispatch}, std::pair{"combine", ep::Stage::combine}})
+          r.stages.push_back({name, time_launches(
+                                        [&](Stream s, int copy) {
+                                          cuda_check(ep::launch_stage(v, p, bufs[std::size_t(copy)], st, s, pdl),
+                                                     "ep stage");
+                                        },
+                                        copies, o)});
+      } catch (const std::exception& e) {
+        r.extra.push_back({"stage_error", std::string(e.what())});
+      }
       return why;
     });
   }
@@ -152,5 +163,6 @@ int main(int argc, char** argv) {
     for (int R = 1; R <= std::min(cuda_device_count(), ep::kMaxRanks); R *= 2)
       for (const Model& m : kModels)
         for (std::int64_t t : kTokens) measure(out, m, R, t, ++seed);
+    for (auto& c : comms) c.reset();
   });
 }

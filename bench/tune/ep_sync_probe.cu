@@ -14,10 +14,12 @@
 // all_ranks_barrier), signal (the device-side semaphore). Prints the median
 // microseconds per launch of CUDA-graph replays and, for each mode, the
 // difference to `none` per barrier. A spin that waits past ~2 s traps (a CUDA
-// error, never a hang).
+// error), and the host gives up on a replay after 10 s. The signal mode needs
+// peer access and native peer atomics between every pair (else skipped).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -135,13 +137,24 @@ double time_mode(Ranks& k, Mode m, int barriers, int launches, int samples) {
     CK(cudaEventRecord(a, k.s[0]));
     CK(cudaGraphLaunch(x, k.s[0]));
     CK(cudaEventRecord(b, k.s[0]));
-    CK(cudaEventSynchronize(b));
+    // A rank that trapped may leave device 0 waiting on its join: give up
+    // from the host after 10 s rather than wait for ever.
+    const auto t0 = std::chrono::steady_clock::now();
+    cudaError_t q;
+    while ((q = cudaEventQuery(b)) == cudaErrorNotReady)
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+        std::fprintf(stderr, "probe_ep_sync: R %d %s: no progress in 10 s (a lost signal?)\n", k.R, name(m));
+        std::exit(3);
+      }
+    CK(q);
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, a, b));
     us.push_back(1000.0 * ms / launches);
   }
   CK(cudaGraphExecDestroy(x));
   CK(cudaGraphDestroy(g));
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
 }
@@ -201,12 +214,16 @@ int main(int argc, char** argv) {
     }
     Ranks k;
     k.R = R;
+    bool peers_ok = true;
     for (int r = 0; r < R; ++r) {
       CK(cudaSetDevice(r));
       for (int q = 0; q < R; ++q) {
-        int can = 0;
+        if (q == r) continue;
+        int can = 0, atomics = 0;
         CK(cudaDeviceCanAccessPeer(&can, r, q));
-        if (q != r && can) {
+        CK(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, r, q));
+        if (!can || !atomics) peers_ok = false;  // the signal mode needs both
+        if (can) {
           const cudaError_t e = cudaDeviceEnablePeerAccess(q, 0);
           if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) CK(e);
           (void)cudaGetLastError();
@@ -224,6 +241,10 @@ int main(int argc, char** argv) {
     CK(cudaEventCreateWithFlags(&k.fork, cudaEventDisableTiming));
     double base = 0;
     for (const Mode m : {Mode::none, Mode::events, Mode::signal}) {
+      if (m == Mode::signal && !peers_ok) {
+        std::printf("R %d  signal: skipped (a pair without peer access or native peer atomics)\n", R);
+        continue;
+      }
       const double us = time_mode(k, m, barriers, launches, samples);
       if (m == Mode::none) base = us;
       std::printf("R %d  %-6s  %8.2f us a launch  (%d barriers: %+.2f us each against none)\n", R, name(m), us,

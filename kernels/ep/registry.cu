@@ -216,8 +216,9 @@ LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pd
     for (int r = 0; r < p.ranks; ++r) {
       const RankBuffers& x = b.rank[std::size_t(r)];
       EP_TRY(cudaSetDevice(r));
-      // After the fork a rank's predecessor is an event, not a kernel: PDL only on the launch's own stream.
-      EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && c.stream(r) == stream));
+      // After the fork a rank's predecessor is an event wait (with R > 1 even on
+      // the launch's own stream: the previous join), not a kernel: PDL only for one rank.
+      EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && p.ranks == 1));
       EP_TRY(vec == 16 ? launch_pack<16>(p, x, w, c.stream(r), pdl)
              : vec == 4 ? launch_pack<4>(p, x, w, c.stream(r), pdl)
                         : launch_pack<2>(p, x, w, c.stream(r), pdl));
@@ -286,7 +287,7 @@ LaunchStatus combine_back(const Problem& p, const Buffers& b, Stream stream, boo
     for (int r = 0; r < p.ranks; ++r) {
       const RankBuffers& x = b.rank[std::size_t(r)];
       EP_TRY(cudaSetDevice(r));
-      const bool own = pdl && c.stream(r) == stream;  // as the plan: no PDL after the fork's event
+      const bool own = pdl && p.ranks == 1;  // as the plan: no PDL after the fork's event waits
       EP_TRY(vec == 16 ? launch_back<16>(p, x, w, c.stream(r), own)
              : vec == 4 ? launch_back<4>(p, x, w, c.stream(r), own)
                         : launch_back<2>(p, x, w, c.stream(r), own));
@@ -343,15 +344,15 @@ LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Workspac
 
 // The phases' launches on every rank's stream, without the fork and join
 // around them (a whole launch forks once).
-LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, Stream stream,
-                               bool pdl) {
+LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl) {
   Comm& c = *b.comm;
   const int vec = vec_of(p.row_bytes());
   for (int r = 0; r < p.ranks; ++r) {
     const RankBuffers& x = b.rank[std::size_t(r)];
     EP_TRY(cudaSetDevice(r));
-    // After the fork a rank's predecessor is an event, not a kernel: PDL only on the launch's own stream.
-    EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && c.stream(r) == stream));
+    // After the fork a rank's predecessor is an event wait (with R > 1 even on
+    // the launch's own stream: the previous join), not a kernel: PDL only for one rank.
+    EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && p.ranks == 1));
     // No barrier before the writes into the peers: every rank's stream
     // already waits, through the fork, for every rank's previous launch (the
     // join), so no peer still reads the receive buffer written here.
@@ -387,7 +388,7 @@ LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const Workspac
 
 LaunchStatus dispatch_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
   const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
-  return forked(p, *b.comm, stream, [&] { return dispatch_p2p_body(p, b, w, stream, pdl); });
+  return forked(p, *b.comm, stream, [&] { return dispatch_p2p_body(p, b, w, pdl); });
 }
 
 LaunchStatus combine_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
@@ -399,7 +400,7 @@ LaunchStatus launch_p2p(const Problem& p, const Buffers& b, Stream s, bool pdl) 
   if (b.comm == nullptr || b.comm->ranks() != p.ranks || !b.comm->has_peers()) return cudaErrorInvalidValue;
   const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
   return forked(p, *b.comm, s, [&]() -> LaunchStatus {
-    EP_TRY(dispatch_p2p_body(p, b, w, s, pdl));
+    EP_TRY(dispatch_p2p_body(p, b, w, pdl));
     return combine_p2p_body(p, b, w, pdl, true);
   });
 }
@@ -474,6 +475,7 @@ bool needs_nccl(const Variant& v) { return v.launch == launch_a2a; }
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl) {
   if (b.comm == nullptr) return cudaErrorInvalidValue;
   b.comm->clear_error();
+  if (v.launch == launch_a2a && !b.comm->has_nccl()) return cudaErrorInvalidValue;
   if (v.launch == launch_a2a) return s == Stage::dispatch ? dispatch(p, b, stream, pdl) : combine_back(p, b, stream, pdl);
   if (v.launch == launch_p2p) return s == Stage::dispatch ? dispatch_p2p(p, b, stream, pdl) : combine_p2p(p, b, stream, pdl);
   return cudaErrorInvalidValue;

@@ -3,7 +3,8 @@
 // with dropped slots (-1 and ids >= E), one hot expert, an uneven placement
 // (a rank owning nothing), T {0, 1, 7, 300, 1500}, K {1, 2, 8}, H {1, 7, 4096},
 // f32 / bf16 / f16, outputs poisoned between guard zones, a filled
-// workspace (zeroed: a receive place left unmarked would read as expert 0),
+// workspace (zeroed with PDL off: a receive place left unmarked would read as
+// expert 0; 0xCD with PDL on),
 // T 1500 (the plan's second 1024-token chunk), PDL off and on, and each launch run twice (the second reuses
 // the first's buffers), each phase alone, and (a variant that never waits on
 // the host) replays of a CUDA graph. NCCL must load (MOEKIT_NCCL_LIB or the
@@ -99,6 +100,7 @@ ep::Comm* comm_for(int R) {
     std::string why;
     comms[R] = ep::Comm::create(R, streams, &why, /*with_nccl=*/true);
     REQUIRE_MESSAGE(comms[R] != nullptr, why);
+    REQUIRE_MESSAGE(comms[R]->has_nccl(), comms[R]->nccl_unavailable());
   }
   return comms[R].get();
 }
@@ -114,11 +116,12 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
   for (const ep::Variant& v : ep::registry().variants()) {
     if (v.not_applicable(p, caps) != nullptr) continue;
     for (const bool pdl : {false, true}) {
-      // A zeroed workspace, not the usual 0xCD: -1 ids in the receive buffer
-      // must be written by the sender (p2p) or the tail pass (nccl-a2a), and
-      // 0xCDCDCDCD would read as a dropped id already. Zero is expert 0.
+      // PDL off: a zeroed workspace, not the usual 0xCD, since -1 ids in the
+      // receive buffer must be written by the sender (p2p) or the tail pass
+      // (nccl-a2a) and 0xCDCDCDCD would read as a dropped id already (zero is
+      // expert 0); PDL on: 0xCD, so nothing may rely on a zero either.
       SetOptions o = SetOptions::checked();
-      o.workspace_fill = 0x00;
+      o.workspace_fill = pdl ? 0xCD : 0x00;
       ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), o);
       const std::string what = fmt::format("{} {} pdl {} seed {}", v.info.name, label, pdl, seed);
       const ep::Buffers b = d.buffers(0, comm);
