@@ -79,13 +79,8 @@ std::unique_ptr<ep::Comm> comms[ep::kMaxRanks + 1];
 
 ep::Comm& comm_for(int R) {
   if (!comms[R]) {
-    std::array<Stream, ep::kMaxRanks> streams{};
-    for (int r = 0; r < R; ++r) {
-      const DeviceScope on(r);
-      streams[std::size_t(r)] = process_stream();
-    }
     std::string why;
-    comms[R] = ep::Comm::create(R, streams, &why, /*with_nccl=*/true);
+    comms[R] = ep::comm_on_process_streams(R, /*with_nccl=*/true, &why);
     if (!comms[R]) throw CudaError("ep: " + why);
   }
   return *comms[R];

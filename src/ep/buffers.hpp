@@ -2,6 +2,7 @@
 // each on its rank's GPU (the CLI job and tests/ep/gpu_ep.cpp build them here).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -11,10 +12,23 @@
 
 #include "cuda_util.hpp"
 #include "device_set.hpp"
+#include "ep/comm.hpp"
 #include "ep/ep.hpp"
 #include "ep/reference.hpp"
 
 namespace moekit::ep {
+
+// The ranks of a run over GPUs 0 .. R-1, each on its device's process stream
+// (the one stream all of moekit's work on a device runs on: cuda_util.hpp);
+// nullptr and *why where Comm::create fails.
+inline std::unique_ptr<Comm> comm_on_process_streams(int ranks, bool with_nccl, std::string* why) {
+  std::array<Stream, kMaxRanks> streams{};
+  for (int r = 0; r < ranks; ++r) {
+    const DeviceScope on(r);
+    streams[std::size_t(r)] = process_stream();
+  }
+  return Comm::create(ranks, streams, why, with_nccl);
+}
 
 class DeviceBuffers {
  public:

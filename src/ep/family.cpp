@@ -95,13 +95,8 @@ class EpJob final : public ProblemJob<ep::Problem> {
 
   void upload(int copies) override {
     d_.emplace(p_, in_, var_.workspace_need(p_), SetOptions::run(copies));
-    std::array<Stream, ep::kMaxRanks> streams{};
-    for (int r = 0; r < p_.ranks; ++r) {
-      const DeviceScope on(r);
-      streams[std::size_t(r)] = process_stream();
-    }
     std::string why;
-    comm_ = ep::Comm::create(p_.ranks, streams, &why, ep::needs_nccl(*var_.v));
+    comm_ = ep::comm_on_process_streams(p_.ranks, ep::needs_nccl(*var_.v), &why);
     if (!comm_) throw CudaError("ep: " + why);
     if (ep::needs_nccl(*var_.v) && !comm_->has_nccl()) throw CudaError("ep: " + comm_->nccl_unavailable());
     if (!ep::needs_nccl(*var_.v) && !comm_->has_peers())

@@ -92,13 +92,8 @@ Inputs draw(const ep::Problem& p, Ids how, std::uint64_t seed) {
 ep::Comm* comm_for(int R) {
   static std::unique_ptr<ep::Comm> comms[ep::kMaxRanks + 1];
   if (!comms[R]) {
-    std::array<Stream, ep::kMaxRanks> streams{};
-    for (int r = 0; r < R; ++r) {
-      const DeviceScope on(r);
-      streams[std::size_t(r)] = process_stream();
-    }
     std::string why;
-    comms[R] = ep::Comm::create(R, streams, &why, /*with_nccl=*/true);
+    comms[R] = ep::comm_on_process_streams(R, /*with_nccl=*/true, &why);
     REQUIRE_MESSAGE(comms[R] != nullptr, why);
     REQUIRE_MESSAGE(comms[R]->has_nccl(), comms[R]->nccl_unavailable());
   }
