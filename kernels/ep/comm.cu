@@ -85,23 +85,6 @@ constexpr const char* kNoHeader =
     "and rebuild";
 #endif
 
-// Peer access from every rank's device to every other one's; false where a
-// pair cannot (cudaDeviceCanAccessPeer) or enabling fails.
-bool enable_peers(int ranks) {
-  for (int r = 0; r < ranks; ++r) {
-    if (cudaSetDevice(r) != cudaSuccess) return false;
-    for (int d = 0; d < ranks; ++d) {
-      if (d == r) continue;
-      int can = 0;
-      if (cudaDeviceCanAccessPeer(&can, r, d) != cudaSuccess || can == 0) return false;
-      const cudaError_t e = cudaDeviceEnablePeerAccess(d, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
-      else if (e != cudaSuccess) return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 std::string nccl_missing() {
@@ -135,6 +118,26 @@ std::string peer_access_missing(int ranks) {
     }
   return "";
 }
+
+namespace {
+
+// Peer access from every rank's device to every other one's; false where a
+// pair cannot (peer_access_missing) or enabling fails.
+bool enable_peers(int ranks) {
+  if (!peer_access_missing(ranks).empty()) return false;
+  for (int r = 0; r < ranks; ++r) {
+    if (cudaSetDevice(r) != cudaSuccess) return false;
+    for (int d = 0; d < ranks; ++d) {
+      if (d == r) continue;
+      const cudaError_t e = cudaDeviceEnablePeerAccess(d, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+      else if (e != cudaSuccess) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 std::unique_ptr<Comm> Comm::create(int ranks, const std::array<Stream, kMaxRanks>& streams, std::string* error,
                                    bool with_nccl) {

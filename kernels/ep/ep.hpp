@@ -43,8 +43,10 @@ struct Problem {
   // Rank r's receive side: permute's compact layout of its local experts over
   // recv_capacity() received rows (rows past those received carry only -1
   // ids, so every launch plans the same problem), ids through the rank's
-  // expert map (expert_map()), every id outside it dropped.
-  permute::Problem layout(int rank) const;
+  // expert map (expert_map()), every id outside it dropped. Planned once by
+  // make_problem (layouts).
+  const permute::Problem& layout(int rank) const { return layouts[std::size_t(rank)]; }
+  std::array<permute::Problem, kMaxRanks> layouts{};
   // The combine on the token's rank: T tokens of K slots over the
   // slot_capacity() returned rows.
   combine::Problem combine() const;

@@ -9,14 +9,6 @@
 
 namespace moekit::ep {
 
-permute::Problem Problem::layout(int rank) const {
-  // Ids outside the rank's map (other ranks' experts, -1) are dropped slots:
-  // align's local map semantics with Invalid::drop.
-  return permute::make_problem(recv_capacity(), topk, std::max(local[std::size_t(rank)], 1), 1, row_bytes(),
-                               permute::Layout::compact, experts, align::Invalid::drop,
-                               align::MapSemantics::local);
-}
-
 combine::Problem Problem::combine() const {
   combine::Problem c;
   c.tokens = tokens;
@@ -66,7 +58,12 @@ Problem make_problem(std::int32_t ranks, std::int64_t tokens, std::int32_t topk,
   if (double(p.slot_capacity()) > 2147483647.0)
     throw ProblemError(fmt::format("R * T * K = {} slots exceed the int32 row indices of the combine",
                                    p.slot_capacity()));
-  for (int r = 0; r < ranks; ++r) (void)p.layout(r);
+  // Ids outside a rank's map (other ranks' experts, -1) are dropped slots:
+  // align's local map semantics with Invalid::drop.
+  for (int r = 0; r < ranks; ++r)
+    p.layouts[std::size_t(r)] =
+        permute::make_problem(p.recv_capacity(), topk, std::max(p.local[std::size_t(r)], 1), 1, p.row_bytes(),
+                              permute::Layout::compact, experts, align::Invalid::drop, align::MapSemantics::local);
   return p;
 }
 

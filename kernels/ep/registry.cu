@@ -46,7 +46,7 @@ WorkspaceSlices<kParts> slices(const Problem& p, const DeviceCaps& caps, Mode mo
   const std::size_t RT = n(p.recv_capacity()), TK = n(p.tokens * p.topk), rb = n(p.row_bytes());
   std::size_t permute_ws = 0, padded = 0, blocks = 0;
   for (int r = 0; r < p.ranks; ++r) {
-    const permute::Problem lp = p.layout(r);
+    const permute::Problem& lp = p.layout(r);
     permute_ws = std::max(permute_ws, layout_pick(p, r, caps, false).workspace_bytes(lp, caps));
     padded = std::max(padded, n(lp.align.max_num_tokens_padded));
     blocks = std::max(blocks, n(lp.align.max_num_blocks));
@@ -85,9 +85,15 @@ struct DeviceScope {
   ~DeviceScope() { cudaSetDevice(prev); }
 };
 
-// The widest copy a thread can make of rows of `row_bytes` (every row starts
-// at a multiple of row_bytes from a 256-byte-aligned part).
-int vec_of(std::int64_t row_bytes) { return row_bytes % 16 == 0 ? 16 : row_bytes % 4 == 0 ? 4 : 2; }
+// f.template operator()<kVec>() for the widest copy a thread can make of rows
+// of `row_bytes` (every row starts at a multiple of row_bytes from a
+// 256-byte-aligned part): 16, 4 or 2 bytes.
+template <class F>
+LaunchStatus by_vec(std::int64_t row_bytes, F&& f) {
+  if (row_bytes % 16 == 0) return f.template operator()<16>();
+  if (row_bytes % 4 == 0) return f.template operator()<4>();
+  return f.template operator()<2>();
+}
 
 // Rank r's grid-strided row kernels: a few blocks an SM.
 unsigned row_grid(std::int64_t rows) {
@@ -151,7 +157,7 @@ LaunchStatus lay_out(const Problem& p, const Buffers& b, const WorkspaceSlices<k
   const RankBuffers& x = b.rank[std::size_t(r)];
   EP_TRY(cudaSetDevice(r));
   const DeviceCaps& caps = device_caps();
-  const permute::Problem lp = p.layout(r);
+  const permute::Problem& lp = p.layout(r);
   // The pick the workspace was sized for (slices(): asked without PDL, which
   // no permute auto row reads; Registry::auto_reads_pdl).
   const permute::Variant& v = layout_pick(p, r, caps, false);
@@ -211,7 +217,6 @@ LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pd
   const WorkspaceSlices<kParts> w = slices(p, caps0, Mode::nccl);
   const std::size_t rb = static_cast<std::size_t>(p.row_bytes()), K = static_cast<std::size_t>(p.topk);
   const std::int64_t T = p.tokens;
-  const int vec = vec_of(p.row_bytes());
   return forked(p, c, stream, [&]() -> LaunchStatus {
     for (int r = 0; r < p.ranks; ++r) {
       const RankBuffers& x = b.rank[std::size_t(r)];
@@ -219,9 +224,7 @@ LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pd
       // After the fork a rank's predecessor is an event wait (with R > 1 even on
       // the launch's own stream: the previous join), not a kernel: PDL only for one rank.
       EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && p.ranks == 1));
-      EP_TRY(vec == 16 ? launch_pack<16>(p, x, w, c.stream(r), pdl)
-             : vec == 4 ? launch_pack<4>(p, x, w, c.stream(r), pdl)
-                        : launch_pack<2>(p, x, w, c.stream(r), pdl));
+      EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_pack<V>(p, x, w, c.stream(r), pdl); }));
     }
     // The counts: rank r's [2 d, 2 d + 2) to rank d's [kCountsFrom + 2 r, ...).
     EP_TRY(c.group_start());
@@ -282,15 +285,12 @@ LaunchStatus combine_back(const Problem& p, const Buffers& b, Stream stream, boo
   const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::nccl);
   const std::size_t rb = static_cast<std::size_t>(p.row_bytes());
   const std::size_t TK = static_cast<std::size_t>(p.tokens * p.topk);
-  const int vec = vec_of(p.row_bytes());
   return forked(p, c, stream, [&]() -> LaunchStatus {
     for (int r = 0; r < p.ranks; ++r) {
       const RankBuffers& x = b.rank[std::size_t(r)];
       EP_TRY(cudaSetDevice(r));
       const bool own = pdl && p.ranks == 1;  // as the plan: no PDL after the fork's event waits
-      EP_TRY(vec == 16 ? launch_back<16>(p, x, w, c.stream(r), own)
-             : vec == 4 ? launch_back<4>(p, x, w, c.stream(r), own)
-                        : launch_back<2>(p, x, w, c.stream(r), own));
+      EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_back<V>(p, x, w, c.stream(r), own); }));
     }
     EP_TRY(c.group_start());
     for (int r = 0; r < p.ranks; ++r) {
@@ -346,7 +346,6 @@ LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Workspac
 // around them (a whole launch forks once).
 LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl) {
   Comm& c = *b.comm;
-  const int vec = vec_of(p.row_bytes());
   for (int r = 0; r < p.ranks; ++r) {
     const RankBuffers& x = b.rank[std::size_t(r)];
     EP_TRY(cudaSetDevice(r));
@@ -356,9 +355,7 @@ LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Workspa
     // No barrier before the writes into the peers: every rank's stream
     // already waits, through the fork, for every rank's previous launch (the
     // join), so no peer still reads the receive buffer written here.
-    EP_TRY(vec == 16 ? launch_pack_peer<16>(p, b, w, r, pdl)
-           : vec == 4 ? launch_pack_peer<4>(p, b, w, r, pdl)
-                      : launch_pack_peer<2>(p, b, w, r, pdl));
+    EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_pack_peer<V>(p, b, w, r, pdl); }));
   }
   EP_TRY(all_ranks_barrier(p, c));
   for (int r = 0; r < p.ranks; ++r) EP_TRY(lay_out(p, b, w, r, false));
@@ -370,16 +367,13 @@ LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Workspa
 // may not.
 LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl,
                               bool after_layout) {
-  const int vec = vec_of(p.row_bytes());
   const bool first = pdl && after_layout;
   // The returned rows written here were read by every rank's previous
   // combine, which the fork (or, in a whole launch, the dispatch's barrier)
   // orders before.
   for (int r = 0; r < p.ranks; ++r) {
     EP_TRY(cudaSetDevice(r));
-    EP_TRY(vec == 16 ? launch_back_peer<16>(p, b, w, r, first)
-           : vec == 4 ? launch_back_peer<4>(p, b, w, r, first)
-                      : launch_back_peer<2>(p, b, w, r, first));
+    EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_back_peer<V>(p, b, w, r, first); }));
   }
   EP_TRY(all_ranks_barrier(p, *b.comm));
   for (int r = 0; r < p.ranks; ++r) EP_TRY(combine_on(p, b, w, r, false));

@@ -46,7 +46,7 @@ class DeviceBuffers {
       k.weights = k.set.input("topk_weights", x.weights.data(), x.weights.size_bytes());
       k.placement = k.set.input("placement", k.maps[0].data(), k.maps[0].size() * 4);
       k.map = k.set.input("expert_map", k.maps[1].data(), k.maps[1].size() * 4);
-      const permute::Problem lp = p.layout(r);
+      const permute::Problem& lp = p.layout(r);
       k.permuted = k.set.output("permuted", std::size_t(lp.align.max_num_tokens_padded) * std::size_t(p.row_bytes()));
       k.offsets = k.set.output("expert_offsets", std::size_t(lp.align.num_experts + 1) * 8);
       k.out = k.set.output("out", std::size_t(p.tokens) * std::size_t(p.row_bytes()));
