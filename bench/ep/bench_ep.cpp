@@ -32,8 +32,8 @@
 #include "ep/buffers.hpp"
 #include "ep/comm.hpp"
 #include "ep/ep.hpp"
+#include "ep/gen.hpp"
 #include "ep/reference.hpp"
-#include "gen_common.hpp"
 #include "record.hpp"
 #include "rows_gen.hpp"
 #include "timing.hpp"
@@ -56,8 +56,7 @@ const Model kModels[] = {
 };
 const std::int64_t kTokens[] = {1, 16, 128, 1024, 4096};
 
-// Rank r's generated inputs, as `moekit ep` draws them (rank 0: the seed itself).
-std::uint64_t rank_seed(std::uint64_t seed, int r) { return r == 0 ? seed : gen::stream_key(seed, std::uint64_t(r)); }
+using ep::rank_seed;  // rank r's generated inputs, as `moekit ep` draws them
 
 struct Inputs {
   std::vector<npy::Array> hidden;

@@ -16,6 +16,7 @@
 #include "ep/buffers.hpp"
 #include "ep/comm.hpp"
 #include "ep/ep.hpp"
+#include "ep/gen.hpp"
 #include "ep/reference.hpp"
 #include "errors.hpp"
 #include "family.hpp"
@@ -28,9 +29,7 @@
 namespace moekit {
 namespace {
 
-// Rank r's generated inputs come from this seed (rank 0: --seed itself, so a
-// one-rank run draws what `gen align`, `gen topk-weights` and `gen ep` draw).
-std::uint64_t rank_seed(std::uint64_t seed, int r) { return r == 0 ? seed : gen::stream_key(seed, std::uint64_t(r)); }
+using ep::rank_seed;
 
 struct Args {
   std::string hidden, ids, weights, placement, dist = "uniform", gen_dtype = "bf16";
