@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "ep/ep.hpp"
+#include "primitives/flag.cuh"
 #include "primitives/pdl.cuh"
 
 namespace moekit::ep::detail {
@@ -224,6 +225,19 @@ struct PeerRecv {
 struct PeerBack {
   char* rows[kMaxRanks];
 };
+// p2p-signal's barrier between the ranks, on device: the kernel that writes
+// into the peers counts its finished blocks in `done` (this rank's); the
+// last one adds one to every rank's `arrive` counter of the phase (release
+// at system scope, after every block's writes); each rank's wait_kernel
+// spins until its counter reaches R (acquire) and takes R off it. A counting
+// semaphore: every launch leaves both counters at zero, so a CUDA graph
+// replays it without a reset. done == nullptr: no signal (p2p, whose
+// barrier is cross-device events).
+struct PeerSignal {
+  unsigned* done;
+  unsigned* arrive[kMaxRanks];
+};
+
 // a[d] of a kernel parameter's pointer table for a d known only at run time,
 // as an unrolled select (an indexed parameter array is copied to local memory).
 template <class P>
@@ -234,6 +248,34 @@ __device__ __forceinline__ P pick(P const (&a)[kMaxRanks], int d) {
   return v;
 }
 
+// Every block of a writing kernel ends here (no block may return early).
+__device__ __forceinline__ void signal_peers(const PeerSignal& sig, int R) {
+  if (sig.done == nullptr) return;
+  __syncthreads();  // the block's stores precede thread 0's release
+  if (threadIdx.x == 0 && prim::atom_add_acq_rel_sys(sig.done, 1u) == gridDim.x - 1) {
+    *sig.done = 0;  // the next launch's count (after this grid, in stream order)
+    for (int d = 0; d < R; ++d) prim::red_release_sys(pick(sig.arrive, d), 1u);
+  }
+}
+
+/// p2p-signal's wait: rank r's stream holds here until every rank's writing
+/// kernel has signalled it (R arrivals), then takes them back. One thread
+/// spins; a signal that never comes traps after `timeout_ns` (a CUDA error,
+/// not a hang).
+__global__ void wait_kernel(unsigned* arrive, int R, unsigned long long timeout_ns) {
+  prim::pdl_wait();  // keeps PDL's promise: the grid two launches back is complete
+  if (threadIdx.x == 0) {
+    unsigned long long t0, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    while (prim::ld_acquire_sys(arrive) < static_cast<unsigned>(R)) {
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+      if (now - t0 > timeout_ns) __trap();
+    }
+    atomicSub(arrive, static_cast<unsigned>(R));
+  }
+  prim::pdl_launch_dependents();
+}
+
 /// p2p's pack: the sender writes its rows (with their ids and slot bases)
 /// straight into each destination's receive buffer, into the fixed segment
 /// [rank * T, rank * T + T) it owns there; the places past its count get -1
@@ -241,7 +283,7 @@ __device__ __forceinline__ P pick(P const (&a)[kMaxRanks], int d) {
 template <int kVec>
 __global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, std::int64_t T, int K, int R, int rank,
                                  std::int64_t row_bytes, const std::int32_t* send_tok, const std::int32_t* send_aux,
-                                 const std::int32_t* counts, PeerRecv to) {
+                                 const std::int32_t* counts, PeerRecv to, PeerSignal sig) {
   prim::pdl_wait();
   // Consecutive blocks take consecutive destinations, so every link (and the
   // local copy) is busy from the start rather than one destination at a time.
@@ -258,6 +300,7 @@ __global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, st
     for (int j = threadIdx.x; j < K; j += blockDim.x) dst_ids[j] = ids[t * K + j];
     if (threadIdx.x < 2) pick(to.aux, d)[2 * at + threadIdx.x] = send_aux[2 * q + threadIdx.x];
   }
+  signal_peers(sig, R);
   prim::pdl_launch_dependents();
 }
 
@@ -269,7 +312,8 @@ __global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, st
 /// slot.
 template <int kVec>
 __global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, const std::int32_t* recv_aux, int R,
-                                 int rank, std::int64_t T, int K, std::int64_t row_bytes, PeerBack to) {
+                                 int rank, std::int64_t T, int K, std::int64_t row_bytes, PeerBack to,
+                                 PeerSignal sig) {
   prim::pdl_wait();
   const std::int64_t items = R * T * K;
   for (std::int64_t n = blockIdx.x; n < items; n += gridDim.x) {
@@ -281,6 +325,7 @@ __global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, con
     const std::int64_t at = std::int64_t(rank) * T * K + recv_aux[2 * i] + kept_before(inverse, i, K, j);
     copy_row<kVec>(pick(to.rows, src) + at * row_bytes, y + std::int64_t(q) * row_bytes, row_bytes);
   }
+  signal_peers(sig, R);
   prim::pdl_launch_dependents();
 }
 

@@ -119,6 +119,20 @@ std::string peer_access_missing(int ranks) {
   return "";
 }
 
+std::string peer_atomics_missing(int ranks) {
+  if (std::string why = peer_access_missing(ranks); !why.empty()) return why;
+  for (int r = 0; r < ranks; ++r)
+    for (int d = 0; d < ranks; ++d) {
+      int native = 0;
+      if (d != r &&
+          (cudaDeviceGetP2PAttribute(&native, cudaDevP2PAttrNativeAtomicSupported, r, d) != cudaSuccess || !native)) {
+        (void)cudaGetLastError();
+        return "GPU " + std::to_string(r) + " has no native atomics on GPU " + std::to_string(d) + "'s memory";
+      }
+    }
+  return "";
+}
+
 namespace {
 
 // Peer access from every rank's device to every other one's; false where a
@@ -193,6 +207,16 @@ std::unique_ptr<Comm> Comm::create(int ranks, const std::array<Stream, kMaxRanks
     *error = "cudaEventCreate for the ranks' streams failed";
     return nullptr;
   }
+  for (int r = 0; r < ranks && ok; ++r) {
+    unsigned*& s = c->signals_[std::size_t(r)];
+    ok = cudaSetDevice(r) == cudaSuccess && cudaMalloc(&s, sizeof(unsigned) * kSignals) == cudaSuccess &&
+         cudaMemset(s, 0, sizeof(unsigned) * kSignals) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
+  }
+  cudaSetDevice(prev);
+  if (!ok) {
+    *error = "the ranks' signal counters could not be allocated";
+    return nullptr;
+  }
   return c;
 }
 
@@ -205,6 +229,28 @@ Comm::~Comm() {
   if (fork_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(fork_));
   for (void* e : join_)
     if (e != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  for (unsigned* s : signals_)
+    if (s != nullptr) cudaFree(s);
+}
+
+std::string Comm::signals_not_idle() const {
+  static const char* const kNames[kSignals] = {"dispatch arrivals", "combine arrivals", "pack's finished blocks",
+                                               "return's finished blocks"};
+  int prev = 0;
+  cudaGetDevice(&prev);
+  std::string why;
+  for (int r = 0; r < ranks_ && why.empty(); ++r) {
+    unsigned v[kSignals] = {};
+    if (cudaSetDevice(r) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpy(v, signals_[std::size_t(r)], sizeof v, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      why = "rank " + std::to_string(r) + "'s counters could not be read: " + cudaGetErrorString(cudaGetLastError());
+      break;
+    }
+    for (int i = 0; i < kSignals && why.empty(); ++i)
+      if (v[i] != 0) why = "rank " + std::to_string(r) + "'s " + kNames[i] + " counter is " + std::to_string(v[i]);
+  }
+  cudaSetDevice(prev);
+  return why;
 }
 
 #if MOEKIT_HAVE_NCCL

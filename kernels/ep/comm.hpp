@@ -26,6 +26,10 @@ std::string nccl_version();
 // Empty when each of GPUs 0 .. R-1 can map every other one's memory
 // (cudaDeviceCanAccessPeer), else which pair cannot.
 std::string peer_access_missing(int ranks);
+// Empty when every pair of GPUs 0 .. R-1 has peer access and native atomics
+// on each other's memory (cudaDevP2PAttrNativeAtomicSupported: NVLink), else
+// which pair has not (p2p-signal's counters are raised over the link).
+std::string peer_atomics_missing(int ranks);
 
 class Comm {
  public:
@@ -48,6 +52,13 @@ class Comm {
   bool has_nccl() const { return nccl_unavailable_.empty(); }
   const std::string& nccl_unavailable() const { return nccl_unavailable_; }
   bool has_peers() const { return peers_; }
+  // p2p-signal's counters on rank r's GPU (kernels/ep/a2a.cuh's PeerSignal),
+  // zero at create(); every launch leaves them zero again.
+  enum Signal { kDispatchArrive, kCombineArrive, kPackDone, kBackDone, kSignals };
+  unsigned* signal(int r, Signal which) const { return signals_[std::size_t(r)] + which; }
+  // Empty when every counter is zero (as between launches), else the first
+  // that is not; synchronizes every rank's GPU. A check for tests.
+  std::string signals_not_idle() const;
   Stream stream(int r) const { return streams_[std::size_t(r)]; }
 
   // NCCL's grouped point-to-point calls (ncclGroupStart/End, ncclSend/Recv of
@@ -84,6 +95,7 @@ class Comm {
   std::int32_t* pinned_ = nullptr;        // host counts, page-locked
   void* fork_ = nullptr;                  // cudaEvent_t
   std::array<void*, kMaxRanks> join_{};
+  std::array<unsigned*, kMaxRanks> signals_{};  // kSignals words on each rank's GPU
   std::string error_;
   std::string nccl_unavailable_;
   bool peers_ = false;

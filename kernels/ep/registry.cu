@@ -316,8 +316,44 @@ LaunchStatus combine_back(const Problem& p, const Buffers& b, Stream stream, boo
 // into the senders' returned rows (back_peer_kernel), a barrier, each rank
 // combines. The first launch after a barrier goes without PDL: its
 // predecessor in the stream is another device's event, not a kernel.
+// How the ranks of a p2p launch wait for each other's writes: cross-device
+// events in the stream graph (p2p), or device-side counters (p2p-signal,
+// a2a.cuh's PeerSignal and wait_kernel).
+enum class Sync { events, signal };
+
+// A wait for a signal that never comes traps after this long (a CUDA error,
+// not a hang); a barrier of a healthy launch takes microseconds, but a
+// sanitizer's instrumented peers can take seconds.
+constexpr unsigned long long kSignalTimeoutNs = 20'000'000'000ull;
+
+// Rank r's signal of a writing kernel: its own finished-block count, every
+// rank's arrival counter of the phase; nothing for Sync::events.
+detail::PeerSignal peer_signal(const Problem& p, const Comm& c, int r, Sync sync, Comm::Signal done,
+                               Comm::Signal arrive) {
+  detail::PeerSignal s{};
+  if (sync == Sync::events) return s;
+  s.done = c.signal(r, done);
+  for (int d = 0; d < p.ranks; ++d) s.arrive[d] = c.signal(d, arrive);
+  return s;
+}
+
+// Every rank's stream waits for every rank's writes of the phase. Events: the
+// next kernel's predecessor is another device's event, so it goes without
+// PDL; signal: a one-block wait kernel (PDL after the writing kernel, and the
+// next kernel may take PDL after it).
+LaunchStatus barrier(const Problem& p, Comm& c, Sync sync, Comm::Signal arrive, bool pdl) {
+  if (sync == Sync::events) return all_ranks_barrier(p, c);
+  for (int r = 0; r < p.ranks; ++r) {
+    EP_TRY(cudaSetDevice(r));
+    EP_TRY(prim::launch_ex(detail::wait_kernel, 1, 32, 0, c.stream(r), prim::pdl_attrs(pdl), c.signal(r, arrive),
+                           p.ranks, kSignalTimeoutNs));
+  }
+  return cudaSuccess;
+}
+
 template <int kVec>
-LaunchStatus launch_pack_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl) {
+LaunchStatus launch_pack_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl,
+                              Sync sync) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   detail::PeerRecv to{};
   for (int d = 0; d < p.ranks; ++d) {
@@ -328,23 +364,27 @@ LaunchStatus launch_pack_peer(const Problem& p, const Buffers& b, const Workspac
   return prim::launch_ex(detail::pack_peer_kernel<kVec>, row_grid(p.recv_capacity()), kRowThreads, 0,
                          b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const char*>(x.hidden), x.topk_ids,
                          p.tokens, p.topk, p.ranks, r, p.row_bytes(), part<const std::int32_t>(w, x, kSendTok),
-                         part<const std::int32_t>(w, x, kSendAux), part<const std::int32_t>(w, x, kCounts), to);
+                         part<const std::int32_t>(w, x, kSendAux), part<const std::int32_t>(w, x, kCounts), to,
+                         peer_signal(p, *b.comm, r, sync, Comm::kPackDone, Comm::kDispatchArrive));
 }
 
 template <int kVec>
-LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl) {
+LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl,
+                              Sync sync) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   detail::PeerBack to{};
   for (int d = 0; d < p.ranks; ++d) to.rows[d] = part<char>(w, b.rank[std::size_t(d)], kBackRecv);
   return prim::launch_ex(detail::back_peer_kernel<kVec>, row_grid(p.slot_capacity()), kRowThreads, 0,
                          b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const char*>(x.permuted),
                          part<const std::int32_t>(w, x, kInverse), part<const std::int32_t>(w, x, kRecvAux), p.ranks,
-                         r, p.tokens, p.topk, p.row_bytes(), to);
+                         r, p.tokens, p.topk, p.row_bytes(), to,
+                         peer_signal(p, *b.comm, r, sync, Comm::kBackDone, Comm::kCombineArrive));
 }
 
 // The phases' launches on every rank's stream, without the fork and join
 // around them (a whole launch forks once).
-LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl) {
+LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl,
+                               Sync sync) {
   Comm& c = *b.comm;
   for (int r = 0; r < p.ranks; ++r) {
     const RankBuffers& x = b.rank[std::size_t(r)];
@@ -355,10 +395,10 @@ LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Workspa
     // No barrier before the writes into the peers: every rank's stream
     // already waits, through the fork, for every rank's previous launch (the
     // join), so no peer still reads the receive buffer written here.
-    EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_pack_peer<V>(p, b, w, r, pdl); }));
+    EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_pack_peer<V>(p, b, w, r, pdl, sync); }));
   }
-  EP_TRY(all_ranks_barrier(p, c));
-  for (int r = 0; r < p.ranks; ++r) EP_TRY(lay_out(p, b, w, r, false));
+  EP_TRY(barrier(p, c, sync, Comm::kDispatchArrive, pdl));
+  for (int r = 0; r < p.ranks; ++r) EP_TRY(lay_out(p, b, w, r, pdl && sync == Sync::signal));
   return cudaSuccess;
 }
 
@@ -366,37 +406,43 @@ LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Workspa
 // before (a whole launch), so the first kernel may take PDL; after a fork it
 // may not.
 LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl,
-                              bool after_layout) {
+                              bool after_layout, Sync sync) {
   const bool first = pdl && after_layout;
   // The returned rows written here were read by every rank's previous
   // combine, which the fork (or, in a whole launch, the dispatch's barrier)
   // orders before.
   for (int r = 0; r < p.ranks; ++r) {
     EP_TRY(cudaSetDevice(r));
-    EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_back_peer<V>(p, b, w, r, first); }));
+    EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_back_peer<V>(p, b, w, r, first, sync); }));
   }
-  EP_TRY(all_ranks_barrier(p, *b.comm));
-  for (int r = 0; r < p.ranks; ++r) EP_TRY(combine_on(p, b, w, r, false));
+  EP_TRY(barrier(p, *b.comm, sync, Comm::kCombineArrive, pdl));
+  for (int r = 0; r < p.ranks; ++r) EP_TRY(combine_on(p, b, w, r, pdl && sync == Sync::signal));
   return cudaSuccess;
 }
 
-LaunchStatus dispatch_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
+LaunchStatus dispatch_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl, Sync sync) {
   const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
-  return forked(p, *b.comm, stream, [&] { return dispatch_p2p_body(p, b, w, pdl); });
+  return forked(p, *b.comm, stream, [&] { return dispatch_p2p_body(p, b, w, pdl, sync); });
 }
 
-LaunchStatus combine_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
+LaunchStatus combine_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl, Sync sync) {
   const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
-  return forked(p, *b.comm, stream, [&] { return combine_p2p_body(p, b, w, pdl, false); });
+  return forked(p, *b.comm, stream, [&] { return combine_p2p_body(p, b, w, pdl, false, sync); });
 }
 
-LaunchStatus launch_p2p(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+LaunchStatus launch_p2p_sync(const Problem& p, const Buffers& b, Stream s, bool pdl, Sync sync) {
   if (b.comm == nullptr || b.comm->ranks() != p.ranks || !b.comm->has_peers()) return cudaErrorInvalidValue;
   const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
   return forked(p, *b.comm, s, [&]() -> LaunchStatus {
-    EP_TRY(dispatch_p2p_body(p, b, w, pdl));
-    return combine_p2p_body(p, b, w, pdl, true);
+    EP_TRY(dispatch_p2p_body(p, b, w, pdl, sync));
+    return combine_p2p_body(p, b, w, pdl, true, sync);
   });
+}
+LaunchStatus launch_p2p(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  return launch_p2p_sync(p, b, s, pdl, Sync::events);
+}
+LaunchStatus launch_p2p_signal(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  return launch_p2p_sync(p, b, s, pdl, Sync::signal);
 }
 
 std::size_t p2p_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps, Mode::p2p).total; }
@@ -412,6 +458,14 @@ const char* layout_and_combine_na(const Problem& p, const DeviceCaps& caps) {
 }
 const char* p2p_na(const Problem& p, const DeviceCaps& caps) {
   if (caps.present() && !peer_access_missing(p.ranks).empty()) return "no peer access between the GPUs";
+  return layout_and_combine_na(p, caps);
+}
+std::string p2p_signal_limits(const DeviceCaps&) {
+  return "R <= " + std::to_string(kMaxRanks) + " GPUs of one host with peer access and native atomics between every pair (NVLink); K <= 64";
+}
+const char* p2p_signal_na(const Problem& p, const DeviceCaps& caps) {
+  if (caps.present() && !peer_atomics_missing(p.ranks).empty())
+    return "no peer access with native atomics between the GPUs (NVLink)";
   return layout_and_combine_na(p, caps);
 }
 
@@ -437,7 +491,14 @@ const char* a2a_na(const Problem& p, const DeviceCaps& caps) {
 
 // Not stable_order: a rank's rows within an expert come in its layout pick's
 // order, which the checker takes as a set (out is bit for bit all the same).
-const std::array<Variant, 2> kVariants{{
+const std::array<Variant, 3> kVariants{{
+    {{"p2p-signal",
+      "moekit's own, p2p with its barriers on the device: the last block of each rank's writing kernel raises a "
+      "counter on every rank over NVLink (release at system scope), and each rank's one-block wait kernel spins on "
+      "its own (acquire) and takes the arrivals back, a counting semaphore a graph replays without a reset; no "
+      "graph edge crosses GPUs between the fork and the join, and the kernels after a barrier keep PDL",
+      "plan_kernel pack_peer_kernel wait_kernel back_peer_kernel permute:* combine:*"},
+     false, p2p_signal_limits, p2p_signal_na, p2p_workspace, launch_p2p_signal},
     {{"p2p",
       "moekit's own, no NCCL and no host sync: each rank writes its rows (ids, slot bases) straight into its "
       "fixed segment of every destination's receive buffer over NVLink (peer access), places past its count "
@@ -455,9 +516,10 @@ const std::array<Variant, 2> kVariants{{
      false, a2a_limits, a2a_na, a2a_workspace, launch_a2a, nullptr, false, /*host_sync=*/true},
 }};
 
-// p2p where the GPUs map each other's memory (one host's NVLink or PCIe
-// peers), else NCCL.
-const std::array<AutoRow<Problem>, 2> kAutoRows = {{
+// p2p-signal where the GPUs map each other's memory with native atomics
+// (NVLink), p2p where they map it without (PCIe peers), else NCCL.
+const std::array<AutoRow<Problem>, 3> kAutoRows = {{
+    {"p2p-signal", "", nullptr},
     {"p2p", "", nullptr},
     {"nccl-a2a", "", nullptr},
 }};
@@ -471,7 +533,10 @@ LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, 
   b.comm->clear_error();
   if (v.launch == launch_a2a && !b.comm->has_nccl()) return cudaErrorInvalidValue;
   if (v.launch == launch_a2a) return s == Stage::dispatch ? dispatch(p, b, stream, pdl) : combine_back(p, b, stream, pdl);
-  if (v.launch == launch_p2p) return s == Stage::dispatch ? dispatch_p2p(p, b, stream, pdl) : combine_p2p(p, b, stream, pdl);
+  if (v.launch == launch_p2p || v.launch == launch_p2p_signal) {
+    const Sync sync = v.launch == launch_p2p ? Sync::events : Sync::signal;
+    return s == Stage::dispatch ? dispatch_p2p(p, b, stream, pdl, sync) : combine_p2p(p, b, stream, pdl, sync);
+  }
   return cudaErrorInvalidValue;
 }
 

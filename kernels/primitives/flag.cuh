@@ -1,7 +1,9 @@
 //! @file
 //! A counter in global memory that blocks of one grid raise and one thread
 //! waits on: the arrive side (release reduction) and the wait side (acquire
-//! load). A grid barrier, or one block waiting for the others.
+//! load). A grid barrier, or one block waiting for the others. The _sys
+//! forms reach across GPUs (peer memory over NVLink): a release at system
+//! scope waits for the thread's stores to peers, not only to its own GPU.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,6 +26,29 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
+}
+
+//! red_release_gpu at system scope: the sum may be read on another GPU (or
+//! the counter lie in a peer's memory).
+__device__ __forceinline__ void red_release_sys(unsigned* p, unsigned v) {
+  asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+//! ld_acquire_gpu at system scope: sees the stores other GPUs released.
+__device__ __forceinline__ unsigned ld_acquire_sys(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+//! Adds v to *p and returns the old value, acquire and release at system
+//! scope: the last of several raisers (the one that reads the sum less one)
+//! sees every earlier raiser's stores, peers' included, and passes them on
+//! with its own release.
+__device__ __forceinline__ unsigned atom_add_acq_rel_sys(unsigned* p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.acq_rel.sys.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
 }
 
 }  // namespace moekit::prim

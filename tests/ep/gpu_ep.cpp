@@ -160,6 +160,10 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
           if (!c.ok) err = "after graph replays: " + c.first_difference;
         }
       }
+      // p2p-signal's counters are a counting semaphore: every launch (and
+      // every graph replay) must leave them at zero, or the next one passes
+      // its barrier early.
+      if (err.empty()) err = comm->signals_not_idle();
       test::expect_ok(what, err);
       ++runs;
     }
