@@ -11,16 +11,13 @@
 
 #include <cstdint>
 
+#include "primitives/convert.cuh"
 #include "primitives/pdl.cuh"
 
 namespace moekit::combine::detail {
 
-__device__ __forceinline__ float load_f32(const float* p) { return *p; }
-__device__ __forceinline__ float load_f32(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ float load_f32(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
+using prim::load_f32;
+using prim::store;
 
 constexpr int kMaxTopk = 64;  // weights and rows of one token staged in shared memory
 

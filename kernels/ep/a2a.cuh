@@ -17,12 +17,16 @@
 #include <cstdint>
 
 #include "ep/ep.hpp"
+#include "primitives/convert.cuh"
 #include "primitives/flag.cuh"
 #include "primitives/pdl.cuh"
 
 namespace moekit::ep::detail {
 
 inline constexpr int kCountsFrom = 2 * kMaxRanks;  // counts' received half
+// Slots of a row p2p-reduce's return stages in shared memory: combine's limit
+// (K <= 64), which every ep variant's limits already state.
+inline constexpr int kMaxTopk = 64;
 
 // Per-destination row flags and slot counts of one token, or their sums.
 struct PeerCounts {
@@ -62,7 +66,7 @@ template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     plan_kernel(const std::int32_t* ids, const std::int32_t* placement, std::int64_t T, int K, int experts, int R,
                 int rank, std::int32_t* send_tok, std::int32_t* send_aux, std::int32_t* slot_pos,
-                std::int32_t* counts) {
+                std::int32_t* counts, std::int32_t* partial_inverse, float* ones) {
   // Warp scans: the raking default would stage 64-byte items of every thread in shared memory.
   using Scan = cub::BlockScan<PeerCounts, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
   __shared__ typename Scan::TempStorage scan_storage;
@@ -97,6 +101,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int i = 0; i < kMaxRanks; ++i) seen[i] += i == d;
       }
+      // p2p-reduce's combine on this rank: the partial of destination d
+      // comes back at d * T + t (R slots a token, weight 1, d ascending).
+      if (partial_inverse != nullptr)
+        for (int d = 0; d < R; ++d) {
+          partial_inverse[t * R + d] = at(mine.rows, d) ? static_cast<std::int32_t>(d * T + t) : -1;
+          ones[t * R + d] = 1.0f;
+        }
 #pragma unroll
       for (int d = 0; d < kMaxRanks; ++d)
         if (d < R && mine.rows[d]) {
@@ -221,6 +232,10 @@ struct PeerRecv {
   char* rows[kMaxRanks];
   std::int32_t* ids[kMaxRanks];
   std::int32_t* aux[kMaxRanks];
+  // p2p-reduce: the slots' weights go with the rows, and aux[0] holds the
+  // sender's token (its partial's place) instead of the slot base. nullptr:
+  // slot returns (p2p, p2p-signal).
+  float* w[kMaxRanks];
 };
 struct PeerBack {
   char* rows[kMaxRanks];
@@ -252,7 +267,7 @@ __device__ __forceinline__ P pick(P const (&a)[kMaxRanks], int d) {
 __device__ __forceinline__ void signal_peers(const PeerSignal& sig, int R) {
   if (sig.done == nullptr) return;
   __syncthreads();  // the block's stores precede thread 0's release
-  if (threadIdx.x == 0 && prim::atom_add_acq_rel_sys(sig.done, 1u) == gridDim.x - 1) {
+  if (threadIdx.x == 0 && prim::atom_add_acq_rel_gpu(sig.done, 1u) == gridDim.x - 1) {
     *sig.done = 0;  // the next launch's count (after this grid, in stream order)
     for (int d = 0; d < R; ++d) prim::red_release_sys(pick(sig.arrive, d), 1u);
   }
@@ -281,9 +296,11 @@ __global__ void wait_kernel(unsigned* arrive, int R, unsigned long long timeout_
 /// [rank * T, rank * T + T) it owns there; the places past its count get -1
 /// ids, so the receiver's layout drops them without knowing any count.
 template <int kVec>
-__global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, std::int64_t T, int K, int R, int rank,
-                                 std::int64_t row_bytes, const std::int32_t* send_tok, const std::int32_t* send_aux,
-                                 const std::int32_t* counts, PeerRecv to, PeerSignal sig) {
+__global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, const float* weights, std::int64_t T,
+                                 int K, int R, int rank, std::int64_t row_bytes, const std::int32_t* send_tok,
+                                 const std::int32_t* send_aux, const std::int32_t* counts, PeerRecv to,
+                                 PeerSignal sig) {
+  const bool partials = to.w[0] != nullptr;
   prim::pdl_wait();
   // Consecutive blocks take consecutive destinations, so every link (and the
   // local copy) is busy from the start rather than one destination at a time.
@@ -298,7 +315,11 @@ __global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, st
     const std::int64_t t = send_tok[q];
     copy_row<kVec>(pick(to.rows, d) + at * row_bytes, hidden + t * row_bytes, row_bytes);
     for (int j = threadIdx.x; j < K; j += blockDim.x) dst_ids[j] = ids[t * K + j];
-    if (threadIdx.x < 2) pick(to.aux, d)[2 * at + threadIdx.x] = send_aux[2 * q + threadIdx.x];
+    if (partials)
+      for (int j = threadIdx.x; j < K; j += blockDim.x) pick(to.w, d)[at * K + j] = weights[t * K + j];
+    if (threadIdx.x < 2)
+      pick(to.aux, d)[2 * at + threadIdx.x] =
+          partials && threadIdx.x == 0 ? static_cast<std::int32_t>(t) : send_aux[2 * q + threadIdx.x];
   }
   signal_peers(sig, R);
   prim::pdl_launch_dependents();
@@ -324,6 +345,72 @@ __global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, con
     if (q < 0) continue;  // uniform across the block
     const std::int64_t at = std::int64_t(rank) * T * K + recv_aux[2 * i] + kept_before(inverse, i, K, j);
     copy_row<kVec>(pick(to.rows, src) + at * row_bytes, y + std::int64_t(q) * row_bytes, row_bytes);
+  }
+  signal_peers(sig, R);
+  prim::pdl_launch_dependents();
+}
+
+/// p2p-reduce's return: each received row's kept slots summed on the expert
+/// rank, combine's arithmetic over this rank's slots of the token (w[j] * y
+/// with f32 fused multiply-adds, j ascending, weight as sent), rounded once
+/// to the row dtype and written straight into the sender's returned rows at
+/// rank * T + token: one row per (token, rank), as DeepEP's combine returns.
+/// One block a received row, grid-strided, sources interleaved; rows past a
+/// sender's count have no kept slot and return nothing.
+/// @tparam T row element type (float, __nv_bfloat16, __half)
+/// @tparam kVec elements a thread sums at once (16 bytes where the row allows)
+template <class T, int kVec>
+__global__ void reduce_peer_kernel(const T* __restrict__ y, const std::int32_t* __restrict__ inverse,
+                                   const float* __restrict__ w, const std::int32_t* __restrict__ recv_aux, int R,
+                                   int rank, std::int64_t tokens, int K, std::int64_t hidden, PeerBack to,
+                                   PeerSignal sig) {
+  __shared__ std::int32_t rows[kMaxTopk];
+  __shared__ float wt[kMaxTopk];
+  __shared__ int kept;
+  prim::pdl_wait();
+  for (std::int64_t n = blockIdx.x; n < R * tokens; n += gridDim.x) {
+    const int src = static_cast<int>(n % R);
+    const std::int64_t i = src * tokens + n / R;
+    __syncthreads();  // the previous row's slots are no longer read
+    if (threadIdx.x == 0) kept = 0;
+    __syncthreads();
+    for (int j = threadIdx.x; j < K; j += blockDim.x) {
+      rows[j] = inverse[i * K + j];
+      wt[j] = w[i * K + j];
+      if (rows[j] >= 0) atomicAdd_block(&kept, 1);
+    }
+    __syncthreads();
+    if (kept == 0) continue;  // uniform across the block
+    T* dst = reinterpret_cast<T*>(pick(to.rows, src)) + (std::int64_t(rank) * tokens + recv_aux[2 * i]) * hidden;
+    for (std::int64_t c = std::int64_t(threadIdx.x) * kVec; c < hidden; c += std::int64_t(blockDim.x) * kVec) {
+      float acc[kVec];
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) acc[v] = 0.f;
+      for (int j = 0; j < K; ++j) {
+        const std::int32_t r = rows[j];
+        if (r < 0) continue;
+        const T* s = y + std::int64_t(r) * hidden + c;
+        if constexpr (kVec * sizeof(T) == 16) {
+          const uint4 raw = __ldg(reinterpret_cast<const uint4*>(s));
+          const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+          for (int v = 0; v < kVec; ++v) acc[v] = __fmaf_rn(wt[j], prim::load_f32(e + v), acc[v]);
+        } else {
+#pragma unroll
+          for (int v = 0; v < kVec; ++v) acc[v] = __fmaf_rn(wt[j], prim::load_f32(s + v), acc[v]);
+        }
+      }
+      if constexpr (kVec * sizeof(T) == 16) {
+        uint4 raw;
+        T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) prim::store(e + v, acc[v]);
+        *reinterpret_cast<uint4*>(dst + c) = raw;
+      } else {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) prim::store(dst + c + v, acc[v]);
+      }
+    }
   }
   signal_peers(sig, R);
   prim::pdl_launch_dependents();

@@ -50,6 +50,9 @@ struct Problem {
   // The combine on the token's rank: T tokens of K slots over the
   // slot_capacity() returned rows.
   combine::Problem combine() const;
+  // p2p-reduce's combine on the token's rank: T tokens of R partials (weight
+  // 1, rank ascending, dropped where the token sent nothing) over R * T rows.
+  combine::Problem combine_partials() const;
 };
 
 // The Problem of R ranks of T tokens with K of E experts each, rows of H
@@ -95,6 +98,12 @@ const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 enum class Stage { dispatch, combine };
 // Whether v's launches go through NCCL (a Comm for it needs communicators).
 bool needs_nccl(const Variant& v);
+// What comes back to a token's rank: every kept slot's row, combined there
+// with combine's rule (out bit for bit that rule), or one partial sum per
+// (token, rank), each rounded to the row dtype and added rank by rank
+// (p2p-reduce; docs/ep.md bounds its distance to combine's rule).
+enum class Return { slots, partials };
+Return returns(const Variant& v);
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl);
 
 // Bytes a rank sends for the rows and slots counted on the host (the

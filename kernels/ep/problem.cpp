@@ -20,6 +20,13 @@ combine::Problem Problem::combine() const {
   return c;
 }
 
+combine::Problem Problem::combine_partials() const {
+  combine::Problem c = combine();
+  c.topk = ranks;
+  c.rows = recv_capacity();
+  return c;
+}
+
 Problem make_problem(std::int32_t ranks, std::int64_t tokens, std::int32_t topk, std::int32_t experts,
                      std::int64_t hidden, combine::DType dtype, float scaling, std::vector<std::int32_t> placement) {
   if (ranks < 1 || ranks > kMaxRanks)

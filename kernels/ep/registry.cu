@@ -1,4 +1,6 @@
 // Launchers and registry of the ep family.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,7 +28,7 @@ constexpr int kRowThreads = 128;
 // permute's slice first (its pick may keep it zero).
 enum Part {
   kPermuteWs, kSendTok, kSlotPos, kCounts, kSendAux, kSendIds, kSendRows, kRecvAux, kRecvIds, kRecvRows,
-  kInverse, kSorted, kExpertIds, kPostPad, kBackSend, kBackRecv, kCombineWs, kParts
+  kInverse, kSorted, kExpertIds, kPostPad, kBackSend, kBackRecv, kCombineWs, kRecvW, kPartialInv, kOnes, kParts
 };
 
 const permute::Variant& layout_pick(const Problem& p, int r, const DeviceCaps& caps, bool pdl) {
@@ -35,10 +37,16 @@ const permute::Variant& layout_pick(const Problem& p, int r, const DeviceCaps& c
 const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps, bool pdl) {
   return combine::registry().pick_auto(p.combine(), caps, pdl);
 }
+// p2p-reduce's combine of the R partials a token gets back.
+const combine::Variant& partials_pick(const Problem& p, const DeviceCaps& caps, bool pdl) {
+  return combine::registry().pick_auto(p.combine_partials(), caps, pdl);
+}
 
 // nccl-a2a stages its sends and returns (send runs, back_send); p2p writes
-// into its peers' receive parts directly and has neither.
-enum class Mode { nccl, p2p };
+// into its peers' receive parts directly and has neither; p2p-reduce also
+// sends the weights and combines R partials a token (kRecvW, kPartialInv,
+// kOnes: only it has them).
+enum class Mode { nccl, p2p, reduce };
 
 WorkspaceSlices<kParts> slices(const Problem& p, const DeviceCaps& caps, Mode mode) {
   WorkspaceSlices<kParts> w;
@@ -68,7 +76,12 @@ WorkspaceSlices<kParts> slices(const Problem& p, const DeviceCaps& caps, Mode mo
   w.bytes[kBackSend] = n(p.slot_capacity()) * rb;
   w.bytes[kBackRecv] = n(p.slot_capacity()) * rb;
   w.bytes[kCombineWs] = combine_pick(p, caps, false).workspace_bytes(p.combine(), caps);
-  if (mode == Mode::p2p) w.bytes[kSendIds] = w.bytes[kSendRows] = w.bytes[kBackSend] = 0;
+  if (mode != Mode::nccl) w.bytes[kSendIds] = w.bytes[kSendRows] = w.bytes[kBackSend] = 0;
+  if (mode == Mode::reduce) {
+    w.bytes[kCombineWs] = partials_pick(p, caps, false).workspace_bytes(p.combine_partials(), caps);
+    w.bytes[kRecvW] = RT * n(p.topk) * 4;
+    w.bytes[kPartialInv] = w.bytes[kOnes] = n(p.tokens) * n(p.ranks) * 4;
+  }
   w.place();
   return w;
 }
@@ -128,7 +141,9 @@ LaunchStatus launch_plan(const Problem& p, const RankBuffers& x, const Workspace
   const int threads = p.tokens <= kPlanThreadsSmall ? kPlanThreadsSmall : kPlanThreads;
   return prim::launch_ex(kernel, 1, threads, 0, s, prim::pdl_attrs(pdl), x.topk_ids, x.placement, p.tokens, p.topk,
                          p.experts, p.ranks, r, part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
-                         part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts));
+                         part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts),
+                         w.bytes[kPartialInv] > 0 ? part<std::int32_t>(w, x, kPartialInv) : nullptr,
+                         w.bytes[kOnes] > 0 ? part<float>(w, x, kOnes) : nullptr);
 }
 
 template <int kVec>
@@ -182,15 +197,22 @@ LaunchStatus lay_out(const Problem& p, const Buffers& b, const WorkspaceSlices<k
 
 // Rank r's tokens combined (combine's auto pick over the returned rows, the
 // slot places as its inverse map), on rank r's stream.
+// p2p-reduce (w holds kPartialInv): the token's R partials instead, weight 1
+// each, rank ascending.
 LaunchStatus combine_on(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   EP_TRY(cudaSetDevice(r));
   combine::Buffers cb;
   cb.expert_out = part<const void>(w, x, kBackRecv);
-  cb.inverse = part<const std::int32_t>(w, x, kSlotPos);
-  cb.weights = x.weights;
   cb.out = x.out;
   cb.workspace = w.at(x.workspace, kCombineWs);
+  if (w.bytes[kPartialInv] > 0) {
+    cb.inverse = part<const std::int32_t>(w, x, kPartialInv);
+    cb.weights = part<const float>(w, x, kOnes);
+    return partials_pick(p, device_caps(), false).launch(p.combine_partials(), cb, b.comm->stream(r), pdl);
+  }
+  cb.inverse = part<const std::int32_t>(w, x, kSlotPos);
+  cb.weights = x.weights;
   return combine_pick(p, device_caps(), false).launch(p.combine(), cb, b.comm->stream(r), pdl);
 }
 
@@ -316,10 +338,18 @@ LaunchStatus combine_back(const Problem& p, const Buffers& b, Stream stream, boo
 // into the senders' returned rows (back_peer_kernel), a barrier, each rank
 // combines. The first launch after a barrier goes without PDL: its
 // predecessor in the stream is another device's event, not a kernel.
+//
 // How the ranks of a p2p launch wait for each other's writes: cross-device
 // events in the stream graph (p2p), or device-side counters (p2p-signal,
-// a2a.cuh's PeerSignal and wait_kernel).
+// p2p-reduce: a2a.cuh's PeerSignal and wait_kernel).
 enum class Sync { events, signal };
+struct Flavor {
+  Sync sync;
+  Return ret;
+  Mode mode() const { return ret == Return::partials ? Mode::reduce : Mode::p2p; }
+};
+constexpr Flavor kP2p{Sync::events, Return::slots}, kP2pSignal{Sync::signal, Return::slots},
+    kP2pReduce{Sync::signal, Return::partials};
 
 // A wait for a signal that never comes traps after this long (a CUDA error,
 // not a hang); a barrier of a healthy launch takes microseconds, but a
@@ -360,10 +390,11 @@ LaunchStatus launch_pack_peer(const Problem& p, const Buffers& b, const Workspac
     to.rows[d] = part<char>(w, b.rank[std::size_t(d)], kRecvRows);
     to.ids[d] = part<std::int32_t>(w, b.rank[std::size_t(d)], kRecvIds);
     to.aux[d] = part<std::int32_t>(w, b.rank[std::size_t(d)], kRecvAux);
+    if (w.bytes[kRecvW] > 0) to.w[d] = part<float>(w, b.rank[std::size_t(d)], kRecvW);
   }
   return prim::launch_ex(detail::pack_peer_kernel<kVec>, row_grid(p.recv_capacity()), kRowThreads, 0,
                          b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const char*>(x.hidden), x.topk_ids,
-                         p.tokens, p.topk, p.ranks, r, p.row_bytes(), part<const std::int32_t>(w, x, kSendTok),
+                         x.weights, p.tokens, p.topk, p.ranks, r, p.row_bytes(), part<const std::int32_t>(w, x, kSendTok),
                          part<const std::int32_t>(w, x, kSendAux), part<const std::int32_t>(w, x, kCounts), to,
                          peer_signal(p, *b.comm, r, sync, Comm::kPackDone, Comm::kDispatchArrive));
 }
@@ -381,10 +412,36 @@ LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Workspac
                          peer_signal(p, *b.comm, r, sync, Comm::kBackDone, Comm::kCombineArrive));
 }
 
+// p2p-reduce's return: 16-byte vectors where H allows (combine's gather rule).
+LaunchStatus launch_reduce_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r,
+                                bool pdl) {
+  const RankBuffers& x = b.rank[std::size_t(r)];
+  detail::PeerBack to{};
+  for (int d = 0; d < p.ranks; ++d) to.rows[d] = part<char>(w, b.rank[std::size_t(d)], kBackRecv);
+  const auto go = [&]<class T, int kVec>() {
+    return prim::launch_ex(detail::reduce_peer_kernel<T, kVec>, row_grid(p.recv_capacity()), kRowThreads, 0,
+                           b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const T*>(x.permuted),
+                           part<const std::int32_t>(w, x, kInverse), part<const float>(w, x, kRecvW),
+                           part<const std::int32_t>(w, x, kRecvAux), p.ranks, r, p.tokens, p.topk, p.hidden, to,
+                           peer_signal(p, *b.comm, r, Sync::signal, Comm::kBackDone, Comm::kCombineArrive));
+  };
+  const auto by_type = [&]<class T>() {
+    constexpr int V = 16 / sizeof(T);
+    return p.hidden % V == 0 ? go.template operator()<T, V>() : go.template operator()<T, 1>();
+  };
+  switch (p.dtype) {
+    case combine::DType::f32: return by_type.template operator()<float>();
+    case combine::DType::bf16: return by_type.template operator()<__nv_bfloat16>();
+    case combine::DType::f16: return by_type.template operator()<__half>();
+  }
+  return cudaErrorInvalidValue;
+}
+
 // The phases' launches on every rank's stream, without the fork and join
 // around them (a whole launch forks once).
 LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl,
-                               Sync sync) {
+                               Flavor f) {
+  const Sync sync = f.sync;
   Comm& c = *b.comm;
   for (int r = 0; r < p.ranks; ++r) {
     const RankBuffers& x = b.rank[std::size_t(r)];
@@ -406,46 +463,49 @@ LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Workspa
 // before (a whole launch), so the first kernel may take PDL; after a fork it
 // may not.
 LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl,
-                              bool after_layout, Sync sync) {
+                              bool after_layout, Flavor f) {
+  const Sync sync = f.sync;
   const bool first = pdl && after_layout;
   // The returned rows written here were read by every rank's previous
   // combine, which the fork (or, in a whole launch, the dispatch's barrier)
   // orders before.
   for (int r = 0; r < p.ranks; ++r) {
     EP_TRY(cudaSetDevice(r));
-    EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_back_peer<V>(p, b, w, r, first, sync); }));
+    if (f.ret == Return::partials) EP_TRY(launch_reduce_peer(p, b, w, r, first));
+    else EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_back_peer<V>(p, b, w, r, first, sync); }));
   }
   EP_TRY(barrier(p, *b.comm, sync, Comm::kCombineArrive, pdl));
   for (int r = 0; r < p.ranks; ++r) EP_TRY(combine_on(p, b, w, r, pdl && sync == Sync::signal));
   return cudaSuccess;
 }
 
-LaunchStatus dispatch_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl, Sync sync) {
-  const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
-  return forked(p, *b.comm, stream, [&] { return dispatch_p2p_body(p, b, w, pdl, sync); });
+LaunchStatus p2p_stage(const Problem& p, const Buffers& b, Stage st, Stream stream, bool pdl, Flavor f) {
+  const WorkspaceSlices<kParts> w = slices(p, device_caps(), f.mode());
+  return forked(p, *b.comm, stream, [&] {
+    return st == Stage::dispatch ? dispatch_p2p_body(p, b, w, pdl, f) : combine_p2p_body(p, b, w, pdl, false, f);
+  });
 }
 
-LaunchStatus combine_p2p(const Problem& p, const Buffers& b, Stream stream, bool pdl, Sync sync) {
-  const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
-  return forked(p, *b.comm, stream, [&] { return combine_p2p_body(p, b, w, pdl, false, sync); });
-}
-
-LaunchStatus launch_p2p_sync(const Problem& p, const Buffers& b, Stream s, bool pdl, Sync sync) {
+LaunchStatus launch_flavor(const Problem& p, const Buffers& b, Stream s, bool pdl, Flavor f) {
   if (b.comm == nullptr || b.comm->ranks() != p.ranks || !b.comm->has_peers()) return cudaErrorInvalidValue;
-  const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::p2p);
+  const WorkspaceSlices<kParts> w = slices(p, device_caps(), f.mode());
   return forked(p, *b.comm, s, [&]() -> LaunchStatus {
-    EP_TRY(dispatch_p2p_body(p, b, w, pdl, sync));
-    return combine_p2p_body(p, b, w, pdl, true, sync);
+    EP_TRY(dispatch_p2p_body(p, b, w, pdl, f));
+    return combine_p2p_body(p, b, w, pdl, true, f);
   });
 }
 LaunchStatus launch_p2p(const Problem& p, const Buffers& b, Stream s, bool pdl) {
-  return launch_p2p_sync(p, b, s, pdl, Sync::events);
+  return launch_flavor(p, b, s, pdl, kP2p);
 }
 LaunchStatus launch_p2p_signal(const Problem& p, const Buffers& b, Stream s, bool pdl) {
-  return launch_p2p_sync(p, b, s, pdl, Sync::signal);
+  return launch_flavor(p, b, s, pdl, kP2pSignal);
+}
+LaunchStatus launch_p2p_reduce(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  return launch_flavor(p, b, s, pdl, kP2pReduce);
 }
 
 std::size_t p2p_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps, Mode::p2p).total; }
+std::size_t reduce_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps, Mode::reduce).total; }
 
 std::string p2p_limits(const DeviceCaps&) {
   return "R <= " + std::to_string(kMaxRanks) + " GPUs of one host with peer access between every pair; K <= 64";
@@ -467,6 +527,11 @@ const char* p2p_signal_na(const Problem& p, const DeviceCaps& caps) {
   if (caps.present() && !peer_atomics_missing(p.ranks).empty())
     return "no peer access with native atomics between the GPUs (NVLink)";
   return layout_and_combine_na(p, caps);
+}
+const char* p2p_reduce_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = p2p_signal_na(p, caps)) return why;
+  if (p.topk > detail::kMaxTopk) return "K > 64 (the return stages a row's slots in shared memory)";
+  return partials_pick(p, caps, false).not_applicable(p.combine_partials(), caps);
 }
 
 LaunchStatus launch_a2a(const Problem& p, const Buffers& b, Stream s, bool pdl) {
@@ -491,7 +556,7 @@ const char* a2a_na(const Problem& p, const DeviceCaps& caps) {
 
 // Not stable_order: a rank's rows within an expert come in its layout pick's
 // order, which the checker takes as a set (out is bit for bit all the same).
-const std::array<Variant, 3> kVariants{{
+const std::array<Variant, 4> kVariants{{
     {{"p2p-signal",
       "moekit's own, p2p with its barriers on the device: the last block of each rank's writing kernel raises a "
       "counter on every rank over NVLink (release at system scope), and each rank's one-block wait kernel spins on "
@@ -499,6 +564,15 @@ const std::array<Variant, 3> kVariants{{
       "graph edge crosses GPUs between the fork and the join, and the kernels after a barrier keep PDL",
       "plan_kernel pack_peer_kernel wait_kernel back_peer_kernel permute:* combine:*"},
      false, p2p_signal_limits, p2p_signal_na, p2p_workspace, launch_p2p_signal},
+    {{"p2p-reduce",
+      "moekit's own, p2p-signal returning partial sums as DeepEP's combine does: the weights go with the rows, each "
+      "expert rank sums a received row's slots (combine's arithmetic over its own slots, rounded to the row dtype) "
+      "and writes one row per (token, rank) straight into the sender, which adds its R partials rank by rank "
+      "(combine's auto pick, weight 1) and scales once; out is not combine's rule bit for bit (docs/ep.md derives "
+      "the bound) but the sum of rounded partials, checked exactly against that reference; up to K / R times fewer "
+      "returned bytes",
+      "plan_kernel pack_peer_kernel wait_kernel reduce_peer_kernel permute:* combine:*"},
+     false, p2p_signal_limits, p2p_reduce_na, reduce_workspace, launch_p2p_reduce},
     {{"p2p",
       "moekit's own, no NCCL and no host sync: each rank writes its rows (ids, slot bases) straight into its "
       "fixed segment of every destination's receive buffer over NVLink (peer access), places past its count "
@@ -527,16 +601,16 @@ const std::array<AutoRow<Problem>, 3> kAutoRows = {{
 }  // namespace
 
 bool needs_nccl(const Variant& v) { return v.launch == launch_a2a; }
+Return returns(const Variant& v) { return v.launch == launch_p2p_reduce ? Return::partials : Return::slots; }
 
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl) {
   if (b.comm == nullptr) return cudaErrorInvalidValue;
   b.comm->clear_error();
   if (v.launch == launch_a2a && !b.comm->has_nccl()) return cudaErrorInvalidValue;
   if (v.launch == launch_a2a) return s == Stage::dispatch ? dispatch(p, b, stream, pdl) : combine_back(p, b, stream, pdl);
-  if (v.launch == launch_p2p || v.launch == launch_p2p_signal) {
-    const Sync sync = v.launch == launch_p2p ? Sync::events : Sync::signal;
-    return s == Stage::dispatch ? dispatch_p2p(p, b, stream, pdl, sync) : combine_p2p(p, b, stream, pdl, sync);
-  }
+  if (v.launch == launch_p2p) return p2p_stage(p, b, s, stream, pdl, kP2p);
+  if (v.launch == launch_p2p_signal) return p2p_stage(p, b, s, stream, pdl, kP2pSignal);
+  if (v.launch == launch_p2p_reduce) return p2p_stage(p, b, s, stream, pdl, kP2pReduce);
   return cudaErrorInvalidValue;
 }
 

@@ -41,13 +41,14 @@ __device__ __forceinline__ unsigned ld_acquire_sys(const unsigned* p) {
   return v;
 }
 
-//! Adds v to *p and returns the old value, acquire and release at system
-//! scope: the last of several raisers (the one that reads the sum less one)
-//! sees every earlier raiser's stores, peers' included, and passes them on
-//! with its own release.
-__device__ __forceinline__ unsigned atom_add_acq_rel_sys(unsigned* p, unsigned v) {
+//! Adds v to *p and returns the old value, acquire and release at gpu scope:
+//! the last of a grid's raisers (the one that reads the sum less one) sees
+//! every earlier raiser's stores, those to peers' memory included, and a
+//! following release at system scope passes them on (causality is
+//! transitive), so each block pays a gpu-scope fence, not a system one.
+__device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned* p, unsigned v) {
   unsigned old;
-  asm volatile("atom.acq_rel.sys.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
 

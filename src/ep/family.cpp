@@ -138,11 +138,17 @@ class EpJob final : public ProblemJob<ep::Problem> {
 
   CheckResult check(bool) override {
     if (!download_error_.empty()) return CheckResult{false, download_error_, 1.0};
+    // p2p-reduce's out is the sum of rounded per-rank partials: its own reference.
+    const bool partials = ep::returns(*var_.v) == ep::Return::partials;
+    if (partials) ref_ = ep::reference(p_, in_, ep::Return::partials);
     CheckResult c = ep::check(p_, ref_, got_);
     if (c.ok)
-      report_->notes.push_back(
-          "checked: each rank's rows per local expert bit for bit as a set, its expert offsets exactly, and out bit "
-          "for bit against combine's rule on the token's own rank");
+      report_->notes.push_back(partials ? "checked: each rank's rows per local expert bit for bit as a set, its expert "
+                                          "offsets exactly, and out bit for bit against the sum of per-rank partials "
+                                          "(each combine's rule with S = 1, rounded), rank by rank, times S"
+                                        : "checked: each rank's rows per local expert bit for bit as a set, its expert "
+                                          "offsets exactly, and out bit for bit against combine's rule on the token's "
+                                          "own rank");
     return c;
   }
 

@@ -28,9 +28,34 @@ std::vector<std::int32_t> own_inverse(const Problem& p, std::span<const std::int
 
 CheckResult fail(std::string what) { return CheckResult{false, std::move(what), 1.0}; }
 
+// Return::partials' out of one token rank: combine's reference per
+// destination rank (S = 1, the slots that rank owns), then over the partials.
+void partial_sums(const Problem& p, const RankInputs& in, std::byte* out) {
+  const std::size_t rb = std::size_t(p.row_bytes()), T = std::size_t(p.tokens), K = std::size_t(p.topk);
+  const std::size_t R = std::size_t(p.ranks);
+  combine::Problem one = own_rows(p);
+  one.scaling = 1.0f;
+  std::vector<std::byte> partials(R * T * rb);
+  std::vector<std::int32_t> sum_inv(T * R, -1);
+  for (std::size_t d = 0; d < R; ++d) {
+    std::vector<std::int32_t> inv(T * K, -1);
+    for (std::size_t i = 0; i < T * K; ++i) {
+      const std::int32_t e = in.ids[i];
+      if (e >= 0 && e < p.experts && std::size_t(p.placement[std::size_t(e)]) == d) {
+        inv[i] = static_cast<std::int32_t>(i / K);
+        sum_inv[(i / K) * R + d] = static_cast<std::int32_t>(d * T + i / K);
+      }
+    }
+    combine::reference(one, in.hidden.data(), inv.data(), in.weights.data(), partials.data() + d * T * rb);
+  }
+  combine::Problem sum = p.combine_partials();
+  const std::vector<float> ones(T * R, 1.0f);
+  combine::reference(sum, partials.data(), sum_inv.data(), ones.data(), out);
+}
+
 }  // namespace
 
-std::vector<RankOutputs> reference(const Problem& p, std::span<const RankInputs> in) {
+std::vector<RankOutputs> reference(const Problem& p, std::span<const RankInputs> in, Return how) {
   const std::size_t rb = std::size_t(p.row_bytes());
   // Every global expert's slots, (s, t, j) ascending.
   std::vector<std::vector<const std::byte*>> sent(std::size_t(p.experts));
@@ -49,8 +74,12 @@ std::vector<RankOutputs> reference(const Problem& p, std::span<const RankInputs>
       for (const std::byte* row : sent[std::size_t(e)]) ro.rows.insert(ro.rows.end(), row, row + rb);
       ro.offsets.push_back(ro.offsets.back() + std::int64_t(sent[std::size_t(e)].size()));
     }
-    const combine::Problem c = own_rows(p);
     ro.out.resize(std::size_t(p.tokens) * rb);
+    if (how == Return::partials) {
+      partial_sums(p, in[std::size_t(r)], ro.out.data());
+      continue;
+    }
+    const combine::Problem c = own_rows(p);
     const std::vector<std::int32_t> inv = own_inverse(p, in[std::size_t(r)].ids);
     combine::reference(c, in[std::size_t(r)].hidden.data(), inv.data(), in[std::size_t(r)].weights.data(),
                        ro.out.data());

@@ -35,7 +35,13 @@ struct RankOutputs {
 // out[s][t] = S * sum_j w[s][t, j] * hidden[s][t] over the kept slots (ids in
 // [0, E)), j ascending: combine's rule (f32 fused multiply-adds, one f32
 // multiply by S, one rounding), identity experts.
-std::vector<RankOutputs> reference(const Problem& p, std::span<const RankInputs> in);
+//
+// Return::partials (p2p-reduce): out[s][t] is instead, for each rank d that
+// owns one of the token's slots (d ascending), the partial P_d = that
+// rule with S = 1 over the token's slots on d, rounded to the dtype, then
+// out = S * sum_d P_d by the same rule (weight 1 each): combine's reference
+// applied twice, so the two roundings are where the kernels have them.
+std::vector<RankOutputs> reference(const Problem& p, std::span<const RankInputs> in, Return how = Return::slots);
 
 // got against ref: rank by rank, each local expert's offsets exactly, its
 // rows as a multiset bit for bit, then out bit for bit. The first difference

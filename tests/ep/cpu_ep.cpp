@@ -13,6 +13,7 @@
 #include "common/problem_error.hpp"
 #include "ep/ep.hpp"
 #include "ep/reference.hpp"
+#include "half.hpp"
 
 using namespace moekit;
 
@@ -181,4 +182,107 @@ TEST_CASE("ep reference: out against a double formulation of combine's rule; row
       }
     }
   }
+}
+
+TEST_CASE("ep reference, partials: a hand-listed token where rounding each rank's partial changes out") {
+  // bf16, one token of one element 1.0 on rank 0, slot 0 to expert 0 (rank 0)
+  // with weight 1 + 2^-8, slot 1 to expert 1 (rank 1) with weight 2^-8, S 1.
+  // Combine's rule: 1.00390625 + 0.00390625 = 1.0078125, a bf16 value. Per
+  // rank: P0 = bf16(1.00390625) = 1.0 (a tie, to even), P1 = 2^-8, and
+  // 1.0 + 2^-8 is again a tie that rounds to 1.0.
+  const ep::Problem p = ep::make_problem(2, 1, 2, 2, 1, combine::DType::bf16, 1.0f);
+  const std::vector<std::uint16_t> one = {0x3F80};  // bf16 1.0
+  const std::vector<std::uint16_t> other = {0x0000};
+  const std::vector<std::int32_t> ids0 = {0, 1}, ids1 = {-1, -1};
+  const std::vector<float> w0 = {1.0f + 1.0f / 256, 1.0f / 256}, w1 = {1.f, 1.f};
+  const std::vector<ep::RankInputs> in = {{std::as_bytes(std::span(one)), ids0, w0},
+                                          {std::as_bytes(std::span(other)), ids1, w1}};
+  auto bits = [](const std::vector<std::byte>& b) {
+    std::uint16_t v;
+    std::memcpy(&v, b.data(), 2);
+    return v;
+  };
+  const auto slots = ep::reference(p, in);
+  const auto partials = ep::reference(p, in, ep::Return::partials);
+  CHECK(bits(slots[0].out) == 0x3F81);     // 1.0078125
+  CHECK(bits(partials[0].out) == 0x3F80);  // 1.0
+  CHECK(bits(partials[1].out) == 0x0000);  // rank 1's token sent nothing: 0
+  // The rows each rank's experts receive do not depend on what comes back.
+  CHECK(slots[1].rows == partials[1].rows);
+  // So the exact checker tells the two apart.
+  CHECK_FALSE(ep::check(p, slots, partials).ok);
+}
+
+TEST_CASE("ep reference, partials: equal to combine's rule for one rank and S 1, within docs/ep.md's bound always") {
+  std::uint64_t state = 777;
+  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+  int differed = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int R = trial < 10 ? 1 : int(next() % 4) + 1, E = R * (int(next() % 5) + 1);
+    const int K = int(next() % std::uint64_t(E)) + 1;
+    const std::int64_t T = std::int64_t(next() % 9) + 1, H = std::int64_t(next() % 5) + 1;
+    const combine::DType dt = trial % 3 == 0 ? combine::DType::f32 : trial % 3 == 1 ? combine::DType::bf16
+                                                                                       : combine::DType::f16;
+    const float S = trial < 5 ? 1.0f : 2.5f;
+    const ep::Problem p = ep::make_problem(R, T, K, E, H, dt, S);
+    const std::size_t es = dt == combine::DType::f32 ? 4 : 2;
+    std::vector<std::vector<std::byte>> hidden;
+    std::vector<std::vector<std::int32_t>> ids;
+    std::vector<std::vector<float>> w;
+    for (int s = 0; s < R; ++s) {
+      std::vector<std::byte> h(std::size_t(T * H) * es);
+      for (std::size_t i = 0; i < std::size_t(T * H); ++i) {
+        const float v = float(std::int64_t(next() % 20001) - 10000) / 997.f;
+        if (es == 4) std::memcpy(&h[i * 4], &v, 4);
+        else {
+          const std::uint16_t b = dt == combine::DType::bf16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
+          std::memcpy(&h[i * 2], &b, 2);
+        }
+      }
+      std::vector<std::int32_t> id(std::size_t(T * K));
+      std::vector<float> ww(id.size());
+      for (auto& v : id) v = std::int32_t(next() % std::uint64_t(E + 1)) - 1;
+      for (auto& v : ww) v = float(next() % 100000) / 70000.f;
+      hidden.push_back(std::move(h));
+      ids.push_back(std::move(id));
+      w.push_back(std::move(ww));
+    }
+    std::vector<ep::RankInputs> in;
+    for (int s = 0; s < R; ++s) in.push_back({hidden[std::size_t(s)], ids[std::size_t(s)], w[std::size_t(s)]});
+    const auto slots = ep::reference(p, in);
+    const auto partials = ep::reference(p, in, ep::Return::partials);
+    auto value = [&](const std::vector<std::byte>& b, std::size_t i) -> double {
+      if (es == 4) {
+        float f;
+        std::memcpy(&f, &b[i * 4], 4);
+        return f;
+      }
+      std::uint16_t u;
+      std::memcpy(&u, &b[i * 2], 2);
+      return dt == combine::DType::bf16 ? bf16_bits_to_f32(u) : f16_bits_to_f32(u);
+    };
+    // docs/ep.md: |partials - rule| <= S * sum_j |w_j y| * (u + (2K + R + 3) * 2^-24) + one spacing of the
+    // dtype at the larger of the two; u = 2^-8 (bf16), 2^-11 (f16), 2^-24 (f32).
+    const double u = dt == combine::DType::bf16 ? 0x1p-8 : dt == combine::DType::f16 ? 0x1p-11 : 0x1p-24;
+    for (int s = 0; s < R; ++s)
+      for (std::int64_t t = 0; t < T; ++t) {
+        double ws = 0;
+        for (int j = 0; j < K; ++j)
+          if (ids[std::size_t(s)][std::size_t(t * K + j)] >= 0) ws += std::abs(w[std::size_t(s)][std::size_t(t * K + j)]);
+        for (std::int64_t k = 0; k < H; ++k) {
+          const std::size_t i = std::size_t(t * H + k);
+          const double a = value(slots[std::size_t(s)].out, i), b = value(partials[std::size_t(s)].out, i);
+          const double y = std::abs(value(hidden[std::size_t(s)], i));
+          const double big = std::max(std::abs(a), std::abs(b));
+          const double spacing = dt == combine::DType::bf16 ? bf16_spacing(big)
+                                 : dt == combine::DType::f16 ? f16_spacing(big)
+                                                             : std::abs(big) * 0x1p-23;
+          const double bound = S * ws * y * (u + (2 * K + R + 3) * 0x1p-24) + spacing;
+          if (R == 1 && S == 1.0f) CHECK(a == b);  // one partial, rounded once: the rule itself
+          CHECK_MESSAGE(std::abs(a - b) <= bound, "trial ", trial, " rank ", s, " t ", t, " k ", k, ": ", a, " vs ", b);
+          differed += a != b;
+        }
+      }
+  }
+  CHECK(differed > 0);  // the bound is exercised, not vacuous: the two formulations do differ
 }
