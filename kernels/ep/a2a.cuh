@@ -24,9 +24,6 @@
 namespace moekit::ep::detail {
 
 inline constexpr int kCountsFrom = 2 * kMaxRanks;  // counts' received half
-// Slots of a row p2p-reduce's return stages in shared memory: combine's limit
-// (K <= 64), which every ep variant's limits already state.
-inline constexpr int kMaxTopk = 64;
 
 // Per-destination row flags and slot counts of one token, or their sums.
 struct PeerCounts {
@@ -355,8 +352,11 @@ __global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, con
 /// with f32 fused multiply-adds, j ascending, weight as sent), rounded once
 /// to the row dtype and written straight into the sender's returned rows at
 /// rank * T + token: one row per (token, rank), as DeepEP's combine returns.
-/// One block a received row, grid-strided, sources interleaved; rows past a
-/// sender's count have no kept slot and return nothing.
+/// Work items are (received row, column slice of blockDim.x * kVec), so a
+/// decode batch still fills the GPU, sources interleaved across blocks;
+/// each thread issues its kSlots slots' loads before their sums (one row of
+/// one block, slot after slot, was latency-bound at decode sizes: lab notes).
+/// Rows past a sender's count have no kept slot and return nothing.
 /// @tparam T row element type (float, __nv_bfloat16, __half)
 /// @tparam kVec elements a thread sums at once (16 bytes where the row allows)
 template <class T, int kVec>
@@ -364,53 +364,45 @@ __global__ void reduce_peer_kernel(const T* __restrict__ y, const std::int32_t* 
                                    const float* __restrict__ w, const std::int32_t* __restrict__ recv_aux, int R,
                                    int rank, std::int64_t tokens, int K, std::int64_t hidden, PeerBack to,
                                    PeerSignal sig) {
-  __shared__ std::int32_t rows[kMaxTopk];
-  __shared__ float wt[kMaxTopk];
-  __shared__ int kept;
+  constexpr int kSlots = 8;  // loads in flight per thread
+  using Raw = std::conditional_t<kVec * sizeof(T) == 16, uint4, T>;
   prim::pdl_wait();
-  for (std::int64_t n = blockIdx.x; n < R * tokens; n += gridDim.x) {
+  const std::int64_t span = std::int64_t(blockDim.x) * kVec;
+  const std::int64_t slices = (hidden + span - 1) / span;
+  for (std::int64_t n = blockIdx.x; n < R * tokens * slices; n += gridDim.x) {
     const int src = static_cast<int>(n % R);
-    const std::int64_t i = src * tokens + n / R;
-    __syncthreads();  // the previous row's slots are no longer read
-    if (threadIdx.x == 0) kept = 0;
-    __syncthreads();
-    for (int j = threadIdx.x; j < K; j += blockDim.x) {
-      rows[j] = inverse[i * K + j];
-      wt[j] = w[i * K + j];
-      if (rows[j] >= 0) atomicAdd_block(&kept, 1);
-    }
-    __syncthreads();
-    if (kept == 0) continue;  // uniform across the block
-    T* dst = reinterpret_cast<T*>(pick(to.rows, src)) + (std::int64_t(rank) * tokens + recv_aux[2 * i]) * hidden;
-    for (std::int64_t c = std::int64_t(threadIdx.x) * kVec; c < hidden; c += std::int64_t(blockDim.x) * kVec) {
-      float acc[kVec];
+    const std::int64_t rest = n / R, i = src * tokens + rest / slices;
+    const std::int64_t c = (rest % slices) * span + std::int64_t(threadIdx.x) * kVec;
+    if (c >= hidden) continue;
+    float acc[kVec];
 #pragma unroll
-      for (int v = 0; v < kVec; ++v) acc[v] = 0.f;
-      for (int j = 0; j < K; ++j) {
-        const std::int32_t r = rows[j];
-        if (r < 0) continue;
-        const T* s = y + std::int64_t(r) * hidden + c;
-        if constexpr (kVec * sizeof(T) == 16) {
-          const uint4 raw = __ldg(reinterpret_cast<const uint4*>(s));
-          const T* e = reinterpret_cast<const T*>(&raw);
+    for (int v = 0; v < kVec; ++v) acc[v] = 0.f;
+    bool any = false;
+    for (int j0 = 0; j0 < K; j0 += kSlots) {
+      std::int32_t r[kSlots];
+      Raw raw[kSlots];
 #pragma unroll
-          for (int v = 0; v < kVec; ++v) acc[v] = __fmaf_rn(wt[j], prim::load_f32(e + v), acc[v]);
-        } else {
+      for (int u = 0; u < kSlots; ++u) r[u] = j0 + u < K ? inverse[i * K + j0 + u] : -1;
 #pragma unroll
-          for (int v = 0; v < kVec; ++v) acc[v] = __fmaf_rn(wt[j], prim::load_f32(s + v), acc[v]);
+      for (int u = 0; u < kSlots; ++u)
+        if (r[u] >= 0) raw[u] = __ldg(reinterpret_cast<const Raw*>(y + std::int64_t(r[u]) * hidden + c));
+#pragma unroll
+      for (int u = 0; u < kSlots; ++u)
+        if (r[u] >= 0) {
+          any = true;
+          const float wt = w[i * K + j0 + u];
+          const T* e = reinterpret_cast<const T*>(&raw[u]);
+#pragma unroll
+          for (int v = 0; v < kVec; ++v) acc[v] = __fmaf_rn(wt, prim::load_f32(e + v), acc[v]);
         }
-      }
-      if constexpr (kVec * sizeof(T) == 16) {
-        uint4 raw;
-        T* e = reinterpret_cast<T*>(&raw);
-#pragma unroll
-        for (int v = 0; v < kVec; ++v) prim::store(e + v, acc[v]);
-        *reinterpret_cast<uint4*>(dst + c) = raw;
-      } else {
-#pragma unroll
-        for (int v = 0; v < kVec; ++v) prim::store(dst + c + v, acc[v]);
-      }
     }
+    if (!any) continue;  // a place past the sender's count
+    Raw out;
+    T* e = reinterpret_cast<T*>(&out);
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) prim::store(e + v, acc[v]);
+    T* dst = reinterpret_cast<T*>(pick(to.rows, src)) + (std::int64_t(rank) * tokens + recv_aux[2 * i]) * hidden;
+    *reinterpret_cast<Raw*>(dst + c) = out;
   }
   signal_peers(sig, R);
   prim::pdl_launch_dependents();

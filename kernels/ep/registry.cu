@@ -349,7 +349,8 @@ struct Flavor {
   Mode mode() const { return ret == Return::partials ? Mode::reduce : Mode::p2p; }
 };
 constexpr Flavor kP2p{Sync::events, Return::slots}, kP2pSignal{Sync::signal, Return::slots},
-    kP2pReduce{Sync::signal, Return::partials};
+    // Events: p2p was faster than p2p-signal at T 128 on 1, 2 and 4 H100s (docs/bench/ep-notes.md).
+    kP2pReduce{Sync::events, Return::partials};
 
 // A wait for a signal that never comes traps after this long (a CUDA error,
 // not a hang); a barrier of a healthy launch takes microseconds, but a
@@ -414,16 +415,17 @@ LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Workspac
 
 // p2p-reduce's return: 16-byte vectors where H allows (combine's gather rule).
 LaunchStatus launch_reduce_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r,
-                                bool pdl) {
+                                bool pdl, Sync sync) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   detail::PeerBack to{};
   for (int d = 0; d < p.ranks; ++d) to.rows[d] = part<char>(w, b.rank[std::size_t(d)], kBackRecv);
   const auto go = [&]<class T, int kVec>() {
-    return prim::launch_ex(detail::reduce_peer_kernel<T, kVec>, row_grid(p.recv_capacity()), kRowThreads, 0,
+    const std::int64_t slices = (p.hidden + kRowThreads * kVec - 1) / (kRowThreads * kVec);
+    return prim::launch_ex(detail::reduce_peer_kernel<T, kVec>, row_grid(p.recv_capacity() * slices), kRowThreads, 0,
                            b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const T*>(x.permuted),
                            part<const std::int32_t>(w, x, kInverse), part<const float>(w, x, kRecvW),
                            part<const std::int32_t>(w, x, kRecvAux), p.ranks, r, p.tokens, p.topk, p.hidden, to,
-                           peer_signal(p, *b.comm, r, Sync::signal, Comm::kBackDone, Comm::kCombineArrive));
+                           peer_signal(p, *b.comm, r, sync, Comm::kBackDone, Comm::kCombineArrive));
   };
   const auto by_type = [&]<class T>() {
     constexpr int V = 16 / sizeof(T);
@@ -471,7 +473,7 @@ LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const Workspac
   // orders before.
   for (int r = 0; r < p.ranks; ++r) {
     EP_TRY(cudaSetDevice(r));
-    if (f.ret == Return::partials) EP_TRY(launch_reduce_peer(p, b, w, r, first));
+    if (f.ret == Return::partials) EP_TRY(launch_reduce_peer(p, b, w, r, first, sync));
     else EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_back_peer<V>(p, b, w, r, first, sync); }));
   }
   EP_TRY(barrier(p, *b.comm, sync, Comm::kCombineArrive, pdl));
@@ -529,8 +531,7 @@ const char* p2p_signal_na(const Problem& p, const DeviceCaps& caps) {
   return layout_and_combine_na(p, caps);
 }
 const char* p2p_reduce_na(const Problem& p, const DeviceCaps& caps) {
-  if (const char* why = p2p_signal_na(p, caps)) return why;
-  if (p.topk > detail::kMaxTopk) return "K > 64 (the return stages a row's slots in shared memory)";
+  if (const char* why = p2p_na(p, caps)) return why;
   return partials_pick(p, caps, false).not_applicable(p.combine_partials(), caps);
 }
 
@@ -565,14 +566,14 @@ const std::array<Variant, 4> kVariants{{
       "plan_kernel pack_peer_kernel wait_kernel back_peer_kernel permute:* combine:*"},
      false, p2p_signal_limits, p2p_signal_na, p2p_workspace, launch_p2p_signal},
     {{"p2p-reduce",
-      "moekit's own, p2p-signal returning partial sums as DeepEP's combine does: the weights go with the rows, each "
+      "moekit's own, p2p returning partial sums as DeepEP's combine does: the weights go with the rows, each "
       "expert rank sums a received row's slots (combine's arithmetic over its own slots, rounded to the row dtype) "
       "and writes one row per (token, rank) straight into the sender, which adds its R partials rank by rank "
       "(combine's auto pick, weight 1) and scales once; out is not combine's rule bit for bit (docs/ep.md derives "
       "the bound) but the sum of rounded partials, checked exactly against that reference; up to K / R times fewer "
       "returned bytes",
-      "plan_kernel pack_peer_kernel wait_kernel reduce_peer_kernel permute:* combine:*"},
-     false, p2p_signal_limits, p2p_reduce_na, reduce_workspace, launch_p2p_reduce},
+      "plan_kernel pack_peer_kernel reduce_peer_kernel permute:* combine:*"},
+     false, p2p_limits, p2p_reduce_na, reduce_workspace, launch_p2p_reduce},
     {{"p2p",
       "moekit's own, no NCCL and no host sync: each rank writes its rows (ids, slot bases) straight into its "
       "fixed segment of every destination's receive buffer over NVLink (peer access), places past its count "
