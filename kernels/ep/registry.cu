@@ -350,7 +350,7 @@ struct Flavor {
 };
 constexpr Flavor kP2p{Sync::events, Return::slots}, kP2pSignal{Sync::signal, Return::slots},
     // Events: p2p was faster than p2p-signal at T 128 on 1, 2 and 4 H100s (docs/bench/ep-notes.md).
-    kP2pReduce{Sync::events, Return::partials};
+    kP2pReduce{Sync::events, Return::partials}, kP2pReduceSignal{Sync::signal, Return::partials};
 
 // A wait for a signal that never comes traps after this long (a CUDA error,
 // not a hang); a barrier of a healthy launch takes microseconds, but a
@@ -505,6 +505,9 @@ LaunchStatus launch_p2p_signal(const Problem& p, const Buffers& b, Stream s, boo
 LaunchStatus launch_p2p_reduce(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   return launch_flavor(p, b, s, pdl, kP2pReduce);
 }
+LaunchStatus launch_p2p_reduce_signal(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  return launch_flavor(p, b, s, pdl, kP2pReduceSignal);
+}
 
 std::size_t p2p_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps, Mode::p2p).total; }
 std::size_t reduce_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps, Mode::reduce).total; }
@@ -534,6 +537,10 @@ const char* p2p_reduce_na(const Problem& p, const DeviceCaps& caps) {
   if (const char* why = p2p_na(p, caps)) return why;
   return partials_pick(p, caps, false).not_applicable(p.combine_partials(), caps);
 }
+const char* p2p_reduce_signal_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = p2p_signal_na(p, caps)) return why;
+  return p2p_reduce_na(p, caps);
+}
 
 LaunchStatus launch_a2a(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (b.comm == nullptr || b.comm->ranks() != p.ranks || !b.comm->has_nccl()) return cudaErrorInvalidValue;
@@ -557,7 +564,7 @@ const char* a2a_na(const Problem& p, const DeviceCaps& caps) {
 
 // Not stable_order: a rank's rows within an expert come in its layout pick's
 // order, which the checker takes as a set (out is bit for bit all the same).
-const std::array<Variant, 4> kVariants{{
+const std::array<Variant, 5> kVariants{{
     {{"p2p-signal",
       "moekit's own, p2p with its barriers on the device: the last block of each rank's writing kernel raises a "
       "counter on every rank over NVLink (release at system scope), and each rank's one-block wait kernel spins on "
@@ -574,6 +581,11 @@ const std::array<Variant, 4> kVariants{{
       "returned bytes",
       "plan_kernel pack_peer_kernel reduce_peer_kernel permute:* combine:*"},
      false, p2p_limits, p2p_reduce_na, reduce_workspace, launch_p2p_reduce},
+    {{"p2p-reduce-signal",
+      "moekit's own, p2p-reduce with p2p-signal's device-side barriers (no graph edge crosses GPUs inside a launch; "
+      "the kernels after a barrier keep PDL): the same out",
+      "plan_kernel pack_peer_kernel wait_kernel reduce_peer_kernel permute:* combine:*"},
+     false, p2p_signal_limits, p2p_reduce_signal_na, reduce_workspace, launch_p2p_reduce_signal},
     {{"p2p",
       "moekit's own, no NCCL and no host sync: each rank writes its rows (ids, slot bases) straight into its "
       "fixed segment of every destination's receive buffer over NVLink (peer access), places past its count "
@@ -602,7 +614,9 @@ const std::array<AutoRow<Problem>, 3> kAutoRows = {{
 }  // namespace
 
 bool needs_nccl(const Variant& v) { return v.launch == launch_a2a; }
-Return returns(const Variant& v) { return v.launch == launch_p2p_reduce ? Return::partials : Return::slots; }
+Return returns(const Variant& v) {
+  return v.launch == launch_p2p_reduce || v.launch == launch_p2p_reduce_signal ? Return::partials : Return::slots;
+}
 
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl) {
   if (b.comm == nullptr) return cudaErrorInvalidValue;
@@ -612,6 +626,7 @@ LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, 
   if (v.launch == launch_p2p) return p2p_stage(p, b, s, stream, pdl, kP2p);
   if (v.launch == launch_p2p_signal) return p2p_stage(p, b, s, stream, pdl, kP2pSignal);
   if (v.launch == launch_p2p_reduce) return p2p_stage(p, b, s, stream, pdl, kP2pReduce);
+  if (v.launch == launch_p2p_reduce_signal) return p2p_stage(p, b, s, stream, pdl, kP2pReduceSignal);
   return cudaErrorInvalidValue;
 }
 
