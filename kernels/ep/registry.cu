@@ -349,7 +349,6 @@ struct Flavor {
   Mode mode() const { return ret == Return::partials ? Mode::reduce : Mode::p2p; }
 };
 constexpr Flavor kP2p{Sync::events, Return::slots}, kP2pSignal{Sync::signal, Return::slots},
-    // Events: p2p was faster than p2p-signal at T 128 on 1, 2 and 4 H100s (docs/bench/ep-notes.md).
     kP2pReduce{Sync::events, Return::partials}, kP2pReduceSignal{Sync::signal, Return::partials};
 
 // A wait for a signal that never comes traps after this long (a CUDA error,
@@ -603,10 +602,11 @@ const std::array<Variant, 5> kVariants{{
      false, a2a_limits, a2a_na, a2a_workspace, launch_a2a, nullptr, false, /*host_sync=*/true},
 }};
 
-// p2p-signal where the GPUs map each other's memory with native atomics
-// (NVLink), p2p where they map it without (PCIe peers), else NCCL.
-const std::array<AutoRow<Problem>, 3> kAutoRows = {{
-    {"p2p-signal", "", nullptr},
+// p2p where the GPUs map each other's memory, else NCCL. Not p2p-signal:
+// p2p was as fast or faster at every T on 1, 2 and 4 H100s (record:
+// docs/bench/peers-ep.md "Dispatch + combine"). Not p2p-reduce*: their out
+// is the partial-sum rule, not combine's.
+const std::array<AutoRow<Problem>, 2> kAutoRows = {{
     {"p2p", "", nullptr},
     {"nccl-a2a", "", nullptr},
 }};
