@@ -78,6 +78,7 @@ WorkspaceSlices<kParts> slices(const Problem& p, const DeviceCaps& caps, Mode mo
   w.bytes[kCombineWs] = combine_pick(p, caps, false).workspace_bytes(p.combine(), caps);
   if (mode != Mode::nccl) w.bytes[kSendIds] = w.bytes[kSendRows] = w.bytes[kBackSend] = 0;
   if (mode == Mode::reduce) {
+    w.bytes[kBackRecv] = RT * rb;  // one partial per (token, rank), not one row per slot
     w.bytes[kCombineWs] = partials_pick(p, caps, false).workspace_bytes(p.combine_partials(), caps);
     w.bytes[kRecvW] = RT * n(p.topk) * 4;
     w.bytes[kPartialInv] = w.bytes[kOnes] = n(p.tokens) * n(p.ranks) * 4;
