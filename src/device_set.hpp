@@ -181,6 +181,12 @@ class BasicDeviceSet {
     for (std::size_t i = 0; i < slots_.size(); ++i)
       if (slots_[i].role == Role::output) mem_[i][0].fill_bytes(o_.poison);
   }
+  // A workspace the variant does not keep zero filled again as workspace()
+  // filled it (SetOptions::workspace_fill), so that a second launch cannot
+  // pass on what the first left there (a barrier that opens early would).
+  void refill_workspace(Handle h) {
+    if (!slots_.at(h.index).zeroed) fill_workspace(h);
+  }
 
   // `bytes` of the body of copy 0 from `offset` (throws past the body's end).
   void download(Handle h, void* host, std::size_t bytes, std::size_t offset = 0) const {

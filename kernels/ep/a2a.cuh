@@ -283,7 +283,7 @@ __global__ void wait_kernel(unsigned* arrive, int R, unsigned long long timeout_
       asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
       if (now - t0 > timeout_ns) __trap();
     }
-    atomicSub(arrive, static_cast<unsigned>(R));
+    atomicSub_system(arrive, static_cast<unsigned>(R));  // the scope the peers add at
   }
   prim::pdl_launch_dependents();
 }

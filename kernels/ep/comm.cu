@@ -253,6 +253,17 @@ std::string Comm::signals_not_idle() const {
   return why;
 }
 
+LaunchStatus Comm::reset_signals() const {
+  int prev = 0;
+  cudaGetDevice(&prev);
+  cudaError_t e = cudaSuccess;
+  for (int r = 0; r < ranks_ && e == cudaSuccess; ++r)
+    if ((e = cudaSetDevice(r)) == cudaSuccess && (e = cudaDeviceSynchronize()) == cudaSuccess)
+      e = cudaMemset(signals_[std::size_t(r)], 0, sizeof(unsigned) * kSignals);
+  cudaSetDevice(prev);
+  return e;
+}
+
 #if MOEKIT_HAVE_NCCL
 LaunchStatus Comm::fail(const char* what, int result) {
   if (result == ncclSuccess) return cudaSuccess;

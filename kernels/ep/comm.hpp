@@ -59,6 +59,9 @@ class Comm {
   // Empty when every counter is zero (as between launches), else the first
   // that is not; synchronizes every rank's GPU. A check for tests.
   std::string signals_not_idle() const;
+  // Waits for every rank's queued work and zeroes the counters (after a
+  // launch that failed half issued). cudaSuccess or the first CUDA error.
+  LaunchStatus reset_signals() const;
   Stream stream(int r) const { return streams_[std::size_t(r)]; }
 
   // NCCL's grouped point-to-point calls (ncclGroupStart/End, ncclSend/Recv of

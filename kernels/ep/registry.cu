@@ -48,8 +48,15 @@ const combine::Variant& partials_pick(const Problem& p, const DeviceCaps& caps, 
 // kOnes: only it has them).
 enum class Mode { nccl, p2p, reduce };
 
-WorkspaceSlices<kParts> slices(const Problem& p, const DeviceCaps& caps, Mode mode) {
-  WorkspaceSlices<kParts> w;
+// A rank's workspace parts and the mode they were placed for (what the
+// launchers below write and read depends on it, not on which parts are empty).
+struct Slices : WorkspaceSlices<kParts> {
+  Mode mode = Mode::nccl;
+};
+
+Slices slices(const Problem& p, const DeviceCaps& caps, Mode mode) {
+  Slices w;
+  w.mode = mode;
   const auto n = [](std::int64_t v) { return static_cast<std::size_t>(std::max<std::int64_t>(v, 0)); };
   const std::size_t RT = n(p.recv_capacity()), TK = n(p.tokens * p.topk), rb = n(p.row_bytes());
   std::size_t permute_ws = 0, padded = 0, blocks = 0;
@@ -88,7 +95,7 @@ WorkspaceSlices<kParts> slices(const Problem& p, const DeviceCaps& caps, Mode mo
 }
 
 template <class T>
-T* part(const WorkspaceSlices<kParts>& w, const RankBuffers& rb, Part i) {
+T* part(const Slices& w, const RankBuffers& rb, Part i) {
   return static_cast<T*>(w.at(rb.workspace, i));
 }
 
@@ -136,19 +143,19 @@ LaunchStatus forked(const Problem& p, Comm& c, Stream stream, F&& body) {
   return cudaSuccess;
 }
 
-LaunchStatus launch_plan(const Problem& p, const RankBuffers& x, const WorkspaceSlices<kParts>& w, int r, Stream s,
+LaunchStatus launch_plan(const Problem& p, const RankBuffers& x, const Slices& w, int r, Stream s,
                          bool pdl) {
   auto* kernel = p.tokens <= kPlanThreadsSmall ? detail::plan_kernel<kPlanThreadsSmall> : detail::plan_kernel<kPlanThreads>;
   const int threads = p.tokens <= kPlanThreadsSmall ? kPlanThreadsSmall : kPlanThreads;
   return prim::launch_ex(kernel, 1, threads, 0, s, prim::pdl_attrs(pdl), x.topk_ids, x.placement, p.tokens, p.topk,
                          p.experts, p.ranks, r, part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
                          part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts),
-                         w.bytes[kPartialInv] > 0 ? part<std::int32_t>(w, x, kPartialInv) : nullptr,
-                         w.bytes[kOnes] > 0 ? part<float>(w, x, kOnes) : nullptr);
+                         w.mode == Mode::reduce ? part<std::int32_t>(w, x, kPartialInv) : nullptr,
+                         w.mode == Mode::reduce ? part<float>(w, x, kOnes) : nullptr);
 }
 
 template <int kVec>
-LaunchStatus launch_pack(const Problem& p, const RankBuffers& rb, const WorkspaceSlices<kParts>& w, Stream s,
+LaunchStatus launch_pack(const Problem& p, const RankBuffers& rb, const Slices& w, Stream s,
                          bool pdl) {
   return prim::launch_ex(detail::pack_kernel<kVec>, row_grid(p.recv_capacity()), kRowThreads, 0, s,
                          prim::pdl_attrs(pdl), static_cast<const char*>(rb.hidden), rb.topk_ids, p.tokens, p.topk,
@@ -158,7 +165,7 @@ LaunchStatus launch_pack(const Problem& p, const RankBuffers& rb, const Workspac
 }
 
 template <int kVec>
-LaunchStatus launch_back(const Problem& p, const RankBuffers& rb, const WorkspaceSlices<kParts>& w, Stream s,
+LaunchStatus launch_back(const Problem& p, const RankBuffers& rb, const Slices& w, Stream s,
                          bool pdl) {
   return prim::launch_ex(detail::back_kernel<kVec>, row_grid(p.recv_capacity()), kRowThreads, 0, s,
                          prim::pdl_attrs(pdl), static_cast<const char*>(rb.permuted),
@@ -169,7 +176,7 @@ LaunchStatus launch_back(const Problem& p, const RankBuffers& rb, const Workspac
 
 // Rank r's receive side laid out (permute's auto pick over its receive
 // capacity, its expert map), on rank r's stream.
-LaunchStatus lay_out(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl) {
+LaunchStatus lay_out(const Problem& p, const Buffers& b, const Slices& w, int r, bool pdl) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   EP_TRY(cudaSetDevice(r));
   const DeviceCaps& caps = device_caps();
@@ -198,16 +205,16 @@ LaunchStatus lay_out(const Problem& p, const Buffers& b, const WorkspaceSlices<k
 
 // Rank r's tokens combined (combine's auto pick over the returned rows, the
 // slot places as its inverse map), on rank r's stream.
-// p2p-reduce (w holds kPartialInv): the token's R partials instead, weight 1
+// p2p-reduce (Mode::reduce): the token's R partials instead, weight 1
 // each, rank ascending.
-LaunchStatus combine_on(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl) {
+LaunchStatus combine_on(const Problem& p, const Buffers& b, const Slices& w, int r, bool pdl) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   EP_TRY(cudaSetDevice(r));
   combine::Buffers cb;
   cb.expert_out = part<const void>(w, x, kBackRecv);
   cb.out = x.out;
   cb.workspace = w.at(x.workspace, kCombineWs);
-  if (w.bytes[kPartialInv] > 0) {
+  if (w.mode == Mode::reduce) {
     cb.inverse = part<const std::int32_t>(w, x, kPartialInv);
     cb.weights = part<const float>(w, x, kOnes);
     return partials_pick(p, device_caps(), false).launch(p.combine_partials(), cb, b.comm->stream(r), pdl);
@@ -237,7 +244,7 @@ LaunchStatus all_ranks_barrier(const Problem& p, Comm& c) {
 LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
   Comm& c = *b.comm;
   const DeviceCaps& caps0 = device_caps();
-  const WorkspaceSlices<kParts> w = slices(p, caps0, Mode::nccl);
+  const Slices w = slices(p, caps0, Mode::nccl);
   const std::size_t rb = static_cast<std::size_t>(p.row_bytes()), K = static_cast<std::size_t>(p.topk);
   const std::int64_t T = p.tokens;
   return forked(p, c, stream, [&]() -> LaunchStatus {
@@ -305,7 +312,7 @@ LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pd
 LaunchStatus combine_back(const Problem& p, const Buffers& b, Stream stream, bool pdl) {
   Comm& c = *b.comm;
   if (!c.dispatched) return cudaErrorNotReady;  // combine alone needs a dispatch's counts
-  const WorkspaceSlices<kParts> w = slices(p, device_caps(), Mode::nccl);
+  const Slices w = slices(p, device_caps(), Mode::nccl);
   const std::size_t rb = static_cast<std::size_t>(p.row_bytes());
   const std::size_t TK = static_cast<std::size_t>(p.tokens * p.topk);
   return forked(p, c, stream, [&]() -> LaunchStatus {
@@ -383,7 +390,7 @@ LaunchStatus barrier(const Problem& p, Comm& c, Sync sync, Comm::Signal arrive, 
 }
 
 template <int kVec>
-LaunchStatus launch_pack_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl,
+LaunchStatus launch_pack_peer(const Problem& p, const Buffers& b, const Slices& w, int r, bool pdl,
                               Sync sync) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   detail::PeerRecv to{};
@@ -391,7 +398,7 @@ LaunchStatus launch_pack_peer(const Problem& p, const Buffers& b, const Workspac
     to.rows[d] = part<char>(w, b.rank[std::size_t(d)], kRecvRows);
     to.ids[d] = part<std::int32_t>(w, b.rank[std::size_t(d)], kRecvIds);
     to.aux[d] = part<std::int32_t>(w, b.rank[std::size_t(d)], kRecvAux);
-    if (w.bytes[kRecvW] > 0) to.w[d] = part<float>(w, b.rank[std::size_t(d)], kRecvW);
+    if (w.mode == Mode::reduce) to.w[d] = part<float>(w, b.rank[std::size_t(d)], kRecvW);
   }
   return prim::launch_ex(detail::pack_peer_kernel<kVec>, row_grid(p.recv_capacity()), kRowThreads, 0,
                          b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const char*>(x.hidden), x.topk_ids,
@@ -401,7 +408,7 @@ LaunchStatus launch_pack_peer(const Problem& p, const Buffers& b, const Workspac
 }
 
 template <int kVec>
-LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r, bool pdl,
+LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Slices& w, int r, bool pdl,
                               Sync sync) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   detail::PeerBack to{};
@@ -414,7 +421,7 @@ LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Workspac
 }
 
 // p2p-reduce's return: 16-byte vectors where H allows (combine's gather rule).
-LaunchStatus launch_reduce_peer(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, int r,
+LaunchStatus launch_reduce_peer(const Problem& p, const Buffers& b, const Slices& w, int r,
                                 bool pdl, Sync sync) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   detail::PeerBack to{};
@@ -441,7 +448,7 @@ LaunchStatus launch_reduce_peer(const Problem& p, const Buffers& b, const Worksp
 
 // The phases' launches on every rank's stream, without the fork and join
 // around them (a whole launch forks once).
-LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl,
+LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Slices& w, bool pdl,
                                Flavor f) {
   const Sync sync = f.sync;
   Comm& c = *b.comm;
@@ -464,7 +471,7 @@ LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Workspa
 // `after_layout`: the rank's stream holds its own layout's kernels just
 // before (a whole launch), so the first kernel may take PDL; after a fork it
 // may not.
-LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const WorkspaceSlices<kParts>& w, bool pdl,
+LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const Slices& w, bool pdl,
                               bool after_layout, Flavor f) {
   const Sync sync = f.sync;
   const bool first = pdl && after_layout;
@@ -481,20 +488,38 @@ LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const Workspac
   return cudaSuccess;
 }
 
+// A launch that fails half issued may have queued some ranks' signals and
+// not others': outside a capture (where nothing ran), every rank's queued work
+// is waited for and the counters zeroed, so the next launch's barriers count
+// from zero again.
+LaunchStatus after_failure(const Comm& c, Stream stream, Sync sync, LaunchStatus e) {
+  if (e == cudaSuccess || sync != Sync::signal) return e;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capturing) == cudaSuccess &&
+      capturing == cudaStreamCaptureStatusNone)
+    (void)c.reset_signals();
+  return e;
+}
+
+bool comm_fits(const Problem& p, const Buffers& b) {
+  return b.comm != nullptr && b.comm->ranks() == p.ranks && b.comm->has_peers();
+}
+
 LaunchStatus p2p_stage(const Problem& p, const Buffers& b, Stage st, Stream stream, bool pdl, Flavor f) {
-  const WorkspaceSlices<kParts> w = slices(p, device_caps(), f.mode());
-  return forked(p, *b.comm, stream, [&] {
+  if (!comm_fits(p, b)) return cudaErrorInvalidValue;
+  const Slices w = slices(p, device_caps(), f.mode());
+  return after_failure(*b.comm, stream, f.sync, forked(p, *b.comm, stream, [&] {
     return st == Stage::dispatch ? dispatch_p2p_body(p, b, w, pdl, f) : combine_p2p_body(p, b, w, pdl, false, f);
-  });
+  }));
 }
 
 LaunchStatus launch_flavor(const Problem& p, const Buffers& b, Stream s, bool pdl, Flavor f) {
-  if (b.comm == nullptr || b.comm->ranks() != p.ranks || !b.comm->has_peers()) return cudaErrorInvalidValue;
-  const WorkspaceSlices<kParts> w = slices(p, device_caps(), f.mode());
-  return forked(p, *b.comm, s, [&]() -> LaunchStatus {
+  if (!comm_fits(p, b)) return cudaErrorInvalidValue;
+  const Slices w = slices(p, device_caps(), f.mode());
+  return after_failure(*b.comm, s, f.sync, forked(p, *b.comm, s, [&]() -> LaunchStatus {
     EP_TRY(dispatch_p2p_body(p, b, w, pdl, f));
     return combine_p2p_body(p, b, w, pdl, true, f);
-  });
+  }));
 }
 LaunchStatus launch_p2p(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   return launch_flavor(p, b, s, pdl, kP2p);
@@ -533,12 +558,16 @@ const char* p2p_signal_na(const Problem& p, const DeviceCaps& caps) {
     return "no peer access with native atomics between the GPUs (NVLink)";
   return layout_and_combine_na(p, caps);
 }
+// Its layouts and the combine of partials (combine's slot problem is not run).
 const char* p2p_reduce_na(const Problem& p, const DeviceCaps& caps) {
-  if (const char* why = p2p_na(p, caps)) return why;
+  if (caps.present() && !peer_access_missing(p.ranks).empty()) return "no peer access between the GPUs";
+  for (int r = 0; r < p.ranks; ++r)
+    if (const char* why = layout_pick(p, r, caps, false).not_applicable(p.layout(r), caps)) return why;
   return partials_pick(p, caps, false).not_applicable(p.combine_partials(), caps);
 }
 const char* p2p_reduce_signal_na(const Problem& p, const DeviceCaps& caps) {
-  if (const char* why = p2p_signal_na(p, caps)) return why;
+  if (caps.present() && !peer_atomics_missing(p.ranks).empty())
+    return "no peer access with native atomics between the GPUs (NVLink)";
   return p2p_reduce_na(p, caps);
 }
 
@@ -620,7 +649,7 @@ Return returns(const Variant& v) {
 }
 
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl) {
-  if (b.comm == nullptr) return cudaErrorInvalidValue;
+  if (b.comm == nullptr || b.comm->ranks() != p.ranks) return cudaErrorInvalidValue;
   b.comm->clear_error();
   if (v.launch == launch_a2a && !b.comm->has_nccl()) return cudaErrorInvalidValue;
   if (v.launch == launch_a2a) return s == Stage::dispatch ? dispatch(p, b, stream, pdl) : combine_back(p, b, stream, pdl);

@@ -116,6 +116,16 @@ class DeviceBuffers {
       (*ranks_[std::size_t(r)]).set.poison();
     }
   }
+  // Every rank's outputs poisoned and its workspace filled again
+  // (DeviceSet::refill_workspace): what a launch reads, it must have written.
+  void poison_all() {
+    for (int r = 0; r < p_.ranks; ++r) {
+      const DeviceScope on(r);
+      Rank& k = *ranks_[std::size_t(r)];
+      k.set.poison();
+      k.set.refill_workspace(k.ws);
+    }
+  }
 
  private:
   struct Rank {

@@ -74,8 +74,19 @@ class EpJob final : public ProblemJob<ep::Problem> {
                      h_.ids[std::size_t(k)], h_.weights[std::size_t(k)]});
   }
 
-  void reference() override { ref_ = ep::reference(p_, in_); }
-  void adopt_reference() override { got_ = ref_; }
+  // The reference of the rule the asked variant follows (p2p-reduce*: the
+  // sum of per-rank partials; any other, or none asked yet: combine's rule).
+  // A CPU run resolves the variant after reference(), so each use asks again.
+  ep::Return rule() const { return var_.v != nullptr ? ep::returns(*var_.v) : ep::Return::slots; }
+  const std::vector<ep::RankOutputs>& ref() {
+    if (!ref_rule_ || *ref_rule_ != rule()) {
+      ref_ = ep::reference(p_, in_, rule());
+      ref_rule_ = rule();
+    }
+    return ref_;
+  }
+  void reference() override { (void)ref(); }
+  void adopt_reference() override { got_ = ref(); }
 
   Resolved resolve(const std::string& requested, const DeviceCaps& caps, bool pdl) override {
     if (caps.present()) {
@@ -139,9 +150,8 @@ class EpJob final : public ProblemJob<ep::Problem> {
   CheckResult check(bool) override {
     if (!download_error_.empty()) return CheckResult{false, download_error_, 1.0};
     // p2p-reduce's out is the sum of rounded per-rank partials: its own reference.
-    const bool partials = ep::returns(*var_.v) == ep::Return::partials;
-    if (partials) ref_ = ep::reference(p_, in_, ep::Return::partials);
-    CheckResult c = ep::check(p_, ref_, got_);
+    const bool partials = rule() == ep::Return::partials;
+    CheckResult c = ep::check(p_, ref(), got_);
     if (c.ok)
       report_->notes.push_back(partials ? "checked: each rank's rows per local expert bit for bit as a set, its expert "
                                           "offsets exactly, and out bit for bit against the sum of per-rank partials "
@@ -202,7 +212,7 @@ class EpJob final : public ProblemJob<ep::Problem> {
       o.out.assign(out.data.begin() + std::ptrdiff_t(std::size_t(r) * ob),
                    out.data.begin() + std::ptrdiff_t((std::size_t(r) + 1) * ob));
     }
-    return ep::check(p_, ref_, back);
+    return ep::check(p_, ref(), back);
   }
 
  private:
@@ -216,6 +226,7 @@ class EpJob final : public ProblemJob<ep::Problem> {
   std::vector<ep::RankInputs> in_;
   Report* report_;
   std::vector<ep::RankOutputs> ref_, got_;
+  std::optional<ep::Return> ref_rule_;  // the rule ref_ was computed for
   std::string download_error_;
   ResolvedVariant<ep::Variant> var_;
   std::optional<ep::DeviceBuffers> d_;

@@ -68,7 +68,7 @@ def load_npy(path):
 
 
 def save_npy(path, descr, shape, values, version=1):
-    fmtc = {"<i4": "i", "<i8": "q", "<f4": "f", "<u2": "H", "<i2": "h", "<f8": "d"}[descr]
+    fmtc = {"<i4": "i", "<i8": "q", "<f4": "f", "<f2": "e", "<u2": "H", "<i2": "h", "<f8": "d"}[descr]
     hdr = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(tuple(shape)))
     pre = 10
     pad = 64 - (pre + len(hdr) + 1) % 64

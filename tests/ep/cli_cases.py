@@ -151,3 +151,44 @@ def ep_uneven_placement_cpu():
         "--expert-placement", place, "--device", "cpu", "--out", out, code=0)
     h, off = load_npy(os.path.join(out, "expert_offsets.npy"))
     expect(h["shape"] == (2, 5) and off[5:] == [0] * 5, f"{h} {off}")
+
+
+@case("gpu")
+def ep_p2p_reduce_one_rank():
+    """p2p-reduce on one GPU: with S 1 its one partial, rounded once, is combine's rule, so out is the CPU
+    reference's bytes; with S 2.5 the run's own check (the partial-sum rule) passes and names that rule."""
+    if not has_gpu():
+        return 77
+    d = tmp()
+    T, K, H, E = 9, 3, 24, 12
+    run("gen", "align", "--tokens", T, "--topk", K, "-E", E, "--seed", 3, "-o", os.path.join(d, "ids.npy"), code=0)
+    run("gen", "topk-weights", "--tokens", T, "--topk", K, "--seed", 3, "-o", os.path.join(d, "w.npy"), code=0)
+    run("gen", "moe-path", "--tokens", T, "--hidden-size", H, "--seed", 3, "-o", os.path.join(d, "x.npy"), code=0)
+    files = ["--ranks", 1, "-E", E, "--hidden", os.path.join(d, "x.npy"), "--topk-ids", os.path.join(d, "ids.npy"),
+             "--topk-weights", os.path.join(d, "w.npy")]
+    run("ep", *files, "--device", "cpu", "--out", os.path.join(d, "cpu"), code=0)
+    run("ep", *files, "--variant", "p2p-reduce", "--device", "gpu", "--out", os.path.join(d, "gpu"), code=0)
+    a = open(os.path.join(d, "cpu", "out.npy"), "rb").read()
+    b = open(os.path.join(d, "gpu", "out.npy"), "rb").read()
+    expect(a == b, "p2p-reduce on one rank with S 1 differs from combine's rule")
+    p = run("ep", *files, "--routed-scaling-factor", 2.5, "--variant", "p2p-reduce", "--device", "gpu", code=0)
+    expect("per-rank partials" in p.stdout + p.stderr, p.stdout[-1500:])
+
+
+@case()
+def ep_cpu_run_follows_the_variants_rule():
+    """A CPU run asked for p2p-reduce writes the partial-sum rule's out, not combine's: one f16 token of 1.0 with
+    weight 1 + 2^-11 on rank 0's expert and 2^-11 on rank 1's. Combine's rule: 1 + 2^-10 exactly; per rank: 1.0
+    (a tie, to even) plus 2^-11, again a tie that rounds to 1.0. Either file passes the run's own check."""
+    d = tmp()
+    x, ids, w = (os.path.join(d, n) for n in ("x.npy", "ids.npy", "w.npy"))
+    save_npy(x, "<f2", (2, 1, 1), [1.0, 0.0])
+    save_npy(ids, "<i4", (2, 1, 2), [0, 1, -1, -1])
+    save_npy(w, "<f4", (2, 1, 2), [1.0 + 2.0 ** -11, 2.0 ** -11, 1.0, 1.0])
+    files = ["--ranks", 2, "-E", 2, "--hidden", x, "--topk-ids", ids, "--topk-weights", w, "--device", "cpu"]
+    want = {"auto": 1.0 + 2.0 ** -10, "p2p": 1.0 + 2.0 ** -10, "p2p-reduce": 1.0, "p2p-reduce-signal": 1.0}
+    for variant, value in want.items():
+        out = os.path.join(d, variant)
+        run("ep", *files, "--variant", variant, "--out", out, code=0)
+        h, got = load_npy(os.path.join(out, "out.npy"))
+        expect(got[0] == value, f"{variant}: out[0, 0, 0] = {got[0]!r}, expected {value!r}")

@@ -122,13 +122,21 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
       ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), o);
       const std::string what = fmt::format("{} {} pdl {} seed {}", v.info.name, label, pdl, seed);
       const ep::Buffers b = d.buffers(0, comm);
-      std::string err = test::launch_and_sync([&] { return v.launch(p, b, process_stream(), pdl && caps.pdl); }, 2);
-      if (err.empty() && !comm->error().empty()) err = comm->error();
+      // Twice, each checked, with the outputs poisoned and the workspace
+      // filled again between: the second launch reuses the first's buffers
+      // and counters, and cannot pass on what the first left in its receive
+      // parts (so a barrier that opens early shows as a wrong answer).
+      std::string err;
       std::vector<ep::RankOutputs> got;
-      if (err.empty()) err = d.download(got);
-      if (err.empty()) {
-        const CheckResult c = ep::check(p, want, got);
-        if (!c.ok) err = c.first_difference;
+      for (int round = 0; round < 2 && err.empty(); ++round) {
+        if (round > 0) d.poison_all();
+        err = test::launch_and_sync([&] { return v.launch(p, b, process_stream(), pdl && caps.pdl); });
+        if (err.empty() && !comm->error().empty()) err = comm->error();
+        if (err.empty()) err = d.download(got);
+        if (err.empty()) {
+          const CheckResult c = ep::check(p, want, got);
+          if (!c.ok) err = fmt::format("launch {}: {}", round + 1, c.first_difference);
+        }
       }
       // Each phase alone again (per-phase timing runs them so).
       if (err.empty())
@@ -144,7 +152,7 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
       // (the run's timing replays one): outputs poisoned, two replays of a
       // graph of two launches, checked again.
       if (err.empty() && !v.host_sync) {
-        d.poison();
+        d.poison_all();
         try {
           TimingOptions o;
           o.warmup = 0;
@@ -216,4 +224,23 @@ TEST_CASE("ep: an uneven placement, one rank owning no expert") {
     const ep::Problem p = ep::make_problem(R, 33, 3, 12, 7, combine::DType::bf16, 1.f, place);
     check_variants(p, Ids::dropped, 99, fmt::format("R {} uneven placement", R));
   }
+}
+
+TEST_CASE("ep: a Comm of other ranks than the problem's is refused, by whole launches and each phase alone") {
+  if (const std::string why = ep::nccl_missing(); !why.empty()) FAIL(why);
+  if (cuda_device_count() < 2) return;
+  const ep::Problem p = ep::make_problem(2, 5, 2, 8, 16, combine::DType::bf16, 1.f);
+  const Inputs in = draw(p, Ids::uniform, 5);
+  const auto views = in.views();
+  const DeviceCaps& caps = device_caps();
+  constexpr LaunchStatus kInvalidValue = 1;  // cudaErrorInvalidValue (no CUDA header in this file)
+  for (const ep::Variant& v : ep::registry().variants()) {
+    if (v.not_applicable(p, caps) != nullptr) continue;
+    ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), SetOptions::checked());
+    const ep::Buffers b = d.buffers(0, comm_for(1));  // one rank's Comm for two ranks' buffers
+    CHECK_MESSAGE(v.launch(p, b, process_stream(), false) == kInvalidValue, v.info.name);
+    for (const ep::Stage st : {ep::Stage::dispatch, ep::Stage::combine})
+      CHECK_MESSAGE(ep::launch_stage(v, p, b, st, process_stream(), false) == kInvalidValue, v.info.name);
+  }
+  cuda_sync("after the refused launches");
 }
