@@ -43,6 +43,92 @@ void capture(GraphGuard& gg, cudaStream_t s, int n, int copies, int& next_copy,
 
 }  // namespace
 
+TimingStats time_stream_graphs(const std::vector<Stream>& streams, const std::function<void(int)>& launch,
+                               int copies, const TimingOptions& opt) {
+  const std::size_t n = streams.size();
+  const int per_graph = std::max(opt.launches_per_graph, 1), samples = std::max(opt.samples, 1);
+  copies = std::max(copies, 1);
+  int prev = 0;
+  cuda_check(cudaGetDevice(&prev), "cudaGetDevice");
+  std::vector<int> dev(n);
+  std::vector<cudaStream_t> s(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    s[i] = reinterpret_cast<cudaStream_t>(streams[i]);
+    cuda_check(cudaStreamGetDevice(s[i], &dev[i]), "cudaStreamGetDevice");
+  }
+  // Relaxed: the launch sets devices and the captures run side by side.
+  std::vector<GraphGuard> gg(n);
+  std::size_t begun = 0;
+  int next_copy = 0;
+  try {
+    for (; begun < n; ++begun)
+      cuda_check(cudaStreamBeginCapture(s[begun], cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+    for (int i = 0; i < per_graph; ++i) {
+      launch(next_copy);
+      next_copy = (next_copy + 1) % copies;
+    }
+  } catch (...) {
+    for (std::size_t i = 0; i < begun; ++i) (void)cudaStreamEndCapture(s[i], &gg[i].g);
+    (void)cudaGetLastError();
+    cudaSetDevice(prev);
+    throw;
+  }
+  const cudaError_t launch_err = cudaGetLastError();
+  cudaError_t end_err = cudaSuccess;
+  for (std::size_t i = 0; i < n; ++i)
+    if (const cudaError_t e = cudaStreamEndCapture(s[i], &gg[i].g); end_err == cudaSuccess) end_err = e;
+  cuda_check(launch_err, "kernel launch during graph capture");
+  cuda_check(end_err, "cudaStreamEndCapture");
+  for (std::size_t i = 0; i < n; ++i) {
+    cuda_check(cudaSetDevice(dev[i]), "cudaSetDevice");
+    cuda_check(cudaGraphInstantiate(&gg[i].e, gg[i].g, 0), "cudaGraphInstantiate");
+  }
+  auto replay_all = [&](std::vector<cudaEvent_t>* a, std::vector<cudaEvent_t>* b) {
+    for (std::size_t i = 0; i < n; ++i) {
+      cuda_check(cudaSetDevice(dev[i]), "cudaSetDevice");
+      if (a) cuda_check(cudaEventRecord((*a)[i], s[i]), "cudaEventRecord");
+      cuda_check(cudaGraphLaunch(gg[i].e, s[i]), "cudaGraphLaunch");
+      if (b) cuda_check(cudaEventRecord((*b)[i], s[i]), "cudaEventRecord");
+    }
+  };
+  for (int w = 0; w < std::max(opt.warmup / per_graph, 1); ++w) replay_all(nullptr, nullptr);
+  for (std::size_t i = 0; i < n; ++i) cuda_check(cudaStreamSynchronize(s[i]), "graph warm-up");
+  std::vector<cudaEvent_t> a(n), b(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    cuda_check(cudaSetDevice(dev[i]), "cudaSetDevice");
+    cuda_check(cudaEventCreate(&a[i]), "cudaEventCreate");
+    cuda_check(cudaEventCreate(&b[i]), "cudaEventCreate");
+  }
+  std::vector<double> us(std::size_t(samples), 0.0);
+  for (int k = 0; k < samples; ++k) {
+    replay_all(&a, &b);
+    for (std::size_t i = 0; i < n; ++i) {
+      cuda_check(cudaEventSynchronize(b[i]), "cudaEventSynchronize");
+      float ms = 0;
+      cuda_check(cudaEventElapsedTime(&ms, a[i], b[i]), "cudaEventElapsedTime");
+      us[std::size_t(k)] = std::max(us[std::size_t(k)], 1000.0 * ms / per_graph);
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    cudaEventDestroy(a[i]);
+    cudaEventDestroy(b[i]);
+  }
+  cudaSetDevice(prev);
+  TimingStats st;
+  std::vector<double> sorted = us;
+  std::sort(sorted.begin(), sorted.end());
+  st.samples = samples;
+  st.median_us = samples % 2 ? sorted[std::size_t(samples / 2)]
+                             : 0.5 * (sorted[std::size_t(samples / 2 - 1)] + sorted[std::size_t(samples / 2)]);
+  st.min_us = sorted.front();
+  st.max_us = sorted.back();
+  st.mode = "a graph of " + std::to_string(per_graph) + " launches per stream (" + std::to_string(n) +
+            " streams), the slowest stream's replay";
+  st.method = "graph";
+  st.samples_us = std::move(us);
+  return st;
+}
+
 int rotation_copies(std::size_t input_bytes, bool cold, int max_copies) {
   if (cold || input_bytes == 0) return 1;
   std::size_t l2 = device_props().l2_bytes;

@@ -34,6 +34,17 @@ struct TimingStats {
 TimingStats time_launches(const std::function<void(Stream, int)>& launch, int copies,
                           const TimingOptions& opt);
 
+// Launches whose work runs on several streams with no dependency between
+// them (ep's per-rank launches: one stream a GPU, the GPUs agreeing through
+// device-side counters): `launch(copy)` enqueues one launch's work on every
+// stream of `streams`. Each stream's share of launches_per_graph launches is
+// captured into a graph of its own (the captures run side by side); a sample
+// replays every graph on its stream, back to back from the host, between
+// events on that stream; its time is the slowest stream's, per launch.
+// Always graphs (opt.graph and opt.cold are not read).
+TimingStats time_stream_graphs(const std::vector<Stream>& streams, const std::function<void(int)>& launch,
+                               int copies, const TimingOptions& opt);
+
 // How many input copies to rotate through so that the rotation exceeds L2
 // (at most max_copies, and 1 when cold is set: the flush already evicts).
 int rotation_copies(std::size_t input_bytes, bool cold, int max_copies = 16);

@@ -145,6 +145,21 @@ void measure(bench::Writer& out, const Model& m, int R, std::int64_t T, std::uin
       } catch (const std::exception& e) {
         r.extra.push_back({"stage_error", std::string(e.what())});
       }
+      // As a process per GPU would run it (no graph spans the GPUs): each
+      // rank's stream its own graph (ep::launch_per_rank), the slowest's time.
+      if (ep::launches_per_rank(v)) try {
+          std::vector<Stream> streams;
+          for (int k = 0; k < R; ++k) streams.push_back(comm.stream(k));
+          const TimingStats st = time_stream_graphs(
+              streams,
+              [&](int copy) {
+                cuda_check(ep::launch_per_rank(v, p, bufs[std::size_t(copy)], pdl), "ep per-rank launch");
+              },
+              copies, o);
+          r.extra.push_back({"per_rank_us", st.median_us});
+        } catch (const std::exception& e) {
+          r.extra.push_back({"per_rank_error", std::string(e.what())});
+        }
       return why;
     });
   }

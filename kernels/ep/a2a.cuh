@@ -288,6 +288,18 @@ __global__ void wait_kernel(unsigned* arrive, int R, unsigned long long timeout_
   prim::pdl_launch_dependents();
 }
 
+/// The start of a per-rank launch: this rank's stream has finished its
+/// previous launch (stream order), so no buffer a peer will write is still
+/// read here; say so to every rank (release at system scope). Each rank's
+/// wait_kernel on its start counter then holds its writes into the peers
+/// until every rank has said it. One block.
+__global__ void start_signal_kernel(PeerSignal sig, int R) {
+  prim::pdl_wait();  // the previous launch's kernels are complete
+  if (threadIdx.x == 0)
+    for (int d = 0; d < R; ++d) prim::red_release_sys(pick(sig.arrive, d), 1u);
+  prim::pdl_launch_dependents();
+}
+
 /// p2p's pack: the sender writes its rows (with their ids and slot bases)
 /// straight into each destination's receive buffer, into the fixed segment
 /// [rank * T, rank * T + T) it owns there; the places past its count get -1

@@ -98,6 +98,22 @@ const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 enum class Stage { dispatch, combine };
 // Whether v's launches go through NCCL (a Comm for it needs communicators).
 bool needs_nccl(const Variant& v);
+// A launch as a process per GPU issues it: each rank's whole launch on its
+// Comm stream (Comm::stream(r)), with no dependency between the streams, so
+// each stream may be captured into a graph of its own and replayed alone.
+// The ranks agree only through device-side counters: the variant's two
+// barriers and one at the launch's start (no rank writes into a peer before
+// every rank's stream has finished its previous launch). For variants whose
+// barriers are on the device (launches_per_rank: p2p-signal,
+// p2p-reduce-signal); any other returns cudaErrorNotSupported. The caller
+// orders its own work after it through the Comm's streams, and joins them
+// before a launch of another kind on the same Comm (whose fork orders only
+// the launch's own stream). Every rank's
+// stream must run its part concurrently with the others' (a tool that
+// serializes the GPUs' work would wait for ever, and the wait traps).
+bool launches_per_rank(const Variant& v);
+LaunchStatus launch_per_rank(const Variant& v, const Problem& p, const Buffers& b, bool pdl);
+
 // What comes back to a token's rank: every kept slot's row, combined there
 // with combine's rule (out bit for bit that rule), or one partial sum per
 // (token, rank), each rounded to the row dtype and added rank by rank

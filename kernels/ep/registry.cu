@@ -448,8 +448,10 @@ LaunchStatus launch_reduce_peer(const Problem& p, const Buffers& b, const Slices
 
 // The phases' launches on every rank's stream, without the fork and join
 // around them (a whole launch forks once).
+// `per_rank` (launch_per_rank): no fork before, so the plan may take PDL,
+// and each rank waits on the start barrier between its plan and its writes.
 LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Slices& w, bool pdl,
-                               Flavor f) {
+                               Flavor f, bool per_rank = false) {
   const Sync sync = f.sync;
   Comm& c = *b.comm;
   for (int r = 0; r < p.ranks; ++r) {
@@ -457,10 +459,14 @@ LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Slices&
     EP_TRY(cudaSetDevice(r));
     // After the fork a rank's predecessor is an event wait (with R > 1 even on
     // the launch's own stream: the previous join), not a kernel: PDL only for one rank.
-    EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && p.ranks == 1));
+    EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && (p.ranks == 1 || per_rank)));
     // No barrier before the writes into the peers: every rank's stream
     // already waits, through the fork, for every rank's previous launch (the
-    // join), so no peer still reads the receive buffer written here.
+    // join), so no peer still reads the receive buffer written here. Per
+    // rank there is no fork: the start barrier says it instead.
+    if (per_rank)
+      EP_TRY(prim::launch_ex(detail::wait_kernel, 1, 32, 0, c.stream(r), prim::pdl_attrs(pdl),
+                             c.signal(r, Comm::kStartArrive), p.ranks, kSignalTimeoutNs));
     EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_pack_peer<V>(p, b, w, r, pdl, sync); }));
   }
   EP_TRY(barrier(p, c, sync, Comm::kDispatchArrive, pdl));
@@ -521,6 +527,28 @@ LaunchStatus launch_flavor(const Problem& p, const Buffers& b, Stream s, bool pd
     return combine_p2p_body(p, b, w, pdl, true, f);
   }));
 }
+// launch_per_rank (ep.hpp): each rank's whole launch on its Comm stream, no
+// fork and join; a start barrier, then the flavor's own.
+LaunchStatus per_rank_flavor(const Problem& p, const Buffers& b, bool pdl, Flavor f) {
+  if (!comm_fits(p, b)) return cudaErrorInvalidValue;
+  if (f.sync != Sync::signal) return cudaErrorNotSupported;  // events would tie the ranks' streams together
+  Comm& c = *b.comm;
+  const Slices w = slices(p, device_caps(), f.mode());
+  DeviceScope scope;
+  detail::PeerSignal start{};  // every rank's start counter (no finished-block count: one block)
+  for (int d = 0; d < p.ranks; ++d) start.arrive[d] = c.signal(d, Comm::kStartArrive);
+  const LaunchStatus e = [&]() -> LaunchStatus {
+    for (int r = 0; r < p.ranks; ++r) {
+      EP_TRY(cudaSetDevice(r));
+      EP_TRY(prim::launch_ex(detail::start_signal_kernel, 1, 32, 0, c.stream(r), prim::pdl_attrs(pdl), start,
+                             p.ranks));
+    }
+    EP_TRY(dispatch_p2p_body(p, b, w, pdl, f, /*per_rank=*/true));
+    return combine_p2p_body(p, b, w, pdl, /*after_layout=*/true, f);
+  }();
+  return after_failure(c, c.stream(0), f.sync, e);
+}
+
 LaunchStatus launch_p2p(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   return launch_flavor(p, b, s, pdl, kP2p);
 }
@@ -599,7 +627,7 @@ const std::array<Variant, 5> kVariants{{
       "counter on every rank over NVLink (release at system scope), and each rank's one-block wait kernel spins on "
       "its own (acquire) and takes the arrivals back, a counting semaphore a graph replays without a reset; no "
       "graph edge crosses GPUs between the fork and the join, and the kernels after a barrier keep PDL",
-      "plan_kernel pack_peer_kernel wait_kernel back_peer_kernel permute:* combine:*"},
+      "plan_kernel pack_peer_kernel wait_kernel back_peer_kernel start_signal_kernel permute:* combine:*"},
      false, p2p_signal_limits, p2p_signal_na, p2p_workspace, launch_p2p_signal},
     {{"p2p-reduce",
       "moekit's own, p2p returning partial sums as DeepEP's combine does: the weights go with the rows, each "
@@ -613,7 +641,7 @@ const std::array<Variant, 5> kVariants{{
     {{"p2p-reduce-signal",
       "moekit's own, p2p-reduce with p2p-signal's device-side barriers (no graph edge crosses GPUs inside a launch; "
       "the kernels after a barrier keep PDL): the same out",
-      "plan_kernel pack_peer_kernel wait_kernel reduce_peer_kernel permute:* combine:*"},
+      "plan_kernel pack_peer_kernel wait_kernel reduce_peer_kernel start_signal_kernel permute:* combine:*"},
      false, p2p_signal_limits, p2p_reduce_signal_na, reduce_workspace, launch_p2p_reduce_signal},
     {{"p2p",
       "moekit's own, no NCCL and no host sync: each rank writes its rows (ids, slot bases) straight into its "
@@ -644,6 +672,16 @@ const std::array<AutoRow<Problem>, 2> kAutoRows = {{
 }  // namespace
 
 bool needs_nccl(const Variant& v) { return v.launch == launch_a2a; }
+bool launches_per_rank(const Variant& v) {
+  return v.launch == launch_p2p_signal || v.launch == launch_p2p_reduce_signal;
+}
+
+LaunchStatus launch_per_rank(const Variant& v, const Problem& p, const Buffers& b, bool pdl) {
+  if (v.launch == launch_p2p_signal) return per_rank_flavor(p, b, pdl, kP2pSignal);
+  if (v.launch == launch_p2p_reduce_signal) return per_rank_flavor(p, b, pdl, kP2pReduceSignal);
+  return cudaErrorNotSupported;
+}
+
 Return returns(const Variant& v) {
   return v.launch == launch_p2p_reduce || v.launch == launch_p2p_reduce_signal ? Return::partials : Return::slots;
 }

@@ -170,6 +170,44 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
           if (!c.ok) err = "after graph replays: " + c.first_difference;
         }
       }
+      // As a process per GPU would launch it (launch_per_rank): each rank on
+      // its own stream, twice, then each stream's graph replayed, checked.
+      if (err.empty() && ep::launches_per_rank(v)) {
+        auto sync_all = [&](const char* what) {
+          for (int r = 0; r < p.ranks; ++r) {
+            const DeviceScope on(r);
+            cuda_sync(what);
+          }
+        };
+        try {
+          for (int round = 0; round < 2 && err.empty(); ++round) {
+            d.poison_all();
+            cuda_check(ep::launch_per_rank(v, p, b, pdl && caps.pdl), "launch_per_rank");
+            sync_all("per-rank launch");
+            if (err.empty()) err = d.download(got);
+            if (err.empty())
+              if (const CheckResult c = ep::check(p, want, got); !c.ok) err = "per rank: " + c.first_difference;
+          }
+          if (err.empty()) {
+            d.poison_all();
+            std::vector<Stream> streams;
+            for (int r = 0; r < p.ranks; ++r) streams.push_back(comm->stream(r));
+            TimingOptions o;
+            o.warmup = 0;
+            o.samples = 2;
+            o.launches_per_graph = 2;
+            (void)time_stream_graphs(
+                streams, [&](int) { cuda_check(ep::launch_per_rank(v, p, b, pdl && caps.pdl), "launch_per_rank"); },
+                1, o);
+            sync_all("per-rank graph replays");
+            err = d.download(got);
+            if (err.empty())
+              if (const CheckResult c = ep::check(p, want, got); !c.ok) err = "per-rank graphs: " + c.first_difference;
+          }
+        } catch (const std::exception& e) {
+          err = std::string("per rank: ") + e.what();
+        }
+      }
       // p2p-signal's counters are a counting semaphore: every launch (and
       // every graph replay) must leave them at zero, or the next one passes
       // its barrier early.
