@@ -188,7 +188,9 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
             if (err.empty())
               if (const CheckResult c = ep::check(p, want, got); !c.ok) err = "per rank: " + c.first_difference;
           }
-          if (err.empty()) {
+          // Not under a sanitizer: one that ran the GPUs' work one graph after
+          // another would leave rank 0's barrier waiting for rank 1's graph.
+          if (err.empty() && !test::sanitizer_subset()) {
             d.poison_all();
             std::vector<Stream> streams;
             for (int r = 0; r < p.ranks; ++r) streams.push_back(comm->stream(r));
