@@ -40,10 +40,13 @@ TimingStats time_launches(const std::function<void(Stream, int)>& launch, int co
 // stream of `streams`. Each stream's share of launches_per_graph launches is
 // captured into a graph of its own (the captures run side by side); a sample
 // replays every graph on its stream, back to back from the host, between
-// events on that stream; its time is the slowest stream's, per launch.
-// Always graphs (opt.graph and opt.cold are not read).
-TimingStats time_stream_graphs(const std::vector<Stream>& streams, const std::function<void(int)>& launch,
-                               int copies, const TimingOptions& opt);
+// events on that stream, right after an untimed replay (so no stream waits
+// for the host to issue the others); its time is the slowest stream's, per
+// launch. devices[i]: the device of streams[i]. Always graphs (opt.graph and
+// opt.cold are not read). A replay that fails part way leaves the GPUs that
+// started it waiting on the others: the CUDA context is lost then.
+TimingStats time_stream_graphs(const std::vector<Stream>& streams, const std::vector<int>& devices,
+                               const std::function<void(int)>& launch, int copies, const TimingOptions& opt);
 
 // How many input copies to rotate through so that the rotation exceeds L2
 // (at most max_copies, and 1 when cold is set: the flush already evicts).

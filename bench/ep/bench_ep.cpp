@@ -149,9 +149,13 @@ void measure(bench::Writer& out, const Model& m, int R, std::int64_t T, std::uin
       // rank's stream its own graph (ep::launch_per_rank), the slowest's time.
       if (ep::launches_per_rank(v)) try {
           std::vector<Stream> streams;
-          for (int k = 0; k < R; ++k) streams.push_back(comm.stream(k));
+          std::vector<int> devices;
+          for (int k = 0; k < R; ++k) {
+            streams.push_back(comm.stream(k));
+            devices.push_back(k);
+          }
           const TimingStats st = time_stream_graphs(
-              streams,
+              streams, devices,
               [&](int copy) {
                 cuda_check(ep::launch_per_rank(v, p, bufs[std::size_t(copy)], pdl), "ep per-rank launch");
               },

@@ -257,9 +257,16 @@ LaunchStatus Comm::reset_signals() const {
   int prev = 0;
   cudaGetDevice(&prev);
   cudaError_t e = cudaSuccess;
+  // Every rank's queued work first (a rank still running adds to its peers'
+  // counters), then the zeroes, on the ranks' own streams.
   for (int r = 0; r < ranks_ && e == cudaSuccess; ++r)
-    if ((e = cudaSetDevice(r)) == cudaSuccess && (e = cudaDeviceSynchronize()) == cudaSuccess)
-      e = cudaMemset(signals_[std::size_t(r)], 0, sizeof(unsigned) * kSignals);
+    if ((e = cudaSetDevice(r)) == cudaSuccess) e = cudaDeviceSynchronize();
+  for (int r = 0; r < ranks_ && e == cudaSuccess; ++r) {
+    const auto s = reinterpret_cast<cudaStream_t>(streams_[std::size_t(r)]);
+    if ((e = cudaSetDevice(r)) == cudaSuccess &&
+        (e = cudaMemsetAsync(signals_[std::size_t(r)], 0, sizeof(unsigned) * kSignals, s)) == cudaSuccess)
+      e = cudaStreamSynchronize(s);
+  }
   cudaSetDevice(prev);
   return e;
 }

@@ -500,10 +500,14 @@ LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const Slices& 
 // from zero again.
 LaunchStatus after_failure(const Comm& c, Stream stream, Sync sync, LaunchStatus e) {
   if (e == cudaSuccess || sync != Sync::signal) return e;
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capturing) == cudaSuccess &&
-      capturing == cudaStreamCaptureStatusNone)
-    (void)c.reset_signals();
+  auto capturing = [](Stream s) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(static_cast<cudaStream_t>(s), &st) != cudaSuccess ||
+           st != cudaStreamCaptureStatusNone;
+  };
+  bool any = capturing(stream);
+  for (int r = 0; r < c.ranks(); ++r) any = any || capturing(c.stream(r));
+  if (!any) (void)c.reset_signals();
   return e;
 }
 

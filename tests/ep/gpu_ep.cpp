@@ -171,40 +171,65 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
         }
       }
       // As a process per GPU would launch it (launch_per_rank): each rank on
-      // its own stream, twice, then each stream's graph replayed, checked.
+      // its own stream, no fork or join. Two launches back to back without a
+      // host wait, over other inputs and outputs but the same workspace (a
+      // second DeviceBuffers whose workspace pointers are the first's): a
+      // rank that wrote launch 2's rows into a peer before the peer had laid
+      // out launch 1's (a start barrier that opens early) leaves launch 1's
+      // outputs wrong. Then each stream's graph of the two, replayed.
       if (err.empty() && ep::launches_per_rank(v)) {
+        const Inputs in2 = draw(p, how, seed + 1000);
+        const auto views2 = in2.views();
+        const auto want2 = ep::reference(p, views2, ep::returns(v));
+        ep::DeviceBuffers d2(p, views2, WorkspaceNeed::of(v, p, caps), o);
+        ep::Buffers b2 = d2.buffers(0, comm);
+        for (int r = 0; r < p.ranks; ++r) b2.rank[std::size_t(r)].workspace = b.rank[std::size_t(r)].workspace;
         auto sync_all = [&](const char* what) {
           for (int r = 0; r < p.ranks; ++r) {
             const DeviceScope on(r);
             cuda_sync(what);
           }
         };
+        auto check_both = [&](const char* when) {
+          std::vector<ep::RankOutputs> got2;
+          std::string e = d.download(got);
+          if (e.empty()) e = d2.download(got2);
+          if (e.empty())
+            if (const CheckResult c = ep::check(p, want, got); !c.ok) e = "first inputs: " + c.first_difference;
+          if (e.empty())
+            if (const CheckResult c = ep::check(p, want2, got2); !c.ok) e = "second inputs: " + c.first_difference;
+          return e.empty() ? e : std::string(when) + ": " + e;
+        };
         try {
-          for (int round = 0; round < 2 && err.empty(); ++round) {
-            d.poison_all();
-            cuda_check(ep::launch_per_rank(v, p, b, pdl && caps.pdl), "launch_per_rank");
-            sync_all("per-rank launch");
-            if (err.empty()) err = d.download(got);
-            if (err.empty())
-              if (const CheckResult c = ep::check(p, want, got); !c.ok) err = "per rank: " + c.first_difference;
-          }
+          d.poison_all();
+          d2.poison();
+          cuda_check(ep::launch_per_rank(v, p, b, pdl && caps.pdl), "launch_per_rank");
+          cuda_check(ep::launch_per_rank(v, p, b2, pdl && caps.pdl), "launch_per_rank");
+          sync_all("per-rank launches");
+          err = check_both("per-rank launches");
           // Not under a sanitizer: one that ran the GPUs' work one graph after
           // another would leave rank 0's barrier waiting for rank 1's graph.
           if (err.empty() && !test::sanitizer_subset()) {
             d.poison_all();
+            d2.poison();
             std::vector<Stream> streams;
-            for (int r = 0; r < p.ranks; ++r) streams.push_back(comm->stream(r));
-            TimingOptions o;
-            o.warmup = 0;
-            o.samples = 2;
-            o.launches_per_graph = 2;
+            std::vector<int> devices;
+            for (int r = 0; r < p.ranks; ++r) {
+              streams.push_back(comm->stream(r));
+              devices.push_back(r);
+            }
+            TimingOptions to;
+            to.warmup = 0;
+            to.samples = 2;
+            to.launches_per_graph = 2;
             (void)time_stream_graphs(
-                streams, [&](int) { cuda_check(ep::launch_per_rank(v, p, b, pdl && caps.pdl), "launch_per_rank"); },
-                1, o);
+                streams, devices,
+                [&](int copy) {
+                  cuda_check(ep::launch_per_rank(v, p, copy == 0 ? b : b2, pdl && caps.pdl), "launch_per_rank");
+                },
+                2, to);
             sync_all("per-rank graph replays");
-            err = d.download(got);
-            if (err.empty())
-              if (const CheckResult c = ep::check(p, want, got); !c.ok) err = "per-rank graphs: " + c.first_difference;
+            err = check_both("per-rank graph replays");
           }
         } catch (const std::exception& e) {
           err = std::string("per rank: ") + e.what();
@@ -279,6 +304,7 @@ TEST_CASE("ep: a Comm of other ranks than the problem's is refused, by whole lau
     ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), SetOptions::checked());
     const ep::Buffers b = d.buffers(0, comm_for(1));  // one rank's Comm for two ranks' buffers
     CHECK_MESSAGE(v.launch(p, b, process_stream(), false) == kInvalidValue, v.info.name);
+    if (ep::launches_per_rank(v)) CHECK_MESSAGE(ep::launch_per_rank(v, p, b, false) == kInvalidValue, v.info.name);
     for (const ep::Stage st : {ep::Stage::dispatch, ep::Stage::combine})
       CHECK_MESSAGE(ep::launch_stage(v, p, b, st, process_stream(), false) == kInvalidValue, v.info.name);
   }
