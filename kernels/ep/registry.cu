@@ -379,12 +379,18 @@ detail::PeerSignal peer_signal(const Problem& p, const Comm& c, int r, Sync sync
 // next kernel's predecessor is another device's event, so it goes without
 // PDL; signal: a one-block wait kernel (PDL after the writing kernel, and the
 // next kernel may take PDL after it).
+// Rank r's stream holds until every rank has raised its `arrive` counter
+// (the current device must be r's).
+LaunchStatus launch_wait(const Problem& p, const Comm& c, int r, Comm::Signal arrive, bool pdl) {
+  return prim::launch_ex(detail::wait_kernel, 1, 32, 0, c.stream(r), prim::pdl_attrs(pdl), c.signal(r, arrive),
+                         p.ranks, kSignalTimeoutNs);
+}
+
 LaunchStatus barrier(const Problem& p, Comm& c, Sync sync, Comm::Signal arrive, bool pdl) {
   if (sync == Sync::events) return all_ranks_barrier(p, c);
   for (int r = 0; r < p.ranks; ++r) {
     EP_TRY(cudaSetDevice(r));
-    EP_TRY(prim::launch_ex(detail::wait_kernel, 1, 32, 0, c.stream(r), prim::pdl_attrs(pdl), c.signal(r, arrive),
-                           p.ranks, kSignalTimeoutNs));
+    EP_TRY(launch_wait(p, c, r, arrive, pdl));
   }
   return cudaSuccess;
 }
@@ -464,9 +470,7 @@ LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Slices&
     // already waits, through the fork, for every rank's previous launch (the
     // join), so no peer still reads the receive buffer written here. Per
     // rank there is no fork: the start barrier says it instead.
-    if (per_rank)
-      EP_TRY(prim::launch_ex(detail::wait_kernel, 1, 32, 0, c.stream(r), prim::pdl_attrs(pdl),
-                             c.signal(r, Comm::kStartArrive), p.ranks, kSignalTimeoutNs));
+    if (per_rank) EP_TRY(launch_wait(p, c, r, Comm::kStartArrive, pdl));
     EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_pack_peer<V>(p, b, w, r, pdl, sync); }));
   }
   EP_TRY(barrier(p, c, sync, Comm::kDispatchArrive, pdl));
@@ -675,19 +679,35 @@ const std::array<AutoRow<Problem>, 2> kAutoRows = {{
 
 }  // namespace
 
+namespace {
+
+// The p2p variant v launches, by its launch function: the one place that
+// ties a variant to its Flavor (nullptr: nccl-a2a).
+const Flavor* flavor_of(const Variant& v) {
+  static constexpr std::pair<decltype(&launch_p2p), Flavor> kFlavors[] = {
+      {launch_p2p, kP2p}, {launch_p2p_signal, kP2pSignal}, {launch_p2p_reduce, kP2pReduce},
+      {launch_p2p_reduce_signal, kP2pReduceSignal}};
+  for (const auto& [launch, flavor] : kFlavors)
+    if (v.launch == launch) return &flavor;
+  return nullptr;
+}
+
+}  // namespace
+
 bool needs_nccl(const Variant& v) { return v.launch == launch_a2a; }
 bool launches_per_rank(const Variant& v) {
-  return v.launch == launch_p2p_signal || v.launch == launch_p2p_reduce_signal;
+  const Flavor* f = flavor_of(v);
+  return f != nullptr && f->sync == Sync::signal;
 }
 
 LaunchStatus launch_per_rank(const Variant& v, const Problem& p, const Buffers& b, bool pdl) {
-  if (v.launch == launch_p2p_signal) return per_rank_flavor(p, b, pdl, kP2pSignal);
-  if (v.launch == launch_p2p_reduce_signal) return per_rank_flavor(p, b, pdl, kP2pReduceSignal);
-  return cudaErrorNotSupported;
+  const Flavor* f = flavor_of(v);
+  return f != nullptr ? per_rank_flavor(p, b, pdl, *f) : cudaErrorNotSupported;
 }
 
 Return returns(const Variant& v) {
-  return v.launch == launch_p2p_reduce || v.launch == launch_p2p_reduce_signal ? Return::partials : Return::slots;
+  const Flavor* f = flavor_of(v);
+  return f != nullptr ? f->ret : Return::slots;
 }
 
 LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, Stage s, Stream stream, bool pdl) {
@@ -695,10 +715,7 @@ LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, 
   b.comm->clear_error();
   if (v.launch == launch_a2a && !b.comm->has_nccl()) return cudaErrorInvalidValue;
   if (v.launch == launch_a2a) return s == Stage::dispatch ? dispatch(p, b, stream, pdl) : combine_back(p, b, stream, pdl);
-  if (v.launch == launch_p2p) return p2p_stage(p, b, s, stream, pdl, kP2p);
-  if (v.launch == launch_p2p_signal) return p2p_stage(p, b, s, stream, pdl, kP2pSignal);
-  if (v.launch == launch_p2p_reduce) return p2p_stage(p, b, s, stream, pdl, kP2pReduce);
-  if (v.launch == launch_p2p_reduce_signal) return p2p_stage(p, b, s, stream, pdl, kP2pReduceSignal);
+  if (const Flavor* f = flavor_of(v)) return p2p_stage(p, b, s, stream, pdl, *f);
   return cudaErrorInvalidValue;
 }
 
