@@ -22,6 +22,21 @@ struct GraphGuard {
   }
 };
 
+// Median (the mean of the middle two for an even count), min and max of
+// per-launch samples, which the stats keep in the order taken.
+TimingStats stats_of(std::vector<double> us) {
+  std::vector<double> sorted = us;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t n = sorted.size();
+  TimingStats st;
+  st.samples = int(n);
+  st.min_us = sorted.front();
+  st.max_us = sorted.back();
+  st.median_us = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  st.samples_us = std::move(us);
+  return st;
+}
+
 void capture(GraphGuard& gg, cudaStream_t s, int n, int copies, int& next_copy,
              const std::function<void(Stream, int)>& launch) {
   cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
@@ -129,18 +144,10 @@ TimingStats time_stream_graphs(const std::vector<Stream>& streams, const std::ve
       us[std::size_t(k)] = std::max(us[std::size_t(k)], 1000.0 * ms / per_graph);
     }
   }
-  TimingStats st;
-  std::vector<double> sorted = us;
-  std::sort(sorted.begin(), sorted.end());
-  st.samples = samples;
-  st.median_us = samples % 2 ? sorted[std::size_t(samples / 2)]
-                             : 0.5 * (sorted[std::size_t(samples / 2 - 1)] + sorted[std::size_t(samples / 2)]);
-  st.min_us = sorted.front();
-  st.max_us = sorted.back();
+  TimingStats st = stats_of(std::move(us));
   st.mode = "a graph of " + std::to_string(per_graph) + " launches per stream (" + std::to_string(n) +
             " streams), the slowest stream's replay";
   st.method = "graph";
-  st.samples_us = std::move(us);
   return st;
 }
 
@@ -215,14 +222,7 @@ TimingStats time_launches(const std::function<void(Stream, int)>& launch, int co
   }
   for (auto& e : ev) cudaEventDestroy(e);
 
-  std::vector<double> sorted = us;
-  std::sort(sorted.begin(), sorted.end());
-  TimingStats st;
-  st.samples = samples;
-  st.min_us = sorted.front();
-  st.max_us = sorted.back();
-  st.median_us = samples % 2 ? sorted[samples / 2]
-                             : 0.5 * (sorted[samples / 2 - 1] + sorted[samples / 2]);
+  TimingStats st = stats_of(std::move(us));
   std::string m = use_graph ? "graph replay, " + std::to_string(per_graph) +
                                   (per_graph == 1 ? " launch" : " launches") + " per replay"
                             : std::string("events around each launch");
@@ -231,7 +231,6 @@ TimingStats time_launches(const std::function<void(Stream, int)>& launch, int co
   st.mode = m;
   st.method = use_graph ? "graph" : "events";
   st.cold = opt.cold;
-  st.samples_us = std::move(us);
   return st;
 }
 

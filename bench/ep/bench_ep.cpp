@@ -148,14 +148,8 @@ void measure(bench::Writer& out, const Model& m, int R, std::int64_t T, std::uin
       // As a process per GPU would run it (no graph spans the GPUs): each
       // rank's stream its own graph (ep::launch_per_rank), the slowest's time.
       if (ep::launches_per_rank(v)) try {
-          std::vector<Stream> streams;
-          std::vector<int> devices;
-          for (int k = 0; k < R; ++k) {
-            streams.push_back(comm.stream(k));
-            devices.push_back(k);
-          }
-          const TimingStats st = time_stream_graphs(
-              streams, devices,
+          const TimingStats st = ep::time_per_rank(
+              comm,
               [&](int copy) {
                 cuda_check(ep::launch_per_rank(v, p, bufs[std::size_t(copy)], pdl), "ep per-rank launch");
               },

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,6 +16,7 @@
 #include "ep/comm.hpp"
 #include "ep/ep.hpp"
 #include "ep/reference.hpp"
+#include "timing.hpp"
 
 namespace moekit::ep {
 
@@ -28,6 +30,21 @@ inline std::unique_ptr<Comm> comm_on_process_streams(int ranks, bool with_nccl, 
     streams[std::size_t(r)] = process_stream();
   }
   return Comm::create(ranks, streams, why, with_nccl);
+}
+
+// Per-rank launches (ep::launch_per_rank, issued by `launch(copy)`) timed
+// as a process per GPU would run them: each of the Comm's streams (rank r on
+// GPU r) captured into its own graph, the slowest rank's replay
+// (time_stream_graphs).
+inline TimingStats time_per_rank(const Comm& c, const std::function<void(int)>& launch, int copies,
+                                 const TimingOptions& o) {
+  std::vector<Stream> streams;
+  std::vector<int> devices;
+  for (int r = 0; r < c.ranks(); ++r) {
+    streams.push_back(c.stream(r));
+    devices.push_back(r);
+  }
+  return time_stream_graphs(streams, devices, launch, copies, o);
 }
 
 class DeviceBuffers {

@@ -212,18 +212,12 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
           if (err.empty() && !test::sanitizer_subset()) {
             d.poison_all();
             d2.poison();
-            std::vector<Stream> streams;
-            std::vector<int> devices;
-            for (int r = 0; r < p.ranks; ++r) {
-              streams.push_back(comm->stream(r));
-              devices.push_back(r);
-            }
             TimingOptions to;
             to.warmup = 0;
             to.samples = 2;
             to.launches_per_graph = 2;
-            (void)time_stream_graphs(
-                streams, devices,
+            (void)ep::time_per_rank(
+                *comm,
                 [&](int copy) {
                   cuda_check(ep::launch_per_rank(v, p, copy == 0 ? b : b2, pdl && caps.pdl), "launch_per_rank");
                 },
