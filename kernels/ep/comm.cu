@@ -107,30 +107,41 @@ std::string nccl_version() {
 #endif
 }
 
-std::string peer_access_missing(int ranks) {
+namespace {
+
+// The first pair (r, d) of GPUs 0 .. R-1, r != d, for which `lacks(r, d)`
+// says why not; empty when none does.
+template <class F>
+std::string first_pair_lacking(int ranks, F lacks) {
   for (int r = 0; r < ranks; ++r)
-    for (int d = 0; d < ranks; ++d) {
-      int can = 0;
-      if (d != r && (cudaDeviceCanAccessPeer(&can, r, d) != cudaSuccess || can == 0)) {
-        (void)cudaGetLastError();
-        return "GPU " + std::to_string(r) + " cannot map GPU " + std::to_string(d) + "'s memory (no peer access)";
-      }
-    }
+    for (int d = 0; d < ranks; ++d)
+      if (d != r)
+        if (std::string why = lacks(r, d); !why.empty()) {
+          (void)cudaGetLastError();  // a failed query is an answer, not an error to keep
+          return why;
+        }
   return "";
+}
+
+}  // namespace
+
+std::string peer_access_missing(int ranks) {
+  return first_pair_lacking(ranks, [](int r, int d) {
+    int can = 0;
+    return cudaDeviceCanAccessPeer(&can, r, d) != cudaSuccess || can == 0
+               ? "GPU " + std::to_string(r) + " cannot map GPU " + std::to_string(d) + "'s memory (no peer access)"
+               : std::string();
+  });
 }
 
 std::string peer_atomics_missing(int ranks) {
   if (std::string why = peer_access_missing(ranks); !why.empty()) return why;
-  for (int r = 0; r < ranks; ++r)
-    for (int d = 0; d < ranks; ++d) {
-      int native = 0;
-      if (d != r &&
-          (cudaDeviceGetP2PAttribute(&native, cudaDevP2PAttrNativeAtomicSupported, r, d) != cudaSuccess || !native)) {
-        (void)cudaGetLastError();
-        return "GPU " + std::to_string(r) + " has no native atomics on GPU " + std::to_string(d) + "'s memory";
-      }
-    }
-  return "";
+  return first_pair_lacking(ranks, [](int r, int d) {
+    int native = 0;
+    return cudaDeviceGetP2PAttribute(&native, cudaDevP2PAttrNativeAtomicSupported, r, d) != cudaSuccess || !native
+               ? "GPU " + std::to_string(r) + " has no native atomics on GPU " + std::to_string(d) + "'s memory"
+               : std::string();
+  });
 }
 
 namespace {
