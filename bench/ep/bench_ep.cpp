@@ -3,6 +3,7 @@
 // into docs/bench/ep.md.
 //
 //   bench_ep --json bench/results/ep.jsonl   (make bench; stdout without --json)
+//   bench_ep --model DeepSeek --ranks 2,4 --tokens 128,4096   (a subset of the cells)
 //
 // Models: the expert shapes of DeepSeek-V3 (E 256, K 8, H 7168, S 2.5),
 // Qwen3-235B (E 128, K 8, H 4096) and Mixtral (E 8, K 2, H 4096), bf16 rows
@@ -20,8 +21,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -163,14 +167,72 @@ void measure(bench::Writer& out, const Model& m, int R, std::int64_t T, std::uin
   }
 }
 
+// The cells a run measures: every one by default; --model (a prefix of a
+// model's name), --ranks and --tokens (comma lists) pick a subset. Each
+// cell keeps the seed of its place in the whole grid.
+struct Filter {
+  std::string model;
+  std::vector<std::int64_t> ranks, tokens;
+  static bool has(const std::vector<std::int64_t>& v, std::int64_t x) {
+    return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
+  }
+};
+
+std::vector<std::int64_t> parse_list(std::string_view flag, std::string_view s) {
+  std::vector<std::int64_t> v;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    const std::size_t end = std::min(s.find(',', at), s.size());
+    const std::string item(s.substr(at, end - at));
+    char* stop = nullptr;
+    const long long x = std::strtoll(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || x < 1) throw std::invalid_argument(fmt::format("{} {}", flag, s));
+    v.push_back(x);
+    at = end + 1;
+  }
+  return v;
+}
+
+// Takes the filter's flags out of argv (run_bench reads --json).
+Filter take_filter(int& argc, char** argv) {
+  Filter f;
+  int w = 1;
+  for (int r = 1; r < argc; ++r) {
+    const std::string_view a = argv[r];
+    const bool known = a == "--model" || a == "--ranks" || a == "--tokens";
+    if (!known) {
+      argv[w++] = argv[r];
+      continue;
+    }
+    if (r + 1 >= argc) throw std::invalid_argument(fmt::format("{} needs a value", a));
+    const std::string_view val = argv[++r];
+    if (a == "--model") f.model = std::string(val);
+    else if (a == "--ranks") f.ranks = parse_list(a, val);
+    else f.tokens = parse_list(a, val);
+  }
+  argc = w;
+  return f;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench::run_bench(argc, argv, "ep", [](bench::Writer& out) {
+  Filter f;
+  try {
+    f = take_filter(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_ep: bad argument: %s\n", e.what());
+    return 2;
+  }
+  return bench::run_bench(argc, argv, "ep", [&](bench::Writer& out) {
     std::uint64_t seed = 1;
     for (int R = 1; R <= std::min(cuda_device_count(), ep::kMaxRanks); R *= 2)
       for (const Model& m : kModels)
-        for (std::int64_t t : kTokens) measure(out, m, R, t, ++seed);
+        for (std::int64_t t : kTokens) {
+          ++seed;
+          if (Filter::has(f.ranks, R) && Filter::has(f.tokens, t) && std::string_view(m.name).starts_with(f.model))
+            measure(out, m, R, t, seed);
+        }
     for (auto& c : comms) c.reset();
   });
 }
