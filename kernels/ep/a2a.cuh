@@ -25,22 +25,6 @@ namespace moekit::ep::detail {
 
 inline constexpr int kCountsFrom = 2 * kMaxRanks;  // counts' received half
 
-// Per-destination row flags and slot counts of one token, or their sums.
-struct PeerCounts {
-  int rows[kMaxRanks];
-  int slots[kMaxRanks];
-};
-struct AddCounts {
-  __device__ __forceinline__ PeerCounts operator()(const PeerCounts& a, const PeerCounts& b) const {
-    PeerCounts c;
-#pragma unroll
-    for (int i = 0; i < kMaxRanks; ++i) {
-      c.rows[i] = a.rows[i] + b.rows[i];
-      c.slots[i] = a.slots[i] + b.slots[i];
-    }
-    return c;
-  }
-};
 // a[d] for a d known only at run time, without local memory (an unrolled select).
 __device__ __forceinline__ int at(const int (&a)[kMaxRanks], int d) {
   int v = 0;
@@ -56,72 +40,101 @@ __device__ __forceinline__ int owner_of(const std::int32_t* ids, const std::int3
   return e >= 0 && e < experts ? placement[e] : -1;
 }
 
-/// The sender's plan, one block over all T tokens in chunks of kThreads
-/// (a block scan of every destination's row and slot counts at once).
+/// The sender's plan, one block over all T tokens in chunks of kThreads *
+/// kItems (a thread's kItems tokens consecutive). Per chunk: each token's
+/// slots to every rank counted (byte d of a word: K <= kMaxTopk), one block scan per rank
+/// of (rows << 32 | slots) for the send places and slot bases, the bases
+/// kept in shared memory, then every slot's place. A scan per rank of one
+/// 64-bit sum keeps every value in registers (a scan of all 8 ranks' counts
+/// at once went through local memory: docs/bench/ep-notes.md).
 /// @tparam kThreads threads of the one block
-template <int kThreads>
+/// @tparam kItems consecutive tokens a thread counts
+template <int kThreads, int kItems>
 __global__ void __launch_bounds__(kThreads)
     plan_kernel(const std::int32_t* ids, const std::int32_t* placement, std::int64_t T, int K, int experts, int R,
                 int rank, std::int32_t* send_tok, std::int32_t* send_aux, std::int32_t* slot_pos,
                 std::int32_t* counts, std::int32_t* partial_inverse, float* ones) {
-  // Warp scans: the raking default would stage 64-byte items of every thread in shared memory.
-  using Scan = cub::BlockScan<PeerCounts, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+  using Scan = cub::BlockScan<unsigned long long, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+  constexpr int kChunk = kThreads * kItems;
   __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ std::int32_t slot_base[kMaxRanks][kChunk];  // token's first slot place at d, within d's run
   prim::pdl_wait();
-  PeerCounts carry{};
+  unsigned long long carry[kMaxRanks] = {};  // rows << 32 | slots of the chunks before
   const std::int64_t TK = T * K;
-  for (std::int64_t base = 0; base < T; base += kThreads) {
-    const std::int64_t t = base + threadIdx.x;
-    PeerCounts mine{};
-    // The slots' owners are independent loads: unrolled, they are in flight
-    // together (one dependent chain per slot made a decode plan latency-bound).
-    if (t < T) {
-#pragma unroll 8
-      for (int j = 0; j < K; ++j) {
-        const int d = owner_of(ids, placement, t * K + j, experts);
+  for (std::int64_t base = 0; base < T; base += kChunk) {
+    const int first = threadIdx.x * kItems;  // the thread's first token in the chunk
+    // Byte d: the token's slots to rank d. The loads are independent:
+    // unrolled, they are in flight together.
+    unsigned long long cnt[kItems];
 #pragma unroll
-        for (int i = 0; i < kMaxRanks; ++i) {
-          mine.slots[i] += i == d;
-          mine.rows[i] |= i == d;
+    for (int i = 0; i < kItems; ++i) {
+      cnt[i] = 0;
+      const std::int64_t t = base + first + i;
+      if (t < T)
+#pragma unroll 8
+        for (int j = 0; j < K; ++j) {
+          const int d = owner_of(ids, placement, t * K + j, experts);
+          if (d >= 0) cnt[i] += 1ull << (8 * d);
         }
+    }
+#pragma unroll
+    for (int d = 0; d < kMaxRanks; ++d) {
+      if (d >= R) continue;  // R is the block's: every thread skips together
+      unsigned long long mine = 0;
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const unsigned c = static_cast<unsigned>(cnt[i] >> (8 * d)) & 0xffu;
+        mine += (c != 0 ? 1ull << 32 : 0ull) + c;
+      }
+      unsigned long long before, total;
+      Scan(scan_storage).ExclusiveSum(mine, before, total);
+      __syncthreads();  // scan_storage is reused by the next rank's scan
+      before += carry[d];
+      carry[d] += total;
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const std::int64_t t = base + first + i;
+        const unsigned c = static_cast<unsigned>(cnt[i] >> (8 * d)) & 0xffu;
+        const std::int32_t rows = static_cast<std::int32_t>(before >> 32), slots = static_cast<std::int32_t>(before);
+        slot_base[d][first + i] = slots;
+        if (t < T && c != 0) {
+          const std::int64_t q = d * T + rows;
+          send_tok[q] = static_cast<std::int32_t>(t);
+          send_aux[2 * q] = slots;
+          send_aux[2 * q + 1] = rank;
+        }
+        // p2p-reduce's combine on this rank: the partial of destination d
+        // comes back at d * T + t (R slots a token, weight 1, d ascending).
+        if (t < T && partial_inverse != nullptr) {
+          partial_inverse[t * R + d] = c != 0 ? static_cast<std::int32_t>(d * T + t) : -1;
+          ones[t * R + d] = 1.0f;
+        }
+        before += (c != 0 ? 1ull << 32 : 0ull) + c;
       }
     }
-    PeerCounts before, total;
-    Scan(scan_storage).ExclusiveScan(mine, before, PeerCounts{}, AddCounts{}, total);
-    if (t < T) {
+    __syncthreads();  // every rank's slot_base of the chunk
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const std::int64_t t = base + first + i;
+      if (t >= T) break;
       int seen[kMaxRanks] = {};  // this token's slots to each rank so far (registers: unrolled selects)
 #pragma unroll 8
       for (int j = 0; j < K; ++j) {
         const int d = owner_of(ids, placement, t * K + j, experts);
-        slot_pos[t * K + j] =
-            d < 0 ? -1 : static_cast<std::int32_t>(d * TK + at(carry.slots, d) + at(before.slots, d) + at(seen, d));
+        slot_pos[t * K + j] = d < 0 ? -1 : static_cast<std::int32_t>(d * TK + slot_base[d][first + i] + at(seen, d));
 #pragma unroll
-        for (int i = 0; i < kMaxRanks; ++i) seen[i] += i == d;
+        for (int r = 0; r < kMaxRanks; ++r) seen[r] += r == d;
       }
-      // p2p-reduce's combine on this rank: the partial of destination d
-      // comes back at d * T + t (R slots a token, weight 1, d ascending).
-      if (partial_inverse != nullptr)
-        for (int d = 0; d < R; ++d) {
-          partial_inverse[t * R + d] = at(mine.rows, d) ? static_cast<std::int32_t>(d * T + t) : -1;
-          ones[t * R + d] = 1.0f;
-        }
-#pragma unroll
-      for (int d = 0; d < kMaxRanks; ++d)
-        if (d < R && mine.rows[d]) {
-          const std::int64_t q = d * T + carry.rows[d] + before.rows[d];
-          send_tok[q] = static_cast<std::int32_t>(t);
-          send_aux[2 * q] = carry.slots[d] + before.slots[d];
-          send_aux[2 * q + 1] = rank;
-        }
     }
-    carry = AddCounts{}(carry, total);
-    __syncthreads();  // scan_storage is reused
+    __syncthreads();  // slot_base is rewritten by the next chunk
   }
   if (threadIdx.x == 0)
-    for (int d = 0; d < R; ++d) {
-      counts[2 * d] = carry.rows[d];
-      counts[2 * d + 1] = carry.slots[d];
-    }
+#pragma unroll
+    for (int d = 0; d < kMaxRanks; ++d)  // unrolled: carry stays in registers
+      if (d < R) {
+        counts[2 * d] = static_cast<std::int32_t>(carry[d] >> 32);
+        counts[2 * d + 1] = static_cast<std::int32_t>(carry[d]);
+      }
   prim::pdl_launch_dependents();
 }
 

@@ -18,10 +18,11 @@
 namespace moekit::ep {
 namespace {
 
-// The plan's one block: a decode batch fits 256 threads (its scan and
-// barrier cost scale with the block), a prefill batch takes 1024 a chunk.
-constexpr int kPlanThreadsSmall = 256;
-constexpr int kPlanThreads = 1024;
+// The plan's one block of 256 threads: a decode batch a token a thread, a
+// prefill batch kPlanItems consecutive tokens a thread (chunks of 1024,
+// 32 KB of slot bases in shared memory at 8 ranks).
+constexpr int kPlanThreads = 256;
+constexpr int kPlanItems = 4;
 constexpr int kRowThreads = 128;
 
 // The parts of a rank's workspace (a2a.cuh says what each holds), in order;
@@ -145,9 +146,10 @@ LaunchStatus forked(const Problem& p, Comm& c, Stream stream, F&& body) {
 
 LaunchStatus launch_plan(const Problem& p, const RankBuffers& x, const Slices& w, int r, Stream s,
                          bool pdl) {
-  auto* kernel = p.tokens <= kPlanThreadsSmall ? detail::plan_kernel<kPlanThreadsSmall> : detail::plan_kernel<kPlanThreads>;
-  const int threads = p.tokens <= kPlanThreadsSmall ? kPlanThreadsSmall : kPlanThreads;
-  return prim::launch_ex(kernel, 1, threads, 0, s, prim::pdl_attrs(pdl), x.topk_ids, x.placement, p.tokens, p.topk,
+  // One token a thread up to a block's worth (decode), kPlanItems past it.
+  auto* kernel = p.tokens <= kPlanThreads ? detail::plan_kernel<kPlanThreads, 1>
+                                          : detail::plan_kernel<kPlanThreads, kPlanItems>;
+  return prim::launch_ex(kernel, 1, kPlanThreads, 0, s, prim::pdl_attrs(pdl), x.topk_ids, x.placement, p.tokens, p.topk,
                          p.experts, p.ranks, r, part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
                          part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts),
                          w.mode == Mode::reduce ? part<std::int32_t>(w, x, kPartialInv) : nullptr,

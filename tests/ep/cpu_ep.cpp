@@ -72,6 +72,9 @@ TEST_CASE("ep make_problem: contiguous placement, local counts, refusals") {
   CHECK_THROWS_AS(ep::make_problem(3, 16, 8, 256, 64, combine::DType::bf16, 1.f), ProblemError);  // 3 does not divide 256
   CHECK_THROWS_AS(ep::make_problem(9, 16, 8, 256, 64, combine::DType::bf16, 1.f), ProblemError);  // past kMaxRanks
   CHECK_THROWS_AS(ep::make_problem(0, 16, 8, 256, 64, combine::DType::bf16, 1.f), ProblemError);
+  // K past the plan's one byte a rank: refused, the largest it counts accepted.
+  CHECK_THROWS_AS(ep::make_problem(2, 16, 256, 256, 64, combine::DType::bf16, 1.f), ProblemError);
+  CHECK_NOTHROW(ep::make_problem(2, 16, 255, 256, 64, combine::DType::bf16, 1.f));
   CHECK_THROWS_AS(ep::make_problem(2, 16, 8, 4, 64, combine::DType::bf16, 1.f, {0, 1, 2, 0}), ProblemError);
   CHECK_THROWS_AS(ep::make_problem(2, 16, 8, 4, 64, combine::DType::bf16, 1.f, {0, 1, 1}), ProblemError);
   // A placement file: 3 ranks over 4 experts, rank 2 owning none.
