@@ -33,11 +33,29 @@ __device__ __forceinline__ int at(const int (&a)[kMaxRanks], int d) {
   return v;
 }
 
-// The owning rank of slot (t, j), or -1 (a dropped slot: an id outside [0, E)).
-__device__ __forceinline__ int owner_of(const std::int32_t* ids, const std::int32_t* placement, std::int64_t slot,
-                                        int experts) {
-  const std::int32_t e = ids[slot];
-  return e >= 0 && e < experts ? placement[e] : -1;
+// The plan's owners a load group: kGroup slots of each of a thread's tokens.
+inline constexpr int kGroup = 8;
+inline constexpr int kPastK = -2;  // a slot past K, or of a token past T
+
+// own[i][u]: the owner of slot j0 + u of token t0 + i (-1 dropped, kPastK
+// none), every load issued before any is used.
+template <int kItems>
+__device__ __forceinline__ void load_owners(int (&own)[kItems][kGroup], const std::int32_t* __restrict__ ids,
+                                            const std::int32_t* __restrict__ placement, std::int64_t T, int K,
+                                            int experts, std::int64_t t0, int j0) {
+  int e[kItems][kGroup];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i)
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u)
+      e[i][u] = t0 + i < T && j0 + u < K ? ids[(t0 + i) * K + j0 + u] : -1;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i)
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u)
+      own[i][u] = !(t0 + i < T && j0 + u < K)         ? kPastK
+                  : e[i][u] >= 0 && e[i][u] < experts ? placement[e[i][u]]
+                                                      : -1;
 }
 
 /// The sender's plan, one block over all T tokens in chunks of kThreads *
@@ -51,9 +69,11 @@ __device__ __forceinline__ int owner_of(const std::int32_t* ids, const std::int3
 /// @tparam kItems consecutive tokens a thread counts
 template <int kThreads, int kItems>
 __global__ void __launch_bounds__(kThreads)
-    plan_kernel(const std::int32_t* ids, const std::int32_t* placement, std::int64_t T, int K, int experts, int R,
-                int rank, std::int32_t* send_tok, std::int32_t* send_aux, std::int32_t* slot_pos,
-                std::int32_t* counts, std::int32_t* partial_inverse, float* ones) {
+    plan_kernel(const std::int32_t* __restrict__ ids, const std::int32_t* __restrict__ placement, std::int64_t T,
+                int K, int experts, int R, int rank, std::int32_t* __restrict__ send_tok,
+                std::int32_t* __restrict__ send_aux, std::int32_t* __restrict__ slot_pos,
+                std::int32_t* __restrict__ counts, std::int32_t* __restrict__ partial_inverse,
+                float* __restrict__ ones) {
   using Scan = cub::BlockScan<unsigned long long, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
   constexpr int kChunk = kThreads * kItems;
   __shared__ typename Scan::TempStorage scan_storage;
@@ -63,20 +83,21 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t TK = T * K;
   for (std::int64_t base = 0; base < T; base += kChunk) {
     const int first = threadIdx.x * kItems;  // the thread's first token in the chunk
-    // Byte d: the token's slots to rank d. The loads are independent:
-    // unrolled, they are in flight together.
-    unsigned long long cnt[kItems];
+    // Byte d of cnt: the token's slots to rank d. The owners of every item's
+    // group of kGroup slots are loaded together before they are used (the
+    // first group stays for the second pass): a load after a store waits
+    // for it, and a dependent load a slot made the plan latency-bound.
+    int own[kItems][kGroup];
+    unsigned long long cnt[kItems] = {};
+    for (int j0 = 0; j0 < K; j0 += kGroup) {
+      load_owners<kItems>(own, ids, placement, T, K, experts, base + first, j0);
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      cnt[i] = 0;
-      const std::int64_t t = base + first + i;
-      if (t < T)
-#pragma unroll 8
-        for (int j = 0; j < K; ++j) {
-          const int d = owner_of(ids, placement, t * K + j, experts);
-          if (d >= 0) cnt[i] += 1ull << (8 * d);
-        }
+      for (int i = 0; i < kItems; ++i)
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u)
+          if (own[i][u] >= 0) cnt[i] += 1ull << (8 * own[i][u]);
     }
+    if (K > kGroup) load_owners<kItems>(own, ids, placement, T, K, experts, base + first, 0);
 #pragma unroll
     for (int d = 0; d < kMaxRanks; ++d) {
       if (d >= R) continue;  // R is the block's: every thread skips together
@@ -113,18 +134,21 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     __syncthreads();  // every rank's slot_base of the chunk
+    int seen[kItems][kMaxRanks] = {};  // each token's slots to each rank so far (registers: unrolled selects)
+    for (int j0 = 0; j0 < K; j0 += kGroup) {
+      if (j0 > 0) load_owners<kItems>(own, ids, placement, T, K, experts, base + first, j0);
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const std::int64_t t = base + first + i;
-      if (t >= T) break;
-      int seen[kMaxRanks] = {};  // this token's slots to each rank so far (registers: unrolled selects)
-#pragma unroll 8
-      for (int j = 0; j < K; ++j) {
-        const int d = owner_of(ids, placement, t * K + j, experts);
-        slot_pos[t * K + j] = d < 0 ? -1 : static_cast<std::int32_t>(d * TK + slot_base[d][first + i] + at(seen, d));
+      for (int i = 0; i < kItems; ++i)
 #pragma unroll
-        for (int r = 0; r < kMaxRanks; ++r) seen[r] += r == d;
-      }
+        for (int u = 0; u < kGroup; ++u) {
+          const int d = own[i][u];
+          if (d == kPastK) continue;
+          const std::int64_t t = base + first + i;
+          slot_pos[t * K + j0 + u] =
+              d < 0 ? -1 : static_cast<std::int32_t>(d * TK + slot_base[d][first + i] + at(seen[i], d));
+#pragma unroll
+          for (int r = 0; r < kMaxRanks; ++r) seen[i][r] += r == d;
+        }
     }
     __syncthreads();  // slot_base is rewritten by the next chunk
   }

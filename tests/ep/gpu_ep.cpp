@@ -1,7 +1,8 @@
 // GPU test: every ep variant against the reference on every rank count the
 // host allows (1, 2, 4, ... up to the visible GPUs): random rows, ids uniform
 // with dropped slots (-1 and ids >= E), one hot expert, an uneven placement
-// (a rank owning nothing), T {0, 1, 7, 300, 1500}, K {1, 2, 8}, H {1, 7, 4096},
+// (a rank owning nothing), T {0, 1, 7, 300, 1500}, K {1, 2, 8, 11} (11: the plan's second group of
+// 8 owners a token), H {1, 7, 4096},
 // f32 / bf16 / f16, outputs poisoned between guard zones, a filled
 // workspace (zeroed with PDL off: a receive place left unmarked would read as
 // expert 0; 0xCD with PDL on),
@@ -255,14 +256,14 @@ TEST_CASE("ep variants vs reference") {
   std::uint64_t seed = 1;
   for (const int R : rank_counts())
     for (const std::int64_t T : {0, 1, 7, 300, 1500})
-      for (const int K : {1, 2, 8})
+      for (const int K : {1, 2, 8, 11})
         for (const std::int64_t H : {1, 7, 4096})
           for (const combine::DType dt : {combine::DType::bf16, combine::DType::f32, combine::DType::f16}) {
             if (subset && (T > 7 || H > 7)) continue;
             if (T > 300 && H > 7) continue;  // more than one plan chunk (1024 tokens) on short rows
             // Not every combination: dtype cycles with the shape so each meets each.
             if ((T + K + H + int(dt)) % 3 != 0 && !(T == 7 && H == 7)) continue;
-            const int E = R * 8;
+            const int E = K > 8 ? R * 16 : R * 8;  // distinct ids a token
             const ep::Problem p = ep::make_problem(R, T, K, E, H, dt, ++seed % 2 ? 2.5f : 1.f);
             for (const Ids how : {Ids::uniform, Ids::hot, Ids::dropped})
               runs += check_variants(p, how, seed * 31 + int(how),
