@@ -25,46 +25,18 @@ namespace moekit::ep::detail {
 
 inline constexpr int kCountsFrom = 2 * kMaxRanks;  // counts' received half
 
-// a[d] for a d known only at run time, without local memory (an unrolled select).
-__device__ __forceinline__ int at(const int (&a)[kMaxRanks], int d) {
-  int v = 0;
-#pragma unroll
-  for (int i = 0; i < kMaxRanks; ++i) v = i == d ? a[i] : v;
-  return v;
-}
-
-// The plan's owners a load group: kGroup slots of each of a thread's tokens.
-inline constexpr int kGroup = 8;
-inline constexpr int kPastK = -2;  // a slot past K, or of a token past T
-
-// own[i][u]: the owner of slot j0 + u of token t0 + i (-1 dropped, kPastK
-// none), every load issued before any is used.
-template <int kItems>
-__device__ __forceinline__ void load_owners(int (&own)[kItems][kGroup], const std::int32_t* __restrict__ ids,
-                                            const std::int32_t* __restrict__ placement, std::int64_t T, int K,
-                                            int experts, std::int64_t t0, int j0) {
-  int e[kItems][kGroup];
-#pragma unroll
-  for (int i = 0; i < kItems; ++i)
-#pragma unroll
-    for (int u = 0; u < kGroup; ++u)
-      e[i][u] = t0 + i < T && j0 + u < K ? ids[(t0 + i) * K + j0 + u] : -1;
-#pragma unroll
-  for (int i = 0; i < kItems; ++i)
-#pragma unroll
-    for (int u = 0; u < kGroup; ++u)
-      own[i][u] = !(t0 + i < T && j0 + u < K)         ? kPastK
-                  : e[i][u] >= 0 && e[i][u] < experts ? placement[e[i][u]]
-                                                      : -1;
-}
-
-/// The sender's plan, one block over all T tokens in chunks of kThreads *
-/// kItems (a thread's kItems tokens consecutive). Per chunk: each token's
-/// slots to every rank counted (byte d of a word: K <= kMaxTopk), one block scan per rank
-/// of (rows << 32 | slots) for the send places and slot bases, the bases
-/// kept in shared memory, then every slot's place. A scan per rank of one
-/// 64-bit sum keeps every value in registers (a scan of all 8 ranks' counts
-/// at once went through local memory: docs/bench/ep-notes.md).
+/// The sender's plan, one block over all T tokens in chunks of up to
+/// kThreads * kItems tokens (fewer past K 8: a chunk's owners fill
+/// kThreads * kItems * 8 bytes of shared memory). Per chunk:
+/// 1. every slot's owner (-1: dropped) into shared memory, the threads over
+///    consecutive slots (coalesced id loads);
+/// 2. each token's slots to each rank counted, byte d of a 64-bit word
+///    (K <= kMaxTopk), a thread's kItems tokens consecutive;
+/// 3. one block scan per rank of (rows << 32 | slots): the send places, and
+///    each token's slot base at every rank into shared memory;
+/// 4. every slot's place, the threads over consecutive slots again.
+/// A thread that walked its tokens' K slots in global memory touched a
+/// sector a lane in every load and store (docs/bench/ep-notes.md).
 /// @tparam kThreads threads of the one block
 /// @tparam kItems consecutive tokens a thread counts
 template <int kThreads, int kItems>
@@ -75,29 +47,49 @@ __global__ void __launch_bounds__(kThreads)
                 std::int32_t* __restrict__ counts, std::int32_t* __restrict__ partial_inverse,
                 float* __restrict__ ones) {
   using Scan = cub::BlockScan<unsigned long long, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
-  constexpr int kChunk = kThreads * kItems;
+  constexpr int kTokens = kThreads * kItems;  // most tokens a chunk
+  constexpr int kOwnerBytes = kTokens * 8;    // a chunk's owners
+  constexpr int kLoads = 8;                   // id loads a thread has in flight
+  static_assert(kOwnerBytes >= kMaxTopk, "a chunk holds at least one token");
   __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ std::int32_t slot_base[kMaxRanks][kChunk];  // token's first slot place at d, within d's run
+  __shared__ std::int32_t slot_base[kMaxRanks][kTokens];  // a token's first slot place at d, within d's run
+  __shared__ std::int8_t owner[kOwnerBytes];
   prim::pdl_wait();
   unsigned long long carry[kMaxRanks] = {};  // rows << 32 | slots of the chunks before
   const std::int64_t TK = T * K;
-  for (std::int64_t base = 0; base < T; base += kChunk) {
-    const int first = threadIdx.x * kItems;  // the thread's first token in the chunk
-    // Byte d of cnt: the token's slots to rank d. The owners of every item's
-    // group of kGroup slots are loaded together before they are used (the
-    // first group stays for the second pass): a load after a store waits
-    // for it, and a dependent load a slot made the plan latency-bound.
-    int own[kItems][kGroup];
-    unsigned long long cnt[kItems] = {};
-    for (int j0 = 0; j0 < K; j0 += kGroup) {
-      load_owners<kItems>(own, ids, placement, T, K, experts, base + first, j0);
+  const int chunk = K <= 8 ? kTokens : kOwnerBytes / K;
+  for (std::int64_t base = 0; base < T; base += chunk) {
+    const int n = static_cast<int>(T - base < chunk ? T - base : chunk);  // the chunk's tokens
+    const int slots = n * K;
+    const std::int32_t* chunk_ids = ids + base * K;
+    // 1. Every id load of a round issued before any placement load.
+    for (int s0 = 0; s0 < slots; s0 += kThreads * kLoads) {
+      int e[kLoads];
 #pragma unroll
-      for (int i = 0; i < kItems; ++i)
+      for (int u = 0; u < kLoads; ++u) {
+        const int s = s0 + u * kThreads + static_cast<int>(threadIdx.x);
+        e[u] = s < slots ? chunk_ids[s] : -1;
+      }
 #pragma unroll
-        for (int u = 0; u < kGroup; ++u)
-          if (own[i][u] >= 0) cnt[i] += 1ull << (8 * own[i][u]);
+      for (int u = 0; u < kLoads; ++u) {
+        const int s = s0 + u * kThreads + static_cast<int>(threadIdx.x);
+        if (s < slots) owner[s] = static_cast<std::int8_t>(e[u] >= 0 && e[u] < experts ? placement[e[u]] : -1);
+      }
     }
-    if (K > kGroup) load_owners<kItems>(own, ids, placement, T, K, experts, base + first, 0);
+    __syncthreads();
+    // 2.
+    const int first = static_cast<int>(threadIdx.x) * kItems;  // the thread's first token in the chunk
+    unsigned long long cnt[kItems];
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      cnt[i] = 0;
+      if (first + i < n)
+        for (int j = 0; j < K; ++j) {
+          const int d = owner[(first + i) * K + j];
+          if (d >= 0) cnt[i] += 1ull << (8 * d);
+        }
+    }
+    // 3.
 #pragma unroll
     for (int d = 0; d < kMaxRanks; ++d) {
       if (d >= R) continue;  // R is the block's: every thread skips together
@@ -114,19 +106,20 @@ __global__ void __launch_bounds__(kThreads)
       carry[d] += total;
 #pragma unroll
       for (int i = 0; i < kItems; ++i) {
+        if (first + i >= n) continue;
         const std::int64_t t = base + first + i;
         const unsigned c = static_cast<unsigned>(cnt[i] >> (8 * d)) & 0xffu;
-        const std::int32_t rows = static_cast<std::int32_t>(before >> 32), slots = static_cast<std::int32_t>(before);
-        slot_base[d][first + i] = slots;
-        if (t < T && c != 0) {
+        const std::int32_t rows = static_cast<std::int32_t>(before >> 32), slots_before = static_cast<std::int32_t>(before);
+        slot_base[d][first + i] = slots_before;
+        if (c != 0) {
           const std::int64_t q = d * T + rows;
           send_tok[q] = static_cast<std::int32_t>(t);
-          send_aux[2 * q] = slots;
+          send_aux[2 * q] = slots_before;
           send_aux[2 * q + 1] = rank;
         }
         // p2p-reduce's combine on this rank: the partial of destination d
         // comes back at d * T + t (R slots a token, weight 1, d ascending).
-        if (t < T && partial_inverse != nullptr) {
+        if (partial_inverse != nullptr) {
           partial_inverse[t * R + d] = c != 0 ? static_cast<std::int32_t>(d * T + t) : -1;
           ones[t * R + d] = 1.0f;
         }
@@ -134,23 +127,14 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     __syncthreads();  // every rank's slot_base of the chunk
-    int seen[kItems][kMaxRanks] = {};  // each token's slots to each rank so far (registers: unrolled selects)
-    for (int j0 = 0; j0 < K; j0 += kGroup) {
-      if (j0 > 0) load_owners<kItems>(own, ids, placement, T, K, experts, base + first, j0);
-#pragma unroll
-      for (int i = 0; i < kItems; ++i)
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u) {
-          const int d = own[i][u];
-          if (d == kPastK) continue;
-          const std::int64_t t = base + first + i;
-          slot_pos[t * K + j0 + u] =
-              d < 0 ? -1 : static_cast<std::int32_t>(d * TK + slot_base[d][first + i] + at(seen[i], d));
-#pragma unroll
-          for (int r = 0; r < kMaxRanks; ++r) seen[i][r] += r == d;
-        }
+    // 4. A slot's place: its token's base at d plus the token's earlier slots to d.
+    for (int s = static_cast<int>(threadIdx.x); s < slots; s += kThreads) {
+      const int tl = s / K, d = owner[s];
+      int seen = 0;
+      for (int j = tl * K; j < s; ++j) seen += owner[j] == d;
+      slot_pos[base * K + s] = d < 0 ? -1 : static_cast<std::int32_t>(d * TK + slot_base[d][tl] + seen);
     }
-    __syncthreads();  // slot_base is rewritten by the next chunk
+    __syncthreads();  // owner and slot_base are rewritten by the next chunk
   }
   if (threadIdx.x == 0)
 #pragma unroll
