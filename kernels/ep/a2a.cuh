@@ -1,5 +1,5 @@
-// The kernels around NCCL's transfers in ep's `nccl-a2a` variant: the sender's
-// plan (where each token's row and each slot's returned row go), the pack of
+// The kernels around NCCL's transfers in ep's `nccl-a2a` variant (the sender's
+// plan is plan.cuh's: where each token's row and each slot's returned row go), the pack of
 // rows into per-destination runs, the receiver's dropped tail, and the
 // receiver's return of expert outputs in the sender's slot order.
 //
@@ -12,11 +12,10 @@
 //   [2 s] rows and [2 s + 1] slots received from s.
 #pragma once
 
-#include <cub/block/block_scan.cuh>
-
 #include <cstdint>
 
 #include "ep/ep.hpp"
+#include "ep/plan.cuh"
 #include "primitives/convert.cuh"
 #include "primitives/flag.cuh"
 #include "primitives/pdl.cuh"
@@ -24,127 +23,6 @@
 namespace moekit::ep::detail {
 
 inline constexpr int kCountsFrom = 2 * kMaxRanks;  // counts' received half
-
-/// The sender's plan, one block over all T tokens in chunks of up to
-/// kThreads * kItems tokens (fewer past K 8: a chunk's owners fill
-/// kThreads * kItems * 8 bytes of shared memory). Per chunk:
-/// 1. every slot's owner (-1: dropped) into shared memory, the threads over
-///    consecutive slots (coalesced id loads);
-/// 2. each token's slots to each rank counted, byte d of a 64-bit word
-///    (K <= kMaxTopk), a thread's kItems tokens consecutive;
-/// 3. one block scan per rank of (rows << 32 | slots): the send places, and
-///    each token's slot base at every rank into shared memory;
-/// 4. every slot's place, the threads over consecutive slots again.
-/// A thread that walked its tokens' K slots in global memory touched a
-/// sector a lane in every load and store (docs/bench/ep-notes.md).
-/// @tparam kThreads threads of the one block
-/// @tparam kItems consecutive tokens a thread counts
-template <int kThreads, int kItems>
-__global__ void __launch_bounds__(kThreads)
-    plan_kernel(const std::int32_t* __restrict__ ids, const std::int32_t* __restrict__ placement, std::int64_t T,
-                int K, int experts, int R, int rank, std::int32_t* __restrict__ send_tok,
-                std::int32_t* __restrict__ send_aux, std::int32_t* __restrict__ slot_pos,
-                std::int32_t* __restrict__ counts, std::int32_t* __restrict__ partial_inverse,
-                float* __restrict__ ones) {
-  using Scan = cub::BlockScan<unsigned long long, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
-  constexpr int kTokens = kThreads * kItems;  // most tokens a chunk
-  constexpr int kOwnerBytes = kTokens * 8;    // a chunk's owners
-  constexpr int kLoads = 8;                   // id loads a thread has in flight
-  static_assert(kOwnerBytes >= kMaxTopk, "a chunk holds at least one token");
-  __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ std::int32_t slot_base[kMaxRanks][kTokens];  // a token's first slot place at d, within d's run
-  __shared__ std::int8_t owner[kOwnerBytes];
-  prim::pdl_wait();
-  unsigned long long carry[kMaxRanks] = {};  // rows << 32 | slots of the chunks before
-  const std::int64_t TK = T * K;
-  const int chunk = K <= 8 ? kTokens : kOwnerBytes / K;
-  for (std::int64_t base = 0; base < T; base += chunk) {
-    const int n = static_cast<int>(T - base < chunk ? T - base : chunk);  // the chunk's tokens
-    const int slots = n * K;
-    const std::int32_t* chunk_ids = ids + base * K;
-    // 1. Every id load of a round issued before any placement load.
-    for (int s0 = 0; s0 < slots; s0 += kThreads * kLoads) {
-      int e[kLoads];
-#pragma unroll
-      for (int u = 0; u < kLoads; ++u) {
-        const int s = s0 + u * kThreads + static_cast<int>(threadIdx.x);
-        e[u] = s < slots ? chunk_ids[s] : -1;
-      }
-#pragma unroll
-      for (int u = 0; u < kLoads; ++u) {
-        const int s = s0 + u * kThreads + static_cast<int>(threadIdx.x);
-        if (s < slots) owner[s] = static_cast<std::int8_t>(e[u] >= 0 && e[u] < experts ? placement[e[u]] : -1);
-      }
-    }
-    __syncthreads();
-    // 2.
-    const int first = static_cast<int>(threadIdx.x) * kItems;  // the thread's first token in the chunk
-    unsigned long long cnt[kItems];
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      cnt[i] = 0;
-      if (first + i < n)
-        for (int j = 0; j < K; ++j) {
-          const int d = owner[(first + i) * K + j];
-          if (d >= 0) cnt[i] += 1ull << (8 * d);
-        }
-    }
-    // 3.
-#pragma unroll
-    for (int d = 0; d < kMaxRanks; ++d) {
-      if (d >= R) continue;  // R is the block's: every thread skips together
-      unsigned long long mine = 0;
-#pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        const unsigned c = static_cast<unsigned>(cnt[i] >> (8 * d)) & 0xffu;
-        mine += (c != 0 ? 1ull << 32 : 0ull) + c;
-      }
-      unsigned long long before, total;
-      Scan(scan_storage).ExclusiveSum(mine, before, total);
-      __syncthreads();  // scan_storage is reused by the next rank's scan
-      before += carry[d];
-      carry[d] += total;
-#pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        if (first + i >= n) continue;
-        const std::int64_t t = base + first + i;
-        const unsigned c = static_cast<unsigned>(cnt[i] >> (8 * d)) & 0xffu;
-        const std::int32_t rows = static_cast<std::int32_t>(before >> 32), slots_before = static_cast<std::int32_t>(before);
-        slot_base[d][first + i] = slots_before;
-        if (c != 0) {
-          const std::int64_t q = d * T + rows;
-          send_tok[q] = static_cast<std::int32_t>(t);
-          send_aux[2 * q] = slots_before;
-          send_aux[2 * q + 1] = rank;
-        }
-        // p2p-reduce's combine on this rank: the partial of destination d
-        // comes back at d * T + t (R slots a token, weight 1, d ascending).
-        if (partial_inverse != nullptr) {
-          partial_inverse[t * R + d] = c != 0 ? static_cast<std::int32_t>(d * T + t) : -1;
-          ones[t * R + d] = 1.0f;
-        }
-        before += (c != 0 ? 1ull << 32 : 0ull) + c;
-      }
-    }
-    __syncthreads();  // every rank's slot_base of the chunk
-    // 4. A slot's place: its token's base at d plus the token's earlier slots to d.
-    for (int s = static_cast<int>(threadIdx.x); s < slots; s += kThreads) {
-      const int tl = s / K, d = owner[s];
-      int seen = 0;
-      for (int j = tl * K; j < s; ++j) seen += owner[j] == d;
-      slot_pos[base * K + s] = d < 0 ? -1 : static_cast<std::int32_t>(d * TK + slot_base[d][tl] + seen);
-    }
-    __syncthreads();  // owner and slot_base are rewritten by the next chunk
-  }
-  if (threadIdx.x == 0)
-#pragma unroll
-    for (int d = 0; d < kMaxRanks; ++d)  // unrolled: carry stays in registers
-      if (d < R) {
-        counts[2 * d] = static_cast<std::int32_t>(carry[d] >> 32);
-        counts[2 * d + 1] = static_cast<std::int32_t>(carry[d]);
-      }
-  prim::pdl_launch_dependents();
-}
 
 /// Copies `bytes` (a multiple of kVec) from src to dst with the block's
 /// threads, kUnroll loads in flight per thread before their stores (a row

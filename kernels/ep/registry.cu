@@ -18,18 +18,17 @@
 namespace moekit::ep {
 namespace {
 
-// The plan's one block of 256 threads: a decode batch a token a thread, a
-// prefill batch kPlanItems consecutive tokens a thread (chunks of 1024,
-// 32 KB of slot bases in shared memory at 8 ranks).
+// The plan's blocks: a token a thread; one block up to kPlanThreads tokens,
+// else two passes of one block per kPlanThreads tokens (plan.cuh).
 constexpr int kPlanThreads = 256;
-constexpr int kPlanItems = 4;
 constexpr int kRowThreads = 128;
 
 // The parts of a rank's workspace (a2a.cuh says what each holds), in order;
 // permute's slice first (its pick may keep it zero).
 enum Part {
   kPermuteWs, kSendTok, kSlotPos, kCounts, kSendAux, kSendIds, kSendRows, kRecvAux, kRecvIds, kRecvRows,
-  kInverse, kSorted, kExpertIds, kPostPad, kBackSend, kBackRecv, kCombineWs, kRecvW, kPartialInv, kOnes, kParts
+  kInverse, kSorted, kExpertIds, kPostPad, kBackSend, kBackRecv, kCombineWs, kRecvW, kPartialInv, kOnes,
+  kPlanTotals, kParts
 };
 
 const permute::Variant& layout_pick(const Problem& p, int r, const DeviceCaps& caps, bool pdl) {
@@ -54,6 +53,11 @@ enum class Mode { nccl, p2p, reduce };
 struct Slices : WorkspaceSlices<kParts> {
   Mode mode = Mode::nccl;
 };
+
+// The plan's blocks in its two passes (a batch past one block).
+unsigned plan_blocks(const Problem& p) {
+  return static_cast<unsigned>((p.tokens + kPlanThreads - 1) / kPlanThreads);
+}
 
 Slices slices(const Problem& p, const DeviceCaps& caps, Mode mode) {
   Slices w;
@@ -84,6 +88,7 @@ Slices slices(const Problem& p, const DeviceCaps& caps, Mode mode) {
   w.bytes[kBackSend] = n(p.slot_capacity()) * rb;
   w.bytes[kBackRecv] = n(p.slot_capacity()) * rb;
   w.bytes[kCombineWs] = combine_pick(p, caps, false).workspace_bytes(p.combine(), caps);
+  w.bytes[kPlanTotals] = p.tokens > kPlanThreads ? std::size_t(plan_blocks(p)) * kMaxRanks * 8 : 0;
   if (mode != Mode::nccl) w.bytes[kSendIds] = w.bytes[kSendRows] = w.bytes[kBackSend] = 0;
   if (mode == Mode::reduce) {
     w.bytes[kBackRecv] = RT * rb;  // one partial per (token, rank), not one row per slot
@@ -146,14 +151,17 @@ LaunchStatus forked(const Problem& p, Comm& c, Stream stream, F&& body) {
 
 LaunchStatus launch_plan(const Problem& p, const RankBuffers& x, const Slices& w, int r, Stream s,
                          bool pdl) {
-  // One token a thread up to a block's worth (decode), kPlanItems past it.
-  auto* kernel = p.tokens <= kPlanThreads ? detail::plan_kernel<kPlanThreads, 1>
-                                          : detail::plan_kernel<kPlanThreads, kPlanItems>;
-  return prim::launch_ex(kernel, 1, kPlanThreads, 0, s, prim::pdl_attrs(pdl), x.topk_ids, x.placement, p.tokens, p.topk,
-                         p.experts, p.ranks, r, part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
-                         part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts),
-                         w.mode == Mode::reduce ? part<std::int32_t>(w, x, kPartialInv) : nullptr,
-                         w.mode == Mode::reduce ? part<float>(w, x, kOnes) : nullptr);
+  detail::PlanArgs a{x.topk_ids, x.placement, p.tokens, p.topk, p.experts, p.ranks, r,
+                     part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
+                     part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts),
+                     w.mode == Mode::reduce ? part<std::int32_t>(w, x, kPartialInv) : nullptr,
+                     w.mode == Mode::reduce ? part<float>(w, x, kOnes) : nullptr,
+                     part<unsigned long long>(w, x, kPlanTotals)};
+  if (p.tokens <= kPlanThreads)
+    return prim::launch_ex(detail::plan_kernel<kPlanThreads>, 1, kPlanThreads, 0, s, prim::pdl_attrs(pdl), a);
+  const unsigned blocks = plan_blocks(p);
+  EP_TRY(prim::launch_ex(detail::plan_count_kernel<kPlanThreads>, blocks, kPlanThreads, 0, s, prim::pdl_attrs(pdl), a));
+  return prim::launch_ex(detail::plan_place_kernel<kPlanThreads>, blocks, kPlanThreads, 0, s, prim::pdl_attrs(pdl), a);
 }
 
 template <int kVec>
@@ -637,7 +645,7 @@ const std::array<Variant, 5> kVariants{{
       "counter on every rank over NVLink (release at system scope), and each rank's one-block wait kernel spins on "
       "its own (acquire) and takes the arrivals back, a counting semaphore a graph replays without a reset; no "
       "graph edge crosses GPUs between the fork and the join, and the kernels after a barrier keep PDL",
-      "plan_kernel pack_peer_kernel wait_kernel back_peer_kernel start_signal_kernel permute:* combine:*"},
+      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel wait_kernel back_peer_kernel start_signal_kernel permute:* combine:*"},
      false, p2p_signal_limits, p2p_signal_na, p2p_workspace, launch_p2p_signal},
     {{"p2p-reduce",
       "moekit's own, p2p returning partial sums as DeepEP's combine does: the weights go with the rows, each "
@@ -646,12 +654,12 @@ const std::array<Variant, 5> kVariants{{
       "(combine's auto pick, weight 1) and scales once; out is not combine's rule bit for bit (docs/ep.md derives "
       "the bound) but the sum of rounded partials, checked exactly against that reference; up to K / R times fewer "
       "returned bytes",
-      "plan_kernel pack_peer_kernel reduce_peer_kernel permute:* combine:*"},
+      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel reduce_peer_kernel permute:* combine:*"},
      false, p2p_limits, p2p_reduce_na, reduce_workspace, launch_p2p_reduce},
     {{"p2p-reduce-signal",
       "moekit's own, p2p-reduce with p2p-signal's device-side barriers (no graph edge crosses GPUs inside a launch; "
       "the kernels after a barrier keep PDL): the same out",
-      "plan_kernel pack_peer_kernel wait_kernel reduce_peer_kernel start_signal_kernel permute:* combine:*"},
+      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel wait_kernel reduce_peer_kernel start_signal_kernel permute:* combine:*"},
      false, p2p_signal_limits, p2p_reduce_signal_na, reduce_workspace, launch_p2p_reduce_signal},
     {{"p2p",
       "moekit's own, no NCCL and no host sync: each rank writes its rows (ids, slot bases) straight into its "
@@ -659,14 +667,14 @@ const std::array<Variant, 5> kVariants{{
       "marked dropped; cross-device events order the phases; each receiver lays them out with permute's auto "
       "pick; each rank writes its slots' outputs straight back into the senders' slot order, which combine's "
       "auto pick reads",
-      "plan_kernel pack_peer_kernel back_peer_kernel permute:* combine:*"},
+      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel back_peer_kernel permute:* combine:*"},
      false, p2p_limits, p2p_na, p2p_workspace, launch_p2p},
     {{"nccl-a2a",
       "the baseline a user would write: each rank plans and packs its rows per destination, the counts go over "
       "NCCL and back to the host, then grouped ncclSend/ncclRecv move the rows and ids; each receiver lays them "
       "out with permute's auto pick (compact, its experts); the outputs return the same way, combined with "
       "combine's auto pick (waits on the host between count and payload)",
-      "plan_kernel pack_kernel drop_tail_kernel back_kernel permute:* combine:*"},
+      "plan_kernel plan_count_kernel plan_place_kernel pack_kernel drop_tail_kernel back_kernel permute:* combine:*"},
      false, a2a_limits, a2a_na, a2a_workspace, launch_a2a, nullptr, false, /*host_sync=*/true},
 }};
 
