@@ -175,6 +175,17 @@ def ep_p2p_reduce_one_rank():
     expect("per-rank partials" in p.stdout + p.stderr, p.stdout[-1500:])
 
 
+@case("gpu")
+def ep_plan_past_256_blocks():
+    """T 66000 on one rank: the plan's second pass runs 258 blocks of 256 tokens, so a block sums the blocks before
+    it in strides of 256 (gpu_ep stops at T 1500: 6 blocks). The run checks itself against the CPU reference."""
+    if not has_gpu():
+        return 77
+    p = run("ep", "--ranks", 1, "-E", 16, "-k", 8, "--tokens", 66000, "--hidden-size", 8, "--dist", "zipf:1.2",
+            "--variant", "p2p", "--device", "gpu", code=0)
+    expect("check: pass" in p.stdout, p.stdout[-1500:])
+
+
 @case()
 def ep_cpu_run_follows_the_variants_rule():
     """A CPU run asked for p2p-reduce writes the partial-sum rule's out, not combine's: one f16 token of 1.0 with
