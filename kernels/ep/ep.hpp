@@ -20,7 +20,7 @@ namespace moekit::ep {
 // The GPUs of one host that one process drives (an HGX board has 8).
 inline constexpr int kMaxRanks = 8;
 // Most slots a token may have: the plan counts a token's slots to each rank
-// in one byte of a 64-bit word (a2a.cuh's plan_kernel).
+// in one byte of a 64-bit word (plan.cuh).
 inline constexpr int kMaxTopk = 255;
 
 struct Problem {

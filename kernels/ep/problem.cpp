@@ -33,7 +33,7 @@ Problem make_problem(std::int32_t ranks, std::int64_t tokens, std::int32_t topk,
     throw ProblemError(fmt::format("--ranks {}: ep drives 1 to {} GPUs of one host", ranks, kMaxRanks));
   if (tokens < 0) throw ProblemError(fmt::format("tokens per rank must be >= 0, got {}", tokens));
   if (topk < 1) throw ProblemError(fmt::format("K must be >= 1, got {}", topk));
-  // The plan counts a token's slots to a rank in one byte (a2a.cuh).
+  // The plan counts a token's slots to a rank in one byte (plan.cuh).
   if (topk > kMaxTopk)
     throw ProblemError(fmt::format("K {}: ep takes at most {} slots a token", topk, kMaxTopk));
   if (experts < 1) throw ProblemError(fmt::format("E must be >= 1, got {}", experts));

@@ -23,7 +23,8 @@ namespace {
 constexpr int kPlanThreads = 256;
 constexpr int kRowThreads = 128;
 
-// The parts of a rank's workspace (a2a.cuh says what each holds), in order;
+// The parts of a rank's workspace (a2a.cuh says what each holds; kPlanTotals:
+// the plan's per-block sums, plan.cuh), in order;
 // permute's slice first (its pick may keep it zero).
 enum Part {
   kPermuteWs, kSendTok, kSlotPos, kCounts, kSendAux, kSendIds, kSendRows, kRecvAux, kRecvIds, kRecvRows,
@@ -149,8 +150,11 @@ LaunchStatus forked(const Problem& p, Comm& c, Stream stream, F&& body) {
   return cudaSuccess;
 }
 
+// `pdl`: the plan's first kernel may overlap its predecessor (the caller
+// knows whether that is a kernel); `pdl_inner`: the second pass after the
+// first (always a kernel).
 LaunchStatus launch_plan(const Problem& p, const RankBuffers& x, const Slices& w, int r, Stream s,
-                         bool pdl) {
+                         bool pdl, bool pdl_inner) {
   detail::PlanArgs a{x.topk_ids, x.placement, p.tokens, p.topk, p.experts, p.ranks, r,
                      part<std::int32_t>(w, x, kSendTok), part<std::int32_t>(w, x, kSendAux),
                      part<std::int32_t>(w, x, kSlotPos), part<std::int32_t>(w, x, kCounts),
@@ -161,7 +165,8 @@ LaunchStatus launch_plan(const Problem& p, const RankBuffers& x, const Slices& w
     return prim::launch_ex(detail::plan_kernel<kPlanThreads>, 1, kPlanThreads, 0, s, prim::pdl_attrs(pdl), a);
   const unsigned blocks = plan_blocks(p);
   EP_TRY(prim::launch_ex(detail::plan_count_kernel<kPlanThreads>, blocks, kPlanThreads, 0, s, prim::pdl_attrs(pdl), a));
-  return prim::launch_ex(detail::plan_place_kernel<kPlanThreads>, blocks, kPlanThreads, 0, s, prim::pdl_attrs(pdl), a);
+  return prim::launch_ex(detail::plan_place_kernel<kPlanThreads>, blocks, kPlanThreads, 0, s,
+                         prim::pdl_attrs(pdl_inner), a);
 }
 
 template <int kVec>
@@ -263,7 +268,7 @@ LaunchStatus dispatch(const Problem& p, const Buffers& b, Stream stream, bool pd
       EP_TRY(cudaSetDevice(r));
       // After the fork a rank's predecessor is an event wait (with R > 1 even on
       // the launch's own stream: the previous join), not a kernel: PDL only for one rank.
-      EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && p.ranks == 1));
+      EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && p.ranks == 1, pdl));
       EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_pack<V>(p, x, w, c.stream(r), pdl); }));
     }
     // The counts: rank r's [2 d, 2 d + 2) to rank d's [kCountsFrom + 2 r, ...).
@@ -475,7 +480,7 @@ LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Slices&
     EP_TRY(cudaSetDevice(r));
     // After the fork a rank's predecessor is an event wait (with R > 1 even on
     // the launch's own stream: the previous join), not a kernel: PDL only for one rank.
-    EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && (p.ranks == 1 || per_rank)));
+    EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && (p.ranks == 1 || per_rank), pdl));
     // No barrier before the writes into the peers: every rank's stream
     // already waits, through the fork, for every rank's previous launch (the
     // join), so no peer still reads the receive buffer written here. Per
