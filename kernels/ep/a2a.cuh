@@ -149,16 +149,6 @@ struct PeerSignal {
   unsigned* arrive[kMaxRanks];
 };
 
-// a[d] of a kernel parameter's pointer table for a d known only at run time,
-// as an unrolled select (an indexed parameter array is copied to local memory).
-template <class P>
-__device__ __forceinline__ P pick(P const (&a)[kMaxRanks], int d) {
-  P v = a[0];
-#pragma unroll
-  for (int i = 1; i < kMaxRanks; ++i) v = i == d ? a[i] : v;
-  return v;
-}
-
 // Every block of a writing kernel ends here (no block may return early).
 __device__ __forceinline__ void signal_peers(const PeerSignal& sig, int R) {
   if (sig.done == nullptr) return;

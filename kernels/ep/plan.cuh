@@ -21,12 +21,14 @@
 
 namespace moekit::ep::detail {
 
-// a[d] for a d known only at run time, without local memory (an unrolled select).
+// a[d] for a d in [0, kMaxRanks) known only at run time, as an unrolled
+// select: an indexed register array, or kernel parameter array, would be
+// copied to local memory.
 template <class V>
-__device__ __forceinline__ V at(const V (&a)[kMaxRanks], int d) {
-  V v = 0;
+__device__ __forceinline__ V pick(V const (&a)[kMaxRanks], int d) {
+  V v = a[0];
 #pragma unroll
-  for (int i = 0; i < kMaxRanks; ++i) v = i == d ? a[i] : v;
+  for (int i = 1; i < kMaxRanks; ++i) v = i == d ? a[i] : v;
   return v;
 }
 
@@ -34,19 +36,29 @@ __device__ __forceinline__ V at(const V (&a)[kMaxRanks], int d) {
 // slot made the plan latency-bound).
 inline constexpr int kPlanLoads = 8;
 
-// Byte d: token t's slots owned by rank d (a dropped slot, an id outside
-// [0, E), counts nowhere).
+// own[u]: the rank owning slot j0 + u of token t, -1 for a dropped slot (an
+// id outside [0, E)) or one past K. Every id load is issued before any
+// owner is looked up.
+__device__ __forceinline__ void load_owners(int (&own)[kPlanLoads], const std::int32_t* __restrict__ ids,
+                                            const std::int32_t* __restrict__ placement, std::int64_t t, int K,
+                                            int experts, int j0) {
+#pragma unroll
+  for (int u = 0; u < kPlanLoads; ++u) own[u] = j0 + u < K ? ids[t * K + j0 + u] : -1;
+#pragma unroll
+  for (int u = 0; u < kPlanLoads; ++u) own[u] = own[u] >= 0 && own[u] < experts ? placement[own[u]] : -1;
+}
+
+// Byte d: token t's slots owned by rank d (a dropped slot counts nowhere).
 __device__ __forceinline__ unsigned long long token_counts(const std::int32_t* __restrict__ ids,
                                                            const std::int32_t* __restrict__ placement,
                                                            std::int64_t t, int K, int experts) {
   unsigned long long cnt = 0;
   for (int j0 = 0; j0 < K; j0 += kPlanLoads) {
-    int e[kPlanLoads];
-#pragma unroll
-    for (int u = 0; u < kPlanLoads; ++u) e[u] = j0 + u < K ? ids[t * K + j0 + u] : -1;
+    int own[kPlanLoads];
+    load_owners(own, ids, placement, t, K, experts, j0);
 #pragma unroll
     for (int u = 0; u < kPlanLoads; ++u)
-      if (e[u] >= 0 && e[u] < experts) cnt += 1ull << (8 * placement[e[u]]);
+      if (own[u] >= 0) cnt += 1ull << (8 * own[u]);
   }
   return cnt;
 }
@@ -116,14 +128,13 @@ __device__ __forceinline__ void place_tokens(const PlanArgs& a, std::int64_t t0,
   const std::int64_t TK = a.T * a.K;
   int seen[kMaxRanks] = {};  // the token's slots to each rank so far
   for (int j0 = 0; j0 < a.K; j0 += kPlanLoads) {
-    int e[kPlanLoads];
-#pragma unroll
-    for (int u = 0; u < kPlanLoads; ++u) e[u] = j0 + u < a.K ? a.ids[t * a.K + j0 + u] : -1;
+    int own[kPlanLoads];
+    load_owners(own, a.ids, a.placement, t, a.K, a.experts, j0);
 #pragma unroll
     for (int u = 0; u < kPlanLoads; ++u) {
       if (j0 + u >= a.K) continue;
-      const int d = e[u] >= 0 && e[u] < a.experts ? a.placement[e[u]] : -1;
-      a.slot_pos[t * a.K + j0 + u] = d < 0 ? -1 : static_cast<std::int32_t>(d * TK + at(base, d) + at(seen, d));
+      const int d = own[u];
+      a.slot_pos[t * a.K + j0 + u] = d < 0 ? -1 : static_cast<std::int32_t>(d * TK + pick(base, d) + pick(seen, d));
 #pragma unroll
       for (int r = 0; r < kMaxRanks; ++r) seen[r] += r == d;
     }
