@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -30,6 +29,7 @@
 #include <vector>
 
 #include "align/gen.hpp"
+#include "args.hpp"
 #include "cell.hpp"
 #include "combine/gen.hpp"
 #include "cuda_util.hpp"
@@ -179,18 +179,11 @@ struct Filter {
 };
 
 std::vector<std::int64_t> parse_list(std::string_view flag, std::string_view s) {
-  std::vector<std::int64_t> v;
-  std::size_t at = 0;
-  while (at <= s.size()) {
-    const std::size_t end = std::min(s.find(',', at), s.size());
-    const std::string item(s.substr(at, end - at));
-    char* stop = nullptr;
-    const long long x = std::strtoll(item.c_str(), &stop, 10);
-    if (item.empty() || *stop != '\0' || x < 1) throw std::invalid_argument(fmt::format("{} {}", flag, s));
-    v.push_back(x);
-    at = end + 1;
+  try {
+    return bench::int_list(s, 1, INT64_MAX);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(fmt::format("{} {}", flag, s));
   }
-  return v;
 }
 
 // Takes the filter's flags out of argv (run_bench reads --json).

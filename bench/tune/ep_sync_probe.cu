@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
+
 namespace {
 
 constexpr int kMax = 8;
@@ -165,10 +167,11 @@ double time_mode(Ranks& k, Mode m, int barriers, int launches, int samples) {
 }
 
 int number(const char* s, int lo, int hi) {
-  char* end = nullptr;
-  const long v = std::strtol(s, &end, 10);
-  if (end == s || *end != '\0' || v < lo || v > hi) usage(s);
-  return static_cast<int>(v);
+  try {
+    return static_cast<int>(moekit::bench::int_arg(s, lo, hi));
+  } catch (const std::invalid_argument& e) {
+    usage(e.what());
+  }
 }
 
 }  // namespace
@@ -186,11 +189,10 @@ int main(int argc, char** argv) {
     const char* v = argv[++i];
     if (a == "--ranks") {
       ranks.clear();
-      std::string s = v;
-      for (std::size_t at = 0; at <= s.size();) {
-        const std::size_t comma = std::min(s.find(',', at), s.size());
-        ranks.push_back(number(s.substr(at, comma - at).c_str(), 1, kMax));
-        at = comma + 1;
+      try {
+        for (const std::int64_t r : moekit::bench::int_list(v, 1, kMax)) ranks.push_back(static_cast<int>(r));
+      } catch (const std::invalid_argument& e) {
+        usage(e.what());
       }
     } else if (a == "--barriers") {
       barriers = number(v, 0, 16);
