@@ -139,7 +139,8 @@ std::string run_plan(std::int64_t T, int K, int E, int R, int rank, bool two_pas
   const auto bytes = [](std::int64_t n, std::size_t each) { return std::max<std::size_t>(std::size_t(n) * each, 4); };
   DeviceBuffer d_ids(bytes(T * K, 4)), d_place(bytes(E, 4)), tok(bytes(R * T, 4)), aux(bytes(2 * R * T, 4)),
       pos(bytes(T * K, 4)), counts(bytes(2 * R, 4)), pinv(bytes(T * R, 4)), ones(bytes(T * R, 4));
-  const std::int64_t blocks = (T + kThreads - 1) / kThreads;
+  // At least one block: T 0 still launches a grid of one, whose block writes its sums.
+  const std::int64_t blocks = std::max<std::int64_t>((T + kThreads - 1) / kThreads, 1);
   DeviceBuffer totals(bytes(blocks * ep::kMaxRanks, 8));
   for (DeviceBuffer* b : {&tok, &aux, &pos, &counts, &pinv, &ones, &totals}) b->fill_bytes(0xCD);
   if (T * K > 0) d_ids.upload(ids.data(), ids.size() * 4);
@@ -150,7 +151,7 @@ std::string run_plan(std::int64_t T, int K, int E, int R, int rank, bool two_pas
                                totals.as<unsigned long long>()};
   const Stream s = process_stream();
   if (two_pass) {
-    const unsigned g = unsigned(std::max<std::int64_t>(blocks, 1));
+    const unsigned g = unsigned(blocks);
     cuda_check(prim::launch_ex(ep::detail::plan_count_kernel<kThreads>, g, kThreads, 0, s, prim::LaunchAttrs{}, a),
                "plan_count_kernel");
     cuda_check(prim::launch_ex(ep::detail::plan_place_kernel<kThreads>, g, kThreads, 0, s, prim::pdl_attrs(true), a),
