@@ -13,6 +13,7 @@
 #include "common/device.hpp"
 #include "common/registry.hpp"
 #include "common/variant.hpp"
+#include "experts/experts.hpp"
 #include "permute/permute.hpp"
 
 namespace moekit::ep {
@@ -56,16 +57,27 @@ struct Problem {
   // p2p-reduce's combine on the token's rank: T tokens of R partials (weight
   // 1, rank ascending, dropped where the token sent nothing) over R * T rows.
   combine::Problem combine_partials() const;
+
+  // The experts between dispatch and combine: identity (the back kernels
+  // read the received rows) or, with `ffn`, the expert FFN of the experts
+  // family on each rank's received rows: rank r's experts::Problem over the
+  // same layout(r), its local experts, writing y in permuted's row order,
+  // which the back kernels read instead. Planned by make_problem.
+  bool ffn = false;
+  const experts::Problem& ffn_problem(int rank) const { return ffns[std::size_t(rank)]; }
+  std::array<experts::Problem, kMaxRanks> ffns{};
 };
 
 // The Problem of R ranks of T tokens with K of E experts each, rows of H
 // elements of `dtype`; `placement` empty: contiguous, E / R experts a rank
 // (R must divide E). Throws ProblemError (R outside [1, kMaxRanks], a
 // placement of the wrong length or naming a rank outside [0, R), sizes past
-// the layout's int32 limits). Host only (problem.cpp).
+// the layout's int32 limits; with `ffn`, experts::make_problem's and f32
+// rows). `ffn`: the expert FFN between the phases (bf16 or f16 rows). Host
+// only (problem.cpp).
 Problem make_problem(std::int32_t ranks, std::int64_t tokens, std::int32_t topk, std::int32_t experts,
                      std::int64_t hidden, combine::DType dtype, float scaling,
-                     std::vector<std::int32_t> placement = {});
+                     std::vector<std::int32_t> placement = {}, const experts::FfnArgs* ffn = nullptr);
 
 // Rank r's expert map over the E global experts: local id, or -1 where
 // another rank owns the expert (align's local map semantics).
@@ -82,6 +94,11 @@ struct RankBuffers {
   const std::int32_t* expert_map = nullptr;  // [E] this rank's (expert_map())
   void* permuted = nullptr;                  // [layout(r).align.max_num_tokens_padded, H] received rows, compact
   std::int64_t* expert_offsets = nullptr;    // [local + 1]
+  // p.ffn only: the rank's local experts' weights (local id order) and the
+  // FFN's output rows.
+  const void* w1 = nullptr;                  // [local, 2I, H]
+  const void* w2 = nullptr;                  // [local, H, I]
+  void* y = nullptr;                         // [layout(r).align.max_num_tokens_padded, H] permuted's row order
   void* out = nullptr;                       // [T, H]
   void* workspace = nullptr;                 // workspace_bytes of the variant
 };
@@ -95,10 +112,12 @@ using Variant = moekit::Variant<Problem, Buffers>;
 using Registry = moekit::Registry<Problem, Buffers>;
 const Registry& registry();  // variants, find, auto rows and rule (registry.cu)
 
-// The two phases of a launch, each launchable alone once a launch has run
+// The phases of a launch, each launchable alone once a launch has run
 // (per-phase timing): dispatch (rows to their experts' ranks, laid out
-// there) and combine (expert outputs back, combined on the token's rank).
-enum class Stage { dispatch, combine };
+// there), experts (p.ffn: each rank's FFN on its received rows; identity
+// experts launch nothing) and combine (expert outputs back, combined on the
+// token's rank).
+enum class Stage { dispatch, experts, combine };
 // Whether v's launches go through NCCL (a Comm for it needs communicators).
 bool needs_nccl(const Variant& v);
 // A launch as a process per GPU issues it: each rank's whole launch on its
@@ -135,5 +154,9 @@ struct Traffic {
   std::int64_t combine_remote = 0;   // the slot rows that come back from another GPU
 };
 Traffic traffic(const Problem& p, const std::vector<std::vector<std::int32_t>>& ids);
+
+// p.ffn: the experts variant rank r's FFN stage runs (experts::pick_on_layout
+// on the current device) and its workspace bytes (part of the rank's).
+const experts::Variant& ffn_variant(const Problem& p, int rank, const DeviceCaps& caps);
 
 }  // namespace moekit::ep

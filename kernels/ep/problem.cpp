@@ -28,7 +28,8 @@ combine::Problem Problem::combine_partials() const {
 }
 
 Problem make_problem(std::int32_t ranks, std::int64_t tokens, std::int32_t topk, std::int32_t experts,
-                     std::int64_t hidden, combine::DType dtype, float scaling, std::vector<std::int32_t> placement) {
+                     std::int64_t hidden, combine::DType dtype, float scaling, std::vector<std::int32_t> placement,
+                     const experts::FfnArgs* ffn) {
   if (ranks < 1 || ranks > kMaxRanks)
     throw ProblemError(fmt::format("--ranks {}: ep drives 1 to {} GPUs of one host", ranks, kMaxRanks));
   if (tokens < 0) throw ProblemError(fmt::format("tokens per rank must be >= 0, got {}", tokens));
@@ -74,6 +75,17 @@ Problem make_problem(std::int32_t ranks, std::int64_t tokens, std::int32_t topk,
     p.layouts[std::size_t(r)] =
         permute::make_problem(p.recv_capacity(), topk, std::max(p.local[std::size_t(r)], 1), 1, p.row_bytes(),
                               permute::Layout::compact, experts, align::Invalid::drop, align::MapSemantics::local);
+  if (ffn != nullptr) {
+    if (dtype == combine::DType::f32) throw ProblemError("the expert FFN takes bf16 or f16 rows, not f32");
+    p.ffn = true;
+    // The FFN's own layout is the one planned above (a CPU test ties them):
+    // the same receive capacity, local experts, expert map and drop rule.
+    for (int r = 0; r < ranks; ++r)
+      p.ffns[std::size_t(r)] =
+          experts::make_problem(p.recv_capacity(), topk, std::max(p.local[std::size_t(r)], 1), hidden, ffn->inter,
+                                dtype == combine::DType::bf16 ? experts::DType::bf16 : experts::DType::f16, ffn->act,
+                                ffn->w1_layout, permute::Layout::compact, 1, scaling, experts);
+  }
   return p;
 }
 

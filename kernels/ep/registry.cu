@@ -24,12 +24,13 @@ constexpr int kPlanThreads = 256;
 constexpr int kRowThreads = 128;
 
 // The parts of a rank's workspace (a2a.cuh says what each holds; kPlanTotals:
-// the plan's per-block sums, plan.cuh), in order;
+// the plan's per-block sums, plan.cuh; kFfnWs: the FFN pick's whole
+// workspace, of which its FFN stage uses its own scratch), in order;
 // permute's slice first (its pick may keep it zero).
 enum Part {
   kPermuteWs, kSendTok, kSlotPos, kCounts, kSendAux, kSendIds, kSendRows, kRecvAux, kRecvIds, kRecvRows,
   kInverse, kSorted, kExpertIds, kPostPad, kBackSend, kBackRecv, kCombineWs, kRecvW, kPartialInv, kOnes,
-  kPlanTotals, kParts
+  kPlanTotals, kFfnWs, kParts
 };
 
 const permute::Variant& layout_pick(const Problem& p, int r, const DeviceCaps& caps, bool pdl) {
@@ -90,6 +91,9 @@ Slices slices(const Problem& p, const DeviceCaps& caps, Mode mode) {
   w.bytes[kBackRecv] = n(p.slot_capacity()) * rb;
   w.bytes[kCombineWs] = combine_pick(p, caps, false).workspace_bytes(p.combine(), caps);
   w.bytes[kPlanTotals] = p.tokens > kPlanThreads ? std::size_t(plan_blocks(p)) * kMaxRanks * 8 : 0;
+  if (p.ffn)
+    for (int r = 0; r < p.ranks; ++r)
+      w.bytes[kFfnWs] = std::max(w.bytes[kFfnWs], ffn_variant(p, r, caps).workspace_bytes(p.ffn_problem(r), caps));
   if (mode != Mode::nccl) w.bytes[kSendIds] = w.bytes[kSendRows] = w.bytes[kBackSend] = 0;
   if (mode == Mode::reduce) {
     w.bytes[kBackRecv] = RT * rb;  // one partial per (token, rank), not one row per slot
@@ -105,6 +109,10 @@ template <class T>
 T* part(const Slices& w, const RankBuffers& rb, Part i) {
   return static_cast<T*>(w.at(rb.workspace, i));
 }
+
+// What the experts wrote, in permuted's row order: the FFN's y, or the
+// received rows themselves (identity experts).
+const void* expert_out(const Problem& p, const RankBuffers& x) { return p.ffn ? x.y : x.permuted; }
 
 // The current device, restored on scope exit (a launch visits every rank's).
 struct DeviceScope {
@@ -183,7 +191,7 @@ template <int kVec>
 LaunchStatus launch_back(const Problem& p, const RankBuffers& rb, const Slices& w, Stream s,
                          bool pdl) {
   return prim::launch_ex(detail::back_kernel<kVec>, row_grid(p.recv_capacity()), kRowThreads, 0, s,
-                         prim::pdl_attrs(pdl), static_cast<const char*>(rb.permuted),
+                         prim::pdl_attrs(pdl), static_cast<const char*>(expert_out(p, rb)),
                          part<const std::int32_t>(w, rb, kInverse), part<const std::int32_t>(w, rb, kRecvAux),
                          part<const std::int32_t>(w, rb, kCounts), p.ranks, p.tokens, p.topk, p.row_bytes(),
                          part<char>(w, rb, kBackSend));
@@ -216,6 +224,33 @@ LaunchStatus lay_out(const Problem& p, const Buffers& b, const Slices& w, int r,
   pb.expert_offsets = x.expert_offsets;
   pb.workspace = pws;
   return v.launch(lp, pb, b.comm->stream(r), pdl);
+}
+
+// Rank r's expert FFN over its received rows (p.ffn; identity experts:
+// nothing), on rank r's stream: the FFN stage of its pick, which reads
+// permuted and the expert offsets the layout wrote and writes y.
+LaunchStatus experts_on(const Problem& p, const Buffers& b, const Slices& w, int r, bool pdl) {
+  if (!p.ffn) return cudaSuccess;
+  const RankBuffers& x = b.rank[std::size_t(r)];
+  EP_TRY(cudaSetDevice(r));
+  const experts::Problem& fp = p.ffn_problem(r);
+  experts::Buffers eb;
+  eb.expert_map = x.expert_map;
+  eb.w1 = x.w1;
+  eb.w2 = x.w2;
+  eb.permuted = x.permuted;
+  eb.inverse = part<std::int32_t>(w, x, kInverse);
+  eb.sorted_token_ids = part<std::int32_t>(w, x, kSorted);
+  eb.expert_ids = part<std::int32_t>(w, x, kExpertIds);
+  eb.num_tokens_post_pad = part<std::int32_t>(w, x, kPostPad);
+  eb.expert_offsets = x.expert_offsets;
+  eb.y = x.y;
+  eb.workspace = w.at(x.workspace, kFfnWs);
+  return experts::launch_stage(ffn_variant(p, r, device_caps()), fp, eb, experts::Stage::ffn, b.comm->stream(r), pdl);
+}
+LaunchStatus experts_all(const Problem& p, const Buffers& b, const Slices& w, bool pdl) {
+  for (int r = 0; r < p.ranks; ++r) EP_TRY(experts_on(p, b, w, r, pdl));
+  return cudaSuccess;
 }
 
 // Rank r's tokens combined (combine's auto pick over the returned rows, the
@@ -435,7 +470,7 @@ LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Slices& 
   detail::PeerBack to{};
   for (int d = 0; d < p.ranks; ++d) to.rows[d] = part<char>(w, b.rank[std::size_t(d)], kBackRecv);
   return prim::launch_ex(detail::back_peer_kernel<kVec>, row_grid(p.slot_capacity()), kRowThreads, 0,
-                         b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const char*>(x.permuted),
+                         b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const char*>(expert_out(p, x)),
                          part<const std::int32_t>(w, x, kInverse), part<const std::int32_t>(w, x, kRecvAux), p.ranks,
                          r, p.tokens, p.topk, p.row_bytes(), to,
                          peer_signal(p, *b.comm, r, sync, Comm::kBackDone, Comm::kCombineArrive));
@@ -450,7 +485,7 @@ LaunchStatus launch_reduce_peer(const Problem& p, const Buffers& b, const Slices
   const auto go = [&]<class T, int kVec>() {
     const std::int64_t slices = (p.hidden + kRowThreads * kVec - 1) / (kRowThreads * kVec);
     return prim::launch_ex(detail::reduce_peer_kernel<T, kVec>, row_grid(p.recv_capacity() * slices), kRowThreads, 0,
-                           b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const T*>(x.permuted),
+                           b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const T*>(expert_out(p, x)),
                            part<const std::int32_t>(w, x, kInverse), part<const float>(w, x, kRecvW),
                            part<const std::int32_t>(w, x, kRecvAux), p.ranks, r, p.tokens, p.topk, p.hidden, to,
                            peer_signal(p, *b.comm, r, sync, Comm::kBackDone, Comm::kCombineArrive));
@@ -534,8 +569,16 @@ bool comm_fits(const Problem& p, const Buffers& b) {
   return b.comm != nullptr && b.comm->ranks() == p.ranks && b.comm->has_peers();
 }
 
+// The experts phase alone (Stage::experts): each rank's FFN after the fork
+// (an event wait before it with R > 1, so PDL only for one rank).
+LaunchStatus experts_stage(const Problem& p, const Buffers& b, Stream stream, bool pdl, Mode mode) {
+  const Slices w = slices(p, device_caps(), mode);
+  return forked(p, *b.comm, stream, [&] { return experts_all(p, b, w, pdl && p.ranks == 1); });
+}
+
 LaunchStatus p2p_stage(const Problem& p, const Buffers& b, Stage st, Stream stream, bool pdl, Flavor f) {
   if (!comm_fits(p, b)) return cudaErrorInvalidValue;
+  if (st == Stage::experts) return experts_stage(p, b, stream, pdl, f.mode());
   const Slices w = slices(p, device_caps(), f.mode());
   return after_failure(*b.comm, stream, f.sync, forked(p, *b.comm, stream, [&] {
     return st == Stage::dispatch ? dispatch_p2p_body(p, b, w, pdl, f) : combine_p2p_body(p, b, w, pdl, false, f);
@@ -547,6 +590,7 @@ LaunchStatus launch_flavor(const Problem& p, const Buffers& b, Stream s, bool pd
   const Slices w = slices(p, device_caps(), f.mode());
   return after_failure(*b.comm, s, f.sync, forked(p, *b.comm, s, [&]() -> LaunchStatus {
     EP_TRY(dispatch_p2p_body(p, b, w, pdl, f));
+    EP_TRY(experts_all(p, b, w, pdl));  // after each rank's layout kernels: PDL holds
     return combine_p2p_body(p, b, w, pdl, true, f);
   }));
 }
@@ -567,6 +611,7 @@ LaunchStatus per_rank_flavor(const Problem& p, const Buffers& b, bool pdl, Flavo
                              p.ranks));
     }
     EP_TRY(dispatch_p2p_body(p, b, w, pdl, f, /*per_rank=*/true));
+    EP_TRY(experts_all(p, b, w, pdl));
     return combine_p2p_body(p, b, w, pdl, /*after_layout=*/true, f);
   }();
   return after_failure(c, c.stream(0), f.sync, e);
@@ -591,11 +636,18 @@ std::size_t reduce_workspace(const Problem& p, const DeviceCaps& caps) { return 
 std::string p2p_limits(const DeviceCaps&) {
   return "R <= " + std::to_string(kMaxRanks) + " GPUs of one host with peer access between every pair; K <= 64";
 }
+// Each rank's layout and (p.ffn) FFN pick.
+const char* layouts_na(const Problem& p, const DeviceCaps& caps) {
+  for (int r = 0; r < p.ranks; ++r) {
+    if (const char* why = layout_pick(p, r, caps, false).not_applicable(p.layout(r), caps)) return why;
+    if (p.ffn)
+      if (const char* why = ffn_variant(p, r, caps).not_applicable(p.ffn_problem(r), caps)) return why;
+  }
+  return nullptr;
+}
 const char* layout_and_combine_na(const Problem& p, const DeviceCaps& caps) {
   if (const char* why = combine_pick(p, caps, false).not_applicable(p.combine(), caps)) return why;
-  for (int r = 0; r < p.ranks; ++r)
-    if (const char* why = layout_pick(p, r, caps, false).not_applicable(p.layout(r), caps)) return why;
-  return nullptr;
+  return layouts_na(p, caps);
 }
 const char* p2p_na(const Problem& p, const DeviceCaps& caps) {
   if (caps.present() && !peer_access_missing(p.ranks).empty()) return "no peer access between the GPUs";
@@ -612,8 +664,7 @@ const char* p2p_signal_na(const Problem& p, const DeviceCaps& caps) {
 // Its layouts and the combine of partials (combine's slot problem is not run).
 const char* p2p_reduce_na(const Problem& p, const DeviceCaps& caps) {
   if (caps.present() && !peer_access_missing(p.ranks).empty()) return "no peer access between the GPUs";
-  for (int r = 0; r < p.ranks; ++r)
-    if (const char* why = layout_pick(p, r, caps, false).not_applicable(p.layout(r), caps)) return why;
+  if (const char* why = layouts_na(p, caps)) return why;
   return partials_pick(p, caps, false).not_applicable(p.combine_partials(), caps);
 }
 const char* p2p_reduce_signal_na(const Problem& p, const DeviceCaps& caps) {
@@ -626,6 +677,7 @@ LaunchStatus launch_a2a(const Problem& p, const Buffers& b, Stream s, bool pdl) 
   if (b.comm == nullptr || b.comm->ranks() != p.ranks || !b.comm->has_nccl()) return cudaErrorInvalidValue;
   b.comm->clear_error();
   EP_TRY(dispatch(p, b, s, pdl));
+  if (p.ffn) EP_TRY(experts_stage(p, b, s, pdl, Mode::nccl));
   return combine_back(p, b, s, pdl);
 }
 
@@ -650,7 +702,7 @@ const std::array<Variant, 5> kVariants{{
       "counter on every rank over NVLink (release at system scope), and each rank's one-block wait kernel spins on "
       "its own (acquire) and takes the arrivals back, a counting semaphore a graph replays without a reset; no "
       "graph edge crosses GPUs between the fork and the join, and the kernels after a barrier keep PDL",
-      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel wait_kernel back_peer_kernel start_signal_kernel permute:* combine:*"},
+      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel wait_kernel back_peer_kernel start_signal_kernel permute:* experts:* combine:*"},
      false, p2p_signal_limits, p2p_signal_na, p2p_workspace, launch_p2p_signal},
     {{"p2p-reduce",
       "moekit's own, p2p returning partial sums as DeepEP's combine does: the weights go with the rows, each "
@@ -659,12 +711,12 @@ const std::array<Variant, 5> kVariants{{
       "(combine's auto pick, weight 1) and scales once; out is not combine's rule bit for bit (docs/ep.md derives "
       "the bound) but the sum of rounded partials, checked exactly against that reference; up to K / R times fewer "
       "returned bytes",
-      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel reduce_peer_kernel permute:* combine:*"},
+      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel reduce_peer_kernel permute:* experts:* combine:*"},
      false, p2p_limits, p2p_reduce_na, reduce_workspace, launch_p2p_reduce},
     {{"p2p-reduce-signal",
       "moekit's own, p2p-reduce with p2p-signal's device-side barriers (no graph edge crosses GPUs inside a launch; "
       "the kernels after a barrier keep PDL): the same out",
-      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel wait_kernel reduce_peer_kernel start_signal_kernel permute:* combine:*"},
+      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel wait_kernel reduce_peer_kernel start_signal_kernel permute:* experts:* combine:*"},
      false, p2p_signal_limits, p2p_reduce_signal_na, reduce_workspace, launch_p2p_reduce_signal},
     {{"p2p",
       "moekit's own, no NCCL and no host sync: each rank writes its rows (ids, slot bases) straight into its "
@@ -672,14 +724,14 @@ const std::array<Variant, 5> kVariants{{
       "marked dropped; cross-device events order the phases; each receiver lays them out with permute's auto "
       "pick; each rank writes its slots' outputs straight back into the senders' slot order, which combine's "
       "auto pick reads",
-      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel back_peer_kernel permute:* combine:*"},
+      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel back_peer_kernel permute:* experts:* combine:*"},
      false, p2p_limits, p2p_na, p2p_workspace, launch_p2p},
     {{"nccl-a2a",
       "the baseline a user would write: each rank plans and packs its rows per destination, the counts go over "
       "NCCL and back to the host, then grouped ncclSend/ncclRecv move the rows and ids; each receiver lays them "
       "out with permute's auto pick (compact, its experts); the outputs return the same way, combined with "
       "combine's auto pick (waits on the host between count and payload)",
-      "plan_kernel plan_count_kernel plan_place_kernel pack_kernel drop_tail_kernel back_kernel permute:* combine:*"},
+      "plan_kernel plan_count_kernel plan_place_kernel pack_kernel drop_tail_kernel back_kernel permute:* experts:* combine:*"},
      false, a2a_limits, a2a_na, a2a_workspace, launch_a2a, nullptr, false, /*host_sync=*/true},
 }};
 
@@ -729,9 +781,16 @@ LaunchStatus launch_stage(const Variant& v, const Problem& p, const Buffers& b, 
   if (b.comm == nullptr || b.comm->ranks() != p.ranks) return cudaErrorInvalidValue;
   b.comm->clear_error();
   if (v.launch == launch_a2a && !b.comm->has_nccl()) return cudaErrorInvalidValue;
-  if (v.launch == launch_a2a) return s == Stage::dispatch ? dispatch(p, b, stream, pdl) : combine_back(p, b, stream, pdl);
+  if (v.launch == launch_a2a) {
+    if (s == Stage::experts) return experts_stage(p, b, stream, pdl, Mode::nccl);
+    return s == Stage::dispatch ? dispatch(p, b, stream, pdl) : combine_back(p, b, stream, pdl);
+  }
   if (const Flavor* f = flavor_of(v)) return p2p_stage(p, b, s, stream, pdl, *f);
   return cudaErrorInvalidValue;
+}
+
+const experts::Variant& ffn_variant(const Problem& p, int rank, const DeviceCaps& caps) {
+  return experts::pick_on_layout(p.ffn_problem(rank), caps);
 }
 
 const Registry& registry() {

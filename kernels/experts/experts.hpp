@@ -45,6 +45,14 @@ inline constexpr float kSwigluLimit = 7.0f;
 // w13), or interleaved: row 2i gate i, row 2i+1 up i.
 enum class W1Layout { gate_up, interleaved };
 
+// The expert FFN's own arguments beyond a path's shapes (what moe-path and ep
+// pass on to make_problem).
+struct FfnArgs {
+  std::int64_t inter = 0;  // I
+  Act act = Act::silu;
+  W1Layout w1_layout = W1Layout::gate_up;
+};
+
 struct Problem {
   std::int64_t tokens = 0;   // T
   std::int32_t topk = 0;     // K
@@ -140,6 +148,16 @@ std::size_t zeroed_workspace_bytes(const Variant& v, const Problem& p, const Dev
 // Generated weights: W1 and W2 of every expert written on the device, each
 // element the pure function weight_value (weights.hpp) of (seed, matrix,
 // expert, row, column), so the CPU reference recomputes only what it reads.
-LaunchStatus generate_weights(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream stream);
+// `global` (device, [p.experts], or nullptr): the expert id each one's values
+// are keyed by, so that a rank holding some of a model's experts (ep) gets
+// the same weights as one holding them all.
+LaunchStatus generate_weights(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream stream,
+                              const std::int32_t* global = nullptr);
+
+// The auto pick among the variants whose FFN stage reads a layout's permuted
+// rows (not fused, which lists its own slots, nor gather, which reads
+// hidden): for a caller that lays the rows out itself (ep's receive side)
+// and runs only the FFN stage. The auto rows' order and conditions.
+const Variant& pick_on_layout(const Problem& p, const DeviceCaps& caps);
 
 }  // namespace moekit::experts

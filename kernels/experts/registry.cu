@@ -36,13 +36,16 @@ namespace moekit::experts {
 namespace gen_detail {
 
 // One block per matrix row (of all experts), threads over its columns.
+// `global`: the id each expert's values are keyed by (nullptr: its index).
 template <class T>
 __global__ void generate_kernel(T* __restrict__ w, std::uint64_t seed, int matrix, std::int64_t experts,
-                                std::int64_t rows, std::int64_t cols, float scale) {
+                                std::int64_t rows, std::int64_t cols, float scale,
+                                const std::int32_t* __restrict__ global) {
   for (std::int64_t R = blockIdx.x; R < experts * rows; R += gridDim.x) {
     const std::int64_t e = R / rows, r = R % rows;
+    const std::int64_t key = global != nullptr ? global[e] : e;
     for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-      w[R * cols + c] = from_f32<T>(weight_value(seed, matrix, e, r, c, rows, cols, scale));
+      w[R * cols + c] = from_f32<T>(weight_value(seed, matrix, key, r, c, rows, cols, scale));
   }
 }
 }  // namespace gen_detail
@@ -629,15 +632,16 @@ const std::array<AutoRow<Problem>, 5> kAutoRows = {{
 // ---- generated weights --------------------------------------------------------
 
 template <class T>
-LaunchStatus generate_typed(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream s) {
+LaunchStatus generate_typed(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream s,
+                            const std::int32_t* global) {
   const std::int64_t rows1 = p.experts * 2 * p.inter, rows2 = p.experts * p.hidden;
   const unsigned g1 = static_cast<unsigned>(std::clamp<std::int64_t>(rows1, 1, 1 << 20));
   const unsigned g2 = static_cast<unsigned>(std::clamp<std::int64_t>(rows2, 1, 1 << 20));
   gen_detail::generate_kernel<T><<<g1, 256, 0, s>>>(static_cast<T*>(w1), seed, 0, p.experts, 2 * p.inter, p.hidden,
-                                        weight_scale(p.hidden));
+                                        weight_scale(p.hidden), global);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   gen_detail::generate_kernel<T><<<g2, 256, 0, s>>>(static_cast<T*>(w2), seed, 1, p.experts, p.hidden, p.inter,
-                                        weight_scale(p.inter));
+                                        weight_scale(p.inter), global);
   return cudaGetLastError();
 }
 
@@ -711,10 +715,22 @@ std::size_t zeroed_workspace_bytes(const Variant& v, const Problem& p, const Dev
   return (f != nullptr ? layout_for(*f, p, caps) : permute_pick(p, caps)).workspace_bytes(p.permute, caps);
 }
 
-LaunchStatus generate_weights(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream s) {
+LaunchStatus generate_weights(const Problem& p, std::uint64_t seed, void* w1, void* w2, Stream s,
+                              const std::int32_t* global) {
   if (p.experts == 0) return cudaSuccess;
-  return p.dtype == DType::bf16 ? generate_typed<__nv_bfloat16>(p, seed, w1, w2, s)
-                                : generate_typed<__half>(p, seed, w1, w2, s);
+  return p.dtype == DType::bf16 ? generate_typed<__nv_bfloat16>(p, seed, w1, w2, s, global)
+                                : generate_typed<__half>(p, seed, w1, w2, s, global);
+}
+
+const Variant& pick_on_layout(const Problem& p, const DeviceCaps& caps) {
+  for (const AutoRow<Problem>& r : kAutoRows) {
+    const Ffn* f = ffn_of(r.variant);
+    if (f == nullptr || f->whole || f->gathers) continue;  // neither lists its own slots nor reads hidden
+    if (r.holds != nullptr && !r.holds(p, caps)) continue;
+    const Variant* v = registry().find(r.variant);
+    if (v != nullptr && v->not_applicable(p, caps) == nullptr) return *v;
+  }
+  return *registry().find(kAutoRows.back().variant);
 }
 
 const Registry& registry() {

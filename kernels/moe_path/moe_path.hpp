@@ -66,13 +66,8 @@ struct Buffers {
   void* workspace = nullptr;
 };
 
-// The expert FFN's own arguments (what experts::make_problem takes beyond
-// the path's shape).
-struct FfnArgs {
-  std::int64_t inter = 0;  // I
-  experts::Act act = experts::Act::silu;
-  experts::W1Layout w1_layout = experts::W1Layout::gate_up;
-};
+// The expert FFN's own arguments (experts.hpp).
+using FfnArgs = experts::FfnArgs;
 
 // The Problem of T tokens with K experts each (of E), rows of H elements of
 // `dtype`, permute's layout (block size B for padded), combine's S. With

@@ -49,8 +49,13 @@ inline TimingStats time_per_rank(const Comm& c, const std::function<void(int)>& 
 
 class DeviceBuffers {
  public:
-  // Rank r's inputs on GPU r; `ws` the variant's workspace on each.
-  DeviceBuffers(const Problem& p, std::span<const RankInputs> in, WorkspaceNeed ws, const SetOptions& o) : p_(p) {
+  // Rank r's inputs on GPU r; `ws` the variant's workspace on each. p.ffn:
+  // rank r's W1 and W2 generated on GPU r from `weight_seed`, its local
+  // experts' weights keyed by their global ids (experts::generate_weights),
+  // and its y rows.
+  DeviceBuffers(const Problem& p, std::span<const RankInputs> in, WorkspaceNeed ws, const SetOptions& o,
+                std::uint64_t weight_seed = 0)
+      : p_(p) {
     for (int r = 0; r < p.ranks; ++r) {
       const DeviceScope on(r);
       Rank& k = *ranks_.emplace_back(std::make_unique<Rank>(o));
@@ -67,6 +72,22 @@ class DeviceBuffers {
       k.permuted = k.set.output("permuted", std::size_t(lp.align.max_num_tokens_padded) * std::size_t(p.row_bytes()));
       k.offsets = k.set.output("expert_offsets", std::size_t(lp.align.num_experts + 1) * 8);
       k.out = k.set.output("out", std::size_t(p.tokens) * std::size_t(p.row_bytes()));
+      if (p.ffn) {
+        const experts::Problem& fp = p.ffn_problem(r);
+        k.y = k.set.output("y", std::size_t(fp.rows()) * std::size_t(p.row_bytes()));
+        std::vector<std::int32_t> global;  // local id -> global id
+        for (std::size_t e = 0; e < k.maps[1].size(); ++e)
+          if (k.maps[1][e] >= 0) global.push_back(std::int32_t(e));
+        global.resize(std::size_t(fp.experts), global.empty() ? 0 : global.back());  // a rank without experts: one unused
+        k.globals = global;
+        k.global = k.set.input("expert_globals", k.globals.data(), k.globals.size() * 4);
+        k.w1 = k.set.input("w1", nullptr, fp.w1_elements() * 2);
+        k.w2 = k.set.input("w2", nullptr, fp.w2_elements() * 2);
+        cuda_check(experts::generate_weights(fp, weight_seed, k.set.ptr(k.w1), k.set.ptr(k.w2), process_stream(),
+                                             k.set.as<std::int32_t>(k.global)),
+                   "generating the expert weights");
+        cuda_sync("generating the expert weights");
+      }
       k.ws = k.set.workspace(ws);
     }
   }
@@ -85,6 +106,11 @@ class DeviceBuffers {
       x.permuted = k.set.ptr(k.permuted);
       x.expert_offsets = k.set.as<std::int64_t>(k.offsets);
       x.out = k.set.ptr(k.out);
+      if (p_.ffn) {
+        x.w1 = k.set.ptr(k.w1);
+        x.w2 = k.set.ptr(k.w2);
+        x.y = k.set.ptr(k.y);
+      }
       x.workspace = k.set.ptr(k.ws);
     }
     return b;
@@ -121,6 +147,10 @@ class DeviceBuffers {
                  std::to_string(o.offsets[i]) + " is out of order or past the " + std::to_string(cap) + " rows";
       o.rows.resize(std::size_t(o.offsets.back()) * rb);
       k.set.download(k.permuted, o.rows.data(), o.rows.size());
+      if (p_.ffn) {
+        o.y.resize(o.rows.size());
+        k.set.download(k.y, o.y.data(), o.y.size());
+      }
       o.out.resize(std::size_t(p_.tokens) * rb);
       k.set.download(k.out, o.out.data(), o.out.size());
     }
@@ -149,7 +179,8 @@ class DeviceBuffers {
     explicit Rank(const SetOptions& o) : set(o) {}
     DeviceSet set;
     std::vector<std::int32_t> maps[2];  // placement, this rank's expert map (host copies the set uploads)
-    DeviceSet::Handle hidden, ids, weights, placement, map, permuted, offsets, out, ws;
+    std::vector<std::int32_t> globals;  // p.ffn: its local experts' global ids
+    DeviceSet::Handle hidden, ids, weights, placement, map, permuted, offsets, out, y, global, w1, w2, ws;
   };
   Problem p_;
   std::vector<std::unique_ptr<Rank>> ranks_;

@@ -1,5 +1,5 @@
 // `moekit ep`: expert-parallel dispatch and combine across the GPUs of one
-// host, identity experts between them (docs/ep.md).
+// host, identity experts or the expert FFN between them (docs/ep.md).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -36,7 +36,15 @@ struct Args {
   std::int32_t ranks = 0, experts = 0, topk = 0;
   std::int64_t tokens = -1, hidden_size = 4096;
   double scaling = 1.0;
+  // --experts ffn (docs/ep.md "The expert FFN")
+  std::string expert_kind = "identity", act = "silu", w1_layout = "gate-up";
+  std::int64_t inter = 0;
 };
+
+// A CPU run of --experts ffn computes every token's FFN (as moe-path's).
+constexpr double kCpuFfnMacs = 1e10;
+// A GPU run's check computes the FFN of a seeded sample of tokens within this many multiply-adds.
+constexpr double kFfnCheckMacs = 2e9;
 
 // `moekit gen ep`'s options.
 struct GenArgs {
@@ -65,6 +73,7 @@ class EpJob final : public ProblemJob<ep::Problem> {
     std::vector<std::vector<std::int32_t>> ids;     // per rank T x K
     std::vector<std::vector<float>> weights;        // per rank T x K
     npy::DType dtype = npy::DType::bf16;
+    ep::FfnInputs ffn;                              // p.ffn: the weights' seed, the check's sample
   };
 
   EpJob(Host h, ep::Problem p, Report& r) : ProblemJob(std::move(p)), h_(std::move(h)), report_(&r) {
@@ -80,7 +89,7 @@ class EpJob final : public ProblemJob<ep::Problem> {
   ep::Return rule() const { return var_.v != nullptr ? ep::returns(*var_.v) : ep::Return::slots; }
   const std::vector<ep::RankOutputs>& ref() {
     if (!ref_rule_ || *ref_rule_ != rule()) {
-      ref_ = ep::reference(p_, in_, rule());
+      ref_ = ep::reference(p_, in_, rule(), p_.ffn ? &h_.ffn : nullptr);
       ref_rule_ = rule();
     }
     return ref_;
@@ -94,7 +103,14 @@ class EpJob final : public ProblemJob<ep::Problem> {
       if (p_.ranks > visible)
         throw InputError(fmt::format("--ranks {}: only {} GPU(s) visible (CUDA_VISIBLE_DEVICES)", p_.ranks, visible));
     }
-    return var_.resolve("ep", requested, p_, caps, pdl, ep::registry());
+    Resolved rv = var_.resolve("ep", requested, p_, caps, pdl, ep::registry());
+    if (caps.present() && p_.ffn) {
+      std::string picks;
+      for (int r = 0; r < p_.ranks; ++r)
+        picks += fmt::format("{}{}", r == 0 ? "" : ", ", ep::ffn_variant(p_, r, caps).info.name);
+      report_->notes.push_back("the expert FFN on each rank (experts' auto pick on a layout): " + picks);
+    }
+    return rv;
   }
 
   std::size_t input_bytes() const override {
@@ -104,7 +120,7 @@ class EpJob final : public ProblemJob<ep::Problem> {
   }
 
   void upload(int copies) override {
-    d_.emplace(p_, in_, var_.workspace_need(p_), SetOptions::run(copies));
+    d_.emplace(p_, in_, var_.workspace_need(p_), SetOptions::run(copies), h_.ffn.weight_seed);
     std::string why;
     comm_ = ep::comm_on_process_streams(p_.ranks, ep::needs_nccl(*var_.v), &why);
     if (!comm_) throw CudaError("ep: " + why);
@@ -123,7 +139,9 @@ class EpJob final : public ProblemJob<ep::Problem> {
 
   std::vector<Stage> stages() override {
     std::vector<Stage> v;
-    for (const auto& [name, st] : {std::pair{"dispatch", ep::Stage::dispatch}, std::pair{"combine", ep::Stage::combine}})
+    for (const auto& [name, st] : {std::pair{"dispatch", ep::Stage::dispatch}, std::pair{"experts", ep::Stage::experts},
+                                   std::pair{"combine", ep::Stage::combine}})
+      if (st != ep::Stage::experts || p_.ffn)  // identity experts launch nothing
       v.push_back({name, [this, st](Stream s, bool pdl, int copy) {
                      return said(ep::launch_stage(*var_.v, p_, d_->buffers(copy, comm_.get()), st, s, pdl));
                    }});
@@ -139,9 +157,11 @@ class EpJob final : public ProblemJob<ep::Problem> {
         got_[std::size_t(r)].offsets.assign(std::size_t(p_.local[std::size_t(r)]) + 1, 0);
         got_[std::size_t(r)].out.assign(std::size_t(p_.tokens) * std::size_t(p_.row_bytes()), std::byte{0});
       }
+      return;
     }
   }
 
+  // The payload between the GPUs' memories (the FFN's weights and y not counted).
   double bytes_moved() const override {
     const ep::Traffic t = ep::traffic(p_, h_.ids);
     return double(t.dispatch_rows + t.combine_rows) * double(p_.row_bytes());
@@ -151,7 +171,19 @@ class EpJob final : public ProblemJob<ep::Problem> {
     if (!download_error_.empty()) return CheckResult{false, download_error_, 1.0};
     // p2p-reduce's out is the sum of rounded per-rank partials: its own reference.
     const bool partials = rule() == ep::Return::partials;
-    CheckResult c = ep::check(p_, ref(), got_);
+    CheckResult c = ep::check(p_, ref(), got_, rule(), in_);
+    if (c.ok && p_.ffn) {
+      std::int64_t sampled = 0;
+      for (const ep::RankOutputs& o : ref()) sampled += std::int64_t(o.ffn.tokens.size());
+      report_->notes.push_back(fmt::format(
+          "checked: each rank's rows per local expert bit for bit as a set, its expert offsets exactly, the FFN's y "
+          "of {} of {} token(s) (a seeded sample within {:g} multiply-adds) against the experts reference with "
+          "weights keyed by global expert (largest error {:.3g} of the derived bound), and out bit for bit against "
+          "{} applied to the run's own y rows",
+          sampled, std::int64_t(p_.ranks) * p_.tokens, h_.ffn.budget_macs, c.max_error,
+          partials ? "the sum of per-rank partials" : "combine's rule"));
+      return c;
+    }
     if (c.ok)
       report_->notes.push_back(partials ? "checked: each rank's rows per local expert bit for bit as a set, its expert "
                                           "offsets exactly, and out bit for bit against the sum of per-rank partials "
@@ -182,6 +214,13 @@ class EpJob final : public ProblemJob<ep::Problem> {
     v.push_back({"out.npy", std::move(out)});
     v.push_back({"expert_offsets.npy", make_array(npy::DType::i8, {p_.ranks, std::int64_t(most) + 1}, offsets)});
     v.push_back({"received.npy", std::move(rows)});
+    if (p_.ffn) {
+      npy::Array y;
+      y.dtype = h_.dtype;
+      for (const ep::RankOutputs& o : got_) y.data.insert(y.data.end(), o.y.begin(), o.y.end());
+      y.shape = {n, p_.hidden};
+      v.push_back({"y.npy", std::move(y)});
+    }
     return v;
   }
 
@@ -196,6 +235,7 @@ class EpJob final : public ProblemJob<ep::Problem> {
 
   CheckResult check_files(const std::vector<std::string>& paths) override {
     const npy::Array out = npy::read(paths[0]), off = npy::read(paths[1]), rows = npy::read(paths[2]);
+    const npy::Array y = p_.ffn && paths.size() > 3 ? npy::read(paths[3]) : npy::Array{};
     std::vector<ep::RankOutputs> back(std::size_t(p_.ranks));
     const std::size_t rb = std::size_t(p_.row_bytes()), per = off.shape.size() == 2 ? std::size_t(off.shape[1]) : 0;
     std::size_t at = 0;
@@ -206,13 +246,17 @@ class EpJob final : public ProblemJob<ep::Problem> {
       const std::size_t bytes = o.offsets.empty() ? 0 : std::size_t(std::max<std::int64_t>(o.offsets.back(), 0)) * rb;
       if (at + bytes > rows.data.size()) return CheckResult{false, paths[2] + ": fewer rows than the offsets say", 1.0};
       o.rows.assign(rows.data.begin() + std::ptrdiff_t(at), rows.data.begin() + std::ptrdiff_t(at + bytes));
+      if (p_.ffn) {
+        if (at + bytes > y.data.size()) return CheckResult{false, (paths.size() > 3 ? paths[3] : "y.npy") + ": fewer rows than the offsets say", 1.0};
+        o.y.assign(y.data.begin() + std::ptrdiff_t(at), y.data.begin() + std::ptrdiff_t(at + bytes));
+      }
       at += bytes;
       const std::size_t ob = std::size_t(p_.tokens) * rb;
       if (out.data.size() < (std::size_t(r) + 1) * ob) return CheckResult{false, paths[0] + ": too short", 1.0};
       o.out.assign(out.data.begin() + std::ptrdiff_t(std::size_t(r) * ob),
                    out.data.begin() + std::ptrdiff_t((std::size_t(r) + 1) * ob));
     }
-    return ep::check(p_, ref(), back);
+    return ep::check(p_, ref(), back, rule(), in_);
   }
 
  private:
@@ -240,13 +284,17 @@ class EpFamily final : public RegistryFamily<ep::Registry> {
             {.command = "ep",
              .summary = "expert-parallel dispatch and combine across the GPUs of one host (peer writes over NVLink, "
                  "or NCCL): each token's row to every rank that owns one of its experts, laid out there per local "
-                 "expert, the outputs back and combined on the token's rank (identity experts)",
+                 "expert, the experts' outputs back and combined on the token's rank (identity experts, or --experts ffn: "
+                 "the expert FFN on each rank)",
              .outputs_help = "Outputs: out.npy [R, T, H] (the hidden dtype), expert_offsets.npy int64 [R, L + 1] (L: "
                  "the most local experts a rank has; a rank with fewer repeats its last offset) and received.npy "
-                 "[N, H]: every rank's received rows in its compact layout, rank after rank.",
+                 "[N, H]: every rank's received rows in its compact layout, rank after rank; with --experts ffn also y.npy "
+                 "[N, H], the FFN's output of each received row (same order).",
              .examples = {"ep --ranks 2 -E 256 -k 8 --hidden-size 7168 --tokens 128,4096 --routed-scaling-factor 2.5 "
                           "--bench",
-                          "ep --ranks 1 --hidden h.npy --topk-ids ids.npy --topk-weights w.npy -E 64"}},
+                          "ep --ranks 1 --hidden h.npy --topk-ids ids.npy --topk-weights w.npy -E 64",
+                          "ep --ranks 2 -E 256 -k 8 --hidden-size 7168 --tokens 128 --experts ffn --inter-size 256 "
+                          "--routed-scaling-factor 2.5"}},
             ep::registry()) {}
 
   void add_options(CLI::App& s) override {
@@ -277,6 +325,23 @@ class EpFamily final : public RegistryFamily<ep::Registry> {
         ->excludes(hid);
     s.add_option("--routed-scaling-factor", a_.scaling, "S: the combine multiplies the weighted sum by it")
         ->capture_default_str();
+    // The experts (docs/ep.md "The expert FFN"); the FFN options need --experts ffn (checked in prepare).
+    s.add_option("--experts", a_.expert_kind,
+                 "the experts between dispatch and combine: identity (the received rows go back) or ffn (the expert "
+                 "FFN of `moekit experts` on each rank's received rows, its auto pick among the variants that read a "
+                 "layout; weights generated on each GPU from --seed, keyed by global expert)")
+        ->check(CLI::IsMember({"identity", "ffn"}))
+        ->capture_default_str();
+    ffn_opts_[0] = s.add_option("--inter-size", a_.inter, "--experts ffn: the intermediate size I");
+    ffn_opts_[1] = s.add_option("--act", a_.act, "--experts ffn: act(gate) * up: silu, gelu, gelu-tanh or swiglu-oai "
+                                                 "(gpt-oss: clamped, interleaved W1)")
+                       ->check(CLI::IsMember({"silu", "gelu", "gelu-tanh", "swiglu-oai"}))
+                       ->capture_default_str();
+    ffn_opts_[2] = s.add_option("--w1-layout", a_.w1_layout,
+                                "--experts ffn: W1's rows: gate-up (gate rows 0..I-1, then up rows) or interleaved "
+                                "(gate i at 2i, up i at 2i+1)")
+                       ->check(CLI::IsMember({"gate-up", "interleaved"}))
+                       ->capture_default_str();
   }
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
@@ -327,6 +392,7 @@ class EpFamily final : public RegistryFamily<ep::Registry> {
  private:
   Args a_;
   GenArgs g_;
+  std::array<CLI::Option*, 3> ffn_opts_{};  // --inter-size, --act, --w1-layout
 };
 
 // A per-rank file: [R, n, m], or [n, m] for one rank. Returns R's view of n, m.
@@ -465,9 +531,53 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
   const combine::DType dt = h.dtype == npy::DType::f4     ? combine::DType::f32
                             : h.dtype == npy::DType::bf16 ? combine::DType::bf16
                                                           : combine::DType::f16;
+  // The FFN's options with identity experts would be silently unused: refused.
+  const bool ffn = a.expert_kind == "ffn";
+  for (const CLI::Option* o : ffn_opts_)
+    if (!ffn && o != nullptr && o->count() > 0)
+      throw InputError(fmt::format("{} applies to the expert FFN: add --experts ffn (the experts are identity)",
+                                   o->get_name()));
+  experts::FfnArgs fa;
+  if (ffn) {
+    if (a.inter < 1)
+      throw InputError(ffn_opts_[0]->count() > 0 ? fmt::format("--inter-size must be >= 1, got {}", a.inter)
+                                                 : std::string("--experts ffn needs the intermediate size I: --inter-size I"));
+    fa.inter = a.inter;
+    fa.act = a.act == "gelu"        ? experts::Act::gelu
+             : a.act == "gelu-tanh" ? experts::Act::gelu_tanh
+             : a.act == "swiglu-oai" ? experts::Act::swiglu_oai
+                                     : experts::Act::silu;
+    fa.w1_layout = a.w1_layout == "interleaved" ? experts::W1Layout::interleaved : experts::W1Layout::gate_up;
+    // Every GPU holds its experts' W1 and W2: refuse what no GPU could hold.
+    const double weight_bytes = double(a.experts) * 3.0 * double(a.inter) * double(H) * 2.0 / double(R);
+    if (weight_bytes > double(std::int64_t(1) << 40))
+      throw InputError(fmt::format("--experts ffn: {} experts of 3 x {} x {} weights need {:.3g} TB a GPU", a.experts,
+                                   a.inter, H, weight_bytes / 1e12));
+  }
   ep::Problem p = planned([&] {
-    return ep::make_problem(R, T, K, a.experts, H, dt, static_cast<float>(a.scaling), std::move(placement));
+    return ep::make_problem(R, T, K, a.experts, H, dt, static_cast<float>(a.scaling), std::move(placement),
+                            ffn ? &fa : nullptr);
   });
+  if (ffn) {
+    // A CPU run's reference computes every token's FFN (its y and out are the
+    // outputs); a GPU run's check a sample.
+    h.ffn.all_tokens = c.device == "cpu" || (c.device != "gpu" && cuda_device_count() == 0);
+    h.ffn.weight_seed = h.ffn.sample_seed = c.seed;
+    h.ffn.budget_macs = kFfnCheckMacs;
+    // Each slot's 3 I H, and each used expert's weights recomputed once a rank.
+    const double macs = double(R) * double(T) * double(K) * 3.0 * double(a.inter) * double(H) +
+                        double(R) * double(std::min<std::int64_t>(a.experts, T * K)) * 3.0 * double(a.inter) * double(H);
+    if (h.ffn.all_tokens && macs > kCpuFfnMacs)
+      throw InputError(fmt::format(
+          "--experts ffn on the CPU: the reference computes every token's FFN, {:.3g} multiply-adds (R T K 3 I H, "
+          "and each used expert's generated weights), over the CPU limit of {:g}: use fewer tokens or smaller sizes, "
+          "or a GPU",
+          macs, kCpuFfnMacs));
+    generated.push_back(fmt::format("expert weights W1 {} x {} x {} and W2 {} x {} x {} ({}, keyed by global expert)",
+                                    a.experts, 2 * a.inter, H, a.experts, H, a.inter,
+                                    h.ffn.all_tokens ? "recomputed by the reference where it reads them"
+                                                     : "on each rank's GPU, its own experts'"));
+  }
   // The per-rank workspace of the worst case (every slot to one rank) is
   // what the GPU run allocates on each GPU: refuse what no GPU could hold.
   const double ws_rows = double(p.recv_capacity()) * 2.0 + double(p.slot_capacity()) * 3.0;
@@ -477,6 +587,14 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
   r.params = {{"ranks", std::to_string(R)}, {"tokens", std::to_string(T)}, {"topk", std::to_string(K)},
               {"experts", std::to_string(a.experts)}, {"hidden", std::to_string(H)},
               {"scaling", fmt::format("{:g}", p.scaling)}};
+  // Only with the FFN, so identity runs report what they always did (moe-path's names).
+  if (ffn) {
+    r.params.push_back({"expert_ffn", "yes"});
+    r.params.push_back({"inter", std::to_string(a.inter)});
+    r.params.push_back({"act", a.act});
+    r.params.push_back({"w1_layout", a.w1_layout});
+    r.params.push_back({"expert_weights", "generated"});
+  }
   r.dtype = std::string(npy::dtype_name(h.dtype));
   for (const std::string& g : generated) r.notes.push_back("generated " + g + fmt::format(" (seed {})", c.seed));
   return std::make_unique<EpJob>(std::move(h), std::move(p), r);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 
 #include "combine/reference.hpp"
 
@@ -30,10 +31,13 @@ CheckResult fail(std::string what) { return CheckResult{false, std::move(what), 
 
 // Return::partials' out of one token rank: combine's reference per
 // destination rank (S = 1, the slots that rank owns), then over the partials.
-void partial_sums(const Problem& p, const RankInputs& in, std::byte* out) {
+// `rows`: the token's own rows (identity experts, slot (t, j) reads row t),
+// or with `per_slot` one row per slot (slot (t, j) reads row t * K + j).
+void partial_sums(const Problem& p, const RankInputs& in, const std::byte* rows, bool per_slot, std::byte* out) {
   const std::size_t rb = std::size_t(p.row_bytes()), T = std::size_t(p.tokens), K = std::size_t(p.topk);
   const std::size_t R = std::size_t(p.ranks);
   combine::Problem one = own_rows(p);
+  if (per_slot) one.rows = p.tokens * p.topk;
   one.scaling = 1.0f;
   std::vector<std::byte> partials(R * T * rb);
   std::vector<std::int32_t> sum_inv(T * R, -1);
@@ -42,41 +46,104 @@ void partial_sums(const Problem& p, const RankInputs& in, std::byte* out) {
     for (std::size_t i = 0; i < T * K; ++i) {
       const std::int32_t e = in.ids[i];
       if (e >= 0 && e < p.experts && std::size_t(p.placement[std::size_t(e)]) == d) {
-        inv[i] = static_cast<std::int32_t>(i / K);
+        inv[i] = static_cast<std::int32_t>(per_slot ? i : i / K);
         sum_inv[(i / K) * R + d] = static_cast<std::int32_t>(d * T + i / K);
       }
     }
-    combine::reference(one, in.hidden.data(), inv.data(), in.weights.data(), partials.data() + d * T * rb);
+    combine::reference(one, rows, inv.data(), in.weights.data(), partials.data() + d * T * rb);
   }
   combine::Problem sum = p.combine_partials();
   const std::vector<float> ones(T * R, 1.0f);
   combine::reference(sum, partials.data(), sum_inv.data(), ones.data(), out);
 }
 
+// One token rank's out by the rule of `how`, each slot reading its own row
+// of `slot_rows` ([T * K] rows: the expert outputs of the rank's slots).
+void combine_slots(const Problem& p, const RankInputs& in, const std::byte* slot_rows, Return how, std::byte* out) {
+  if (how == Return::partials) return partial_sums(p, in, slot_rows, true, out);
+  combine::Problem c = own_rows(p);
+  c.rows = p.tokens * p.topk;
+  std::vector<std::int32_t> inv(in.ids.size(), -1);
+  for (std::size_t i = 0; i < in.ids.size(); ++i)
+    if (in.ids[i] >= 0 && in.ids[i] < p.experts) inv[i] = static_cast<std::int32_t>(i);
+  combine::reference(c, slot_rows, inv.data(), in.weights.data(), out);
+}
+
+experts::Inputs ffn_inputs(const RankInputs& in, const FfnInputs& f) {
+  experts::Inputs x;
+  x.hidden = {reinterpret_cast<const std::uint16_t*>(in.hidden.data()), in.hidden.size() / 2};
+  x.ids = in.ids;
+  x.weights = in.weights;
+  x.w.generated = true;
+  x.w.seed = f.weight_seed;
+  return x;
+}
+
 }  // namespace
 
-std::vector<RankOutputs> reference(const Problem& p, std::span<const RankInputs> in, Return how) {
+experts::Problem global_ffn(const Problem& p) {
+  const experts::Problem& f = p.ffn_problem(0);
+  return experts::make_problem(p.tokens, p.topk, p.experts, p.hidden, f.inter, f.dtype, f.act, f.w1_layout,
+                               permute::Layout::compact, 1, p.scaling);
+}
+
+std::vector<RankOutputs> reference(const Problem& p, std::span<const RankInputs> in, Return how,
+                                   const FfnInputs* ffn) {
   const std::size_t rb = std::size_t(p.row_bytes());
   // Every global expert's slots, (s, t, j) ascending.
-  std::vector<std::vector<const std::byte*>> sent(std::size_t(p.experts));
+  std::vector<std::vector<Slot>> sent(std::size_t(p.experts));
   for (int s = 0; s < p.ranks; ++s)
     for (std::int64_t t = 0; t < p.tokens; ++t)
       for (std::int32_t j = 0; j < p.topk; ++j) {
         const std::int32_t e = in[std::size_t(s)].ids[std::size_t(t * p.topk + j)];
-        if (e >= 0 && e < p.experts) sent[std::size_t(e)].push_back(in[std::size_t(s)].hidden.data() + std::size_t(t) * rb);
+        if (e >= 0 && e < p.experts) sent[std::size_t(e)].push_back({s, j, t});
       }
   std::vector<RankOutputs> o(std::size_t(p.ranks));
+  if (p.ffn) {
+    if (ffn == nullptr) throw std::invalid_argument("ep::reference: p.ffn needs FfnInputs");
+    const experts::Problem gp = global_ffn(p);
+    for (int s = 0; s < p.ranks; ++s) {
+      std::vector<std::int64_t> tokens;
+      if (ffn->all_tokens) {
+        tokens.resize(std::size_t(p.tokens));
+        std::iota(tokens.begin(), tokens.end(), 0);
+      } else if (p.tokens > 0) {
+        tokens = experts::sample_tokens(gp, ffn->budget_macs / p.ranks, ffn->sample_seed + std::uint64_t(s));
+      }
+      o[std::size_t(s)].ffn = experts::reference(gp, ffn_inputs(in[std::size_t(s)], *ffn), tokens);
+    }
+  }
   for (int r = 0; r < p.ranks; ++r) {
     RankOutputs& ro = o[std::size_t(r)];
     ro.offsets.push_back(0);
     for (std::int32_t e = 0; e < p.experts; ++e) {
       if (p.placement[std::size_t(e)] != r) continue;  // local experts in ascending global order
-      for (const std::byte* row : sent[std::size_t(e)]) ro.rows.insert(ro.rows.end(), row, row + rb);
+      for (const Slot& sl : sent[std::size_t(e)]) {
+        const std::byte* row = in[std::size_t(sl.rank)].hidden.data() + std::size_t(sl.token) * rb;
+        ro.rows.insert(ro.rows.end(), row, row + rb);
+        ro.slots.push_back(sl);
+      }
       ro.offsets.push_back(ro.offsets.back() + std::int64_t(sent[std::size_t(e)].size()));
+    }
+  }
+  for (int r = 0; r < p.ranks; ++r) {
+    RankOutputs& ro = o[std::size_t(r)];
+    if (p.ffn) {
+      if (!ffn->all_tokens) continue;  // out from the run's own y (check)
+      // Every token computed: a slot's y is its token's (tokens = 0 .. T-1).
+      const std::size_t K = std::size_t(p.topk);
+      const auto y_of = [&](const Slot& sl) {
+        return reinterpret_cast<const std::byte*>(o[std::size_t(sl.rank)].ffn.y.data()) +
+               (std::size_t(sl.token) * K + std::size_t(sl.j)) * rb;
+      };
+      for (const Slot& sl : ro.slots) ro.y.insert(ro.y.end(), y_of(sl), y_of(sl) + rb);
+      ro.out.resize(std::size_t(p.tokens) * rb);
+      combine_slots(p, in[std::size_t(r)], reinterpret_cast<const std::byte*>(ro.ffn.y.data()), how, ro.out.data());
+      continue;
     }
     ro.out.resize(std::size_t(p.tokens) * rb);
     if (how == Return::partials) {
-      partial_sums(p, in[std::size_t(r)], ro.out.data());
+      partial_sums(p, in[std::size_t(r)], in[std::size_t(r)].hidden.data(), false, ro.out.data());
       continue;
     }
     const combine::Problem c = own_rows(p);
@@ -87,10 +154,16 @@ std::vector<RankOutputs> reference(const Problem& p, std::span<const RankInputs>
   return o;
 }
 
-CheckResult check(const Problem& p, const std::vector<RankOutputs>& ref, const std::vector<RankOutputs>& got) {
+CheckResult check(const Problem& p, const std::vector<RankOutputs>& ref, const std::vector<RankOutputs>& got,
+                  Return how, std::span<const RankInputs> in) {
   const std::size_t rb = std::size_t(p.row_bytes());
   if (got.size() != ref.size())
     return fail(fmt::format("{} ranks' outputs, expected {}", got.size(), ref.size()));
+  if (p.ffn && in.size() != ref.size()) throw std::invalid_argument("ep::check: p.ffn needs the inputs");
+  // p.ffn: each source rank's slots' y rows as got has them ([T * K] rows),
+  // gathered from the ranks that computed them.
+  const std::size_t TK = std::size_t(p.tokens) * std::size_t(p.topk);
+  std::vector<std::vector<std::byte>> slot_y(p.ffn ? ref.size() : 0, std::vector<std::byte>(TK * rb));
   for (std::size_t r = 0; r < ref.size(); ++r) {
     const RankOutputs &a = ref[r], &b = got[r];
     const std::vector<std::int32_t> map = expert_map(p, int(r));
@@ -125,13 +198,43 @@ CheckResult check(const Problem& p, const std::vector<RankOutputs>& ref, const s
               "rank {}, local expert {} (global {}): its rows differ from the rows sent to it as a set (got row {} "
               "where the sorted reference has row {})",
               r, i, global[i], ib[k], ia[k]));
+      if (!p.ffn) continue;
+      // Equal rows sent for one expert pair in either order: the FFN of a
+      // row is a function of the row (the same bits in, the same y out).
+      if (b.y.size() < std::size_t(b.offsets.back()) * rb)
+        return fail(fmt::format("rank {}: fewer y rows than its offsets say", r));
+      for (std::size_t k = 0; k < ia.size(); ++k) {
+        const Slot& sl = a.slots[std::size_t(ia[k])];
+        std::memcpy(slot_y[std::size_t(sl.rank)].data() + (std::size_t(sl.token) * std::size_t(p.topk) + std::size_t(sl.j)) * rb,
+                    b.y.data() + std::size_t(ib[k]) * rb, rb);
+      }
     }
+    if (p.ffn) continue;  // out once every rank's y rows are paired
     if (b.out.size() != a.out.size())
       return fail(fmt::format("rank {}: out has {} bytes, expected {}", r, b.out.size(), a.out.size()));
     const CheckResult c = combine::check(p.combine(), a.out.data(), b.out.data());
     if (!c.ok) return fail(fmt::format("rank {}: out: {}", r, c.first_difference));
   }
-  return CheckResult{};
+  if (!p.ffn) return CheckResult{};
+  const experts::Problem gp = global_ffn(p);
+  CheckResult all;
+  all.error_unit = "bound";
+  for (std::size_t s = 0; s < ref.size(); ++s) {
+    std::vector<std::int32_t> inverse(TK, -1);
+    for (std::size_t i = 0; i < TK; ++i)
+      if (in[s].ids[i] >= 0 && in[s].ids[i] < p.experts) inverse[i] = static_cast<std::int32_t>(i);
+    const std::span<const std::uint16_t> y16(reinterpret_cast<const std::uint16_t*>(slot_y[s].data()), TK * rb / 2);
+    const CheckResult cy = experts::check_y(gp, ref[s].ffn, y16, inverse);
+    if (!cy.ok) return fail(fmt::format("rank {}'s tokens: y: {}", s, cy.first_difference));
+    all.max_error = std::max(all.max_error, cy.max_error);
+    if (got[s].out.size() != std::size_t(p.tokens) * rb)
+      return fail(fmt::format("rank {}: out has {} bytes, expected {}", s, got[s].out.size(), std::size_t(p.tokens) * rb));
+    std::vector<std::byte> want(std::size_t(p.tokens) * rb);
+    combine_slots(p, in[s], slot_y[s].data(), how, want.data());
+    const CheckResult c = combine::check(p.combine(), want.data(), got[s].out.data());
+    if (!c.ok) return fail(fmt::format("rank {}: out (from its slots' y rows): {}", s, c.first_difference));
+  }
+  return all;
 }
 
 }  // namespace moekit::ep

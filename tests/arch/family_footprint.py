@@ -24,9 +24,9 @@ USES = {
     "combine": {"permute"},                                # reads permute's layouts
     "experts": {"align", "permute", "combine"},            # its layout and combine stages; generated routing
     "moe_path": {"align", "route", "permute", "combine", "experts"},  # its stages
-    # each receiver's layout, the combine on the token's rank, generated routing; a test that one rank is
-    # moe-path's result
-    "ep": {"align", "permute", "combine", "moe_path"},
+    # each receiver's layout, the combine on the token's rank, generated routing, the expert FFN on each rank
+    # (--experts ffn); a test that one rank is moe-path's result
+    "ep": {"align", "permute", "combine", "experts", "moe_path"},
 }
 
 
