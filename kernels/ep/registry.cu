@@ -234,6 +234,7 @@ LaunchStatus experts_on(const Problem& p, const Buffers& b, const Slices& w, int
   const RankBuffers& x = b.rank[std::size_t(r)];
   EP_TRY(cudaSetDevice(r));
   const experts::Problem& fp = p.ffn_problem(r);
+  if (fp.tokens == 0) return cudaSuccess;  // as the experts variants' own launch (T = 0: no rows)
   experts::Buffers eb;
   eb.expert_map = x.expert_map;
   eb.w1 = x.w1;

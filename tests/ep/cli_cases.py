@@ -203,3 +203,58 @@ def ep_cpu_run_follows_the_variants_rule():
         run("ep", *files, "--variant", variant, "--out", out, code=0)
         h, got = load_npy(os.path.join(out, "out.npy"))
         expect(got[0] == value, f"{variant}: out[0, 0, 0] = {got[0]!r}, expected {value!r}")
+
+
+@case()
+def ep_ffn_one_rank_is_moe_path():
+    """--experts ffn on one rank: the same files through `moe-path --experts ffn` give the same out bytes (CPU
+    references on both sides: the experts reference per slot with the same generated weights, then combine's rule),
+    and ep writes y.npy beside received.npy, row for row."""
+    d = tmp()
+    T, K, H, E, I = 7, 3, 24, 8, 16
+    run("gen", "align", "--tokens", T, "--topk", K, "-E", E, "--seed", 4, "-o", os.path.join(d, "ids.npy"), code=0)
+    run("gen", "topk-weights", "--tokens", T, "--topk", K, "--seed", 4, "-o", os.path.join(d, "w.npy"), code=0)
+    run("gen", "moe-path", "--tokens", T, "--hidden-size", H, "--seed", 4, "-o", os.path.join(d, "x.npy"), code=0)
+    files = ["--hidden", os.path.join(d, "x.npy"), "--topk-ids", os.path.join(d, "ids.npy"),
+             "--topk-weights", os.path.join(d, "w.npy"), "-E", E, "--experts", "ffn", "--inter-size", I,
+             "--routed-scaling-factor", 2.5, "--device", "cpu", "--seed", 9]
+    run("moe-path", *files, "--out", os.path.join(d, "mp"), code=0)
+    run("ep", "--ranks", 1, *files, "--out", os.path.join(d, "ep"), code=0)
+    a = open(os.path.join(d, "mp", "out.npy"), "rb").read()
+    b = open(os.path.join(d, "ep", "out.npy"), "rb").read()
+    expect(a[-T * H * 2:] == b[-T * H * 2:], "ep --ranks 1 --experts ffn and moe-path --experts ffn differ")
+    hr, _ = load_npy(os.path.join(d, "ep", "received.npy"))
+    hy, _ = load_npy(os.path.join(d, "ep", "y.npy"))
+    expect(hr["shape"] == hy["shape"] == (T * K, H), f"{hr} {hy}")
+    # Another seed generates other weights: the out differs.
+    run("ep", "--ranks", 1, *files[:-1], 10, "--out", os.path.join(d, "ep10"), code=0)
+    c = open(os.path.join(d, "ep10", "out.npy"), "rb").read()
+    expect(c[-T * H * 2:] != b[-T * H * 2:], "the weights did not follow --seed")
+
+
+@case()
+def ep_ffn_options_exit_2():
+    """The FFN's options need --experts ffn, ffn needs I, and takes no f32 rows: one line each, exit 2."""
+    base = ["ep", "--ranks", 2, "-E", 8, "--topk", 2, "--tokens", 3, "--hidden-size", 16, "--device", "cpu"]
+
+    def one_line(p, *words):
+        expect(len(p.stderr.strip().splitlines()) == 1 and all(s in p.stderr for s in words), p.stderr)
+
+    one_line(run(*base, "--inter-size", 8, code=2), "--inter-size", "--experts ffn")
+    one_line(run(*base, "--act", "gelu", code=2), "--act", "--experts ffn")
+    one_line(run(*base, "--experts", "ffn", code=2), "--inter-size")
+    one_line(run(*base, "--experts", "ffn", "--inter-size", 0, code=2), "--inter-size must be >= 1")
+    one_line(run(*base, "--experts", "ffn", "--inter-size", 8, "--gen-dtype", "f32", code=2), "f32")
+    one_line(run(*base, "--experts", "ffn", "--inter-size", 8, "--act", "swiglu-oai", code=2), "interleaved")
+
+
+@case("gpu")
+def ep_ffn_gpu():
+    """--experts ffn on the GPU (every visible rank up to 2): the run checks itself (y on a sample against the
+    experts reference, out bit for bit on its own y) and times the experts phase apart."""
+    if not has_gpu():
+        return 77
+    p = run("ep", "-E", 16, "-k", 4, "--tokens", 40, "--hidden-size", 256, "--experts", "ffn", "--inter-size", 64,
+            "--routed-scaling-factor", 2.5, "--device", "gpu", "--bench", "--iters", 5, "--warmup", 1, code=0)
+    expect("check: pass" in p.stdout and "the FFN's y" in p.stdout, p.stdout[-2000:])
+    expect("experts" in p.stdout, p.stdout[-2000:])

@@ -3,6 +3,7 @@
 // order-free value), and the checker rejecting wrong answers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "ep/ep.hpp"
 #include "ep/reference.hpp"
 #include "half.hpp"
+#include "moe_path/reference.hpp"
 
 using namespace moekit;
 
@@ -288,4 +290,162 @@ TEST_CASE("ep reference, partials: equal to combine's rule for one rank and S 1,
       }
   }
   CHECK(differed > 0);  // the bound is exercised, not vacuous: the two formulations do differ
+}
+
+// ---- --experts ffn ----------------------------------------------------------
+
+namespace {
+
+// bf16 rows of R ranks (random, so no two rows are equal), ids without
+// dropped slots (moe-path's reference takes ids in [0, E)), the FFN I 24.
+struct FfnCase {
+  ep::Problem p;
+  std::vector<std::vector<std::uint16_t>> hidden;
+  std::vector<std::vector<std::int32_t>> ids;
+  std::vector<std::vector<float>> w;
+  std::vector<ep::RankInputs> in() const {
+    std::vector<ep::RankInputs> v;
+    for (std::size_t s = 0; s < hidden.size(); ++s)
+      v.push_back({std::as_bytes(std::span<const std::uint16_t>(hidden[s])), ids[s], w[s]});
+    return v;
+  }
+};
+
+FfnCase ffn_case(int R, std::int64_t T, int K, int E, std::int64_t H, std::uint32_t seed) {
+  FfnCase c;
+  const experts::FfnArgs f{24, experts::Act::silu, experts::W1Layout::gate_up};
+  c.p = ep::make_problem(R, T, K, E, H, combine::DType::bf16, 2.5f, {}, &f);
+  std::uint32_t x = seed;
+  const auto next = [&] { return x = x * 1664525u + 1013904223u; };
+  for (int s = 0; s < R; ++s) {
+    std::vector<std::uint16_t> h(std::size_t(T * H));
+    for (auto& v : h) v = f32_to_bf16_bits(float(int(next() >> 20) - 2048) / 1024.f);
+    c.hidden.push_back(h);
+    std::vector<std::int32_t> ids;
+    std::vector<float> w;
+    for (std::int64_t t = 0; t < T; ++t) {
+      std::vector<std::int32_t> e(static_cast<std::size_t>(E), 0);
+      std::iota(e.begin(), e.end(), 0);
+      for (int j = 0; j < K; ++j) {
+        std::swap(e[std::size_t(j)], e[std::size_t(j) + next() % std::uint32_t(E - j)]);
+        ids.push_back(e[std::size_t(j)]);
+        w.push_back(float(next() >> 24) / 256.f);
+      }
+    }
+    c.ids.push_back(ids);
+    c.w.push_back(w);
+  }
+  return c;
+}
+
+ep::FfnInputs every_token(std::uint64_t seed) {
+  ep::FfnInputs f;
+  f.weight_seed = f.sample_seed = seed;
+  f.all_tokens = true;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("ep make_problem with the FFN: each rank's FFN lays out what its receive side lays out") {
+  const experts::FfnArgs f{64, experts::Act::silu, experts::W1Layout::gate_up};
+  std::vector<std::int32_t> place{0, 0, 0, 2, 2, 0};  // rank 1 owns nothing
+  const ep::Problem p = ep::make_problem(3, 50, 3, 6, 128, combine::DType::f16, 1.f, place, &f);
+  REQUIRE(p.ffn);
+  for (int r = 0; r < 3; ++r) {
+    const permute::Problem &a = p.layout(r), &b = p.ffn_problem(r).permute;
+    CHECK(a.layout == b.layout);
+    CHECK(a.row_bytes == b.row_bytes);
+    CHECK(a.align.numel == b.align.numel);
+    CHECK(a.align.num_experts == b.align.num_experts);
+    CHECK(a.align.map_size == b.align.map_size);
+    CHECK(a.align.block_size == b.align.block_size);
+    CHECK(a.align.max_num_tokens_padded == b.align.max_num_tokens_padded);
+    CHECK(p.ffn_problem(r).rows() == a.align.max_num_tokens_padded);
+    CHECK(p.ffn_problem(r).experts == std::max(p.local[std::size_t(r)], 1));
+    CHECK(p.ffn_problem(r).inter == 64);
+    CHECK(p.ffn_problem(r).dtype == experts::DType::f16);
+  }
+  CHECK_THROWS_AS(ep::make_problem(2, 4, 2, 4, 8, combine::DType::f32, 1.f, {}, &f), ProblemError);
+  const experts::FfnArgs none{0, experts::Act::silu, experts::W1Layout::gate_up};
+  CHECK_THROWS_AS(ep::make_problem(2, 4, 2, 4, 8, combine::DType::bf16, 1.f, {}, &none), ProblemError);
+  CHECK_FALSE(ep::make_problem(2, 4, 2, 4, 8, combine::DType::bf16, 1.f).ffn);
+}
+
+TEST_CASE("ep reference with the FFN: R ranks' out is moe-path's out over all their tokens on one GPU") {
+  // A second formulation: moe-path's chain (permute's reference, the experts
+  // reference per slot in permute's row order, combine's reference) over the
+  // R * T tokens stacked, the weights generated from the same seed for the
+  // E experts of one GPU. Combine's rule reads each slot's y alone, so each
+  // rank's out is bit for bit those tokens' rows.
+  for (const int R : {1, 2, 3}) {
+    const FfnCase c = ffn_case(R, 5, 3, 6, 40, 11u + std::uint32_t(R));
+    const ep::FfnInputs f = every_token(7);
+    const auto ref = ep::reference(c.p, c.in(), ep::Return::slots, &f);
+    std::vector<std::uint16_t> all_hidden;
+    std::vector<std::int32_t> all_ids;
+    std::vector<float> all_w;
+    for (int s = 0; s < R; ++s) {
+      all_hidden.insert(all_hidden.end(), c.hidden[std::size_t(s)].begin(), c.hidden[std::size_t(s)].end());
+      all_ids.insert(all_ids.end(), c.ids[std::size_t(s)].begin(), c.ids[std::size_t(s)].end());
+      all_w.insert(all_w.end(), c.w[std::size_t(s)].begin(), c.w[std::size_t(s)].end());
+    }
+    const experts::FfnArgs fa{24, experts::Act::silu, experts::W1Layout::gate_up};
+    const moe_path::Problem mp =
+        moe_path::make_problem(5 * R, 3, 6, 40, combine::DType::bf16, permute::Layout::compact, 1, 2.5f, nullptr, &fa);
+    moe_path::Inputs mi;
+    mi.hidden = reinterpret_cast<const std::byte*>(all_hidden.data());
+    mi.ids = all_ids;
+    mi.weights = all_w;
+    mi.w.generated = true;
+    mi.w.seed = 7;
+    const moe_path::Outputs mo = moe_path::reference(mp, mi);
+    for (int s = 0; s < R; ++s) {
+      const std::size_t bytes = 5 * 40 * 2;
+      REQUIRE(ref[std::size_t(s)].out.size() == bytes);
+      CHECK_MESSAGE(std::memcmp(ref[std::size_t(s)].out.data(), mo.out.data() + std::size_t(s) * bytes, bytes) == 0,
+                    "R " << R << " rank " << s);
+      // Every received row carries its slot's y: y rows as many as rows.
+      CHECK(ref[std::size_t(s)].y.size() == ref[std::size_t(s)].rows.size());
+    }
+  }
+}
+
+TEST_CASE("ep checker with the FFN: y paired through the rows, out from got's own y; wrong answers caught") {
+  const FfnCase c = ffn_case(2, 6, 3, 4, 16, 5u);
+  const auto in = c.in();
+  const ep::FfnInputs f = every_token(3);
+  for (const ep::Return how : {ep::Return::slots, ep::Return::partials}) {
+    const auto ref = ep::reference(c.p, in, how, &f);
+    const std::size_t rb = 32;
+    CHECK(ep::check(c.p, ref, ref, how, in).ok);
+    // Two rows of one expert swapped together with their y: the same answer.
+    auto got = ref;
+    REQUIRE(got[0].offsets[1] >= 2);
+    std::swap_ranges(got[0].rows.begin(), got[0].rows.begin() + rb, got[0].rows.begin() + rb);
+    std::swap_ranges(got[0].y.begin(), got[0].y.begin() + rb, got[0].y.begin() + rb);
+    CHECK(ep::check(c.p, ref, got, how, in).ok);
+    // The rows swapped but not their y: each y now sits with another slot's row.
+    got = ref;
+    std::swap_ranges(got[0].rows.begin(), got[0].rows.begin() + rb, got[0].rows.begin() + rb);
+    auto r1 = ep::check(c.p, ref, got, how, in);
+    CHECK_FALSE(r1.ok);
+    CHECK(r1.first_difference.find("y") != std::string::npos);
+    // One y element far off.
+    got = ref;
+    got[1].y[3] ^= std::byte{0x40};
+    auto r2 = ep::check(c.p, ref, got, how, in);
+    CHECK_FALSE(r2.ok);
+    CHECK(r2.first_difference.find("y of slot") != std::string::npos);
+    // One bit of out: out is formed from got's own y, bit for bit.
+    got = ref;
+    got[1].out[4] ^= std::byte{1};
+    auto r3 = ep::check(c.p, ref, got, how, in);
+    CHECK_FALSE(r3.ok);
+    CHECK(r3.first_difference.find("rank 1: out") != std::string::npos);
+    // y missing.
+    got = ref;
+    got[0].y.clear();
+    CHECK_FALSE(ep::check(c.p, ref, got, how, in).ok);
+  }
 }

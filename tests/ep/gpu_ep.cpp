@@ -102,18 +102,31 @@ ep::Comm* comm_for(int R) {
   return comms[R].get();
 }
 
+// p.ffn: the weights' seed and the check's sample (every token at the
+// grid's sizes).
+ep::FfnInputs ffn_inputs(std::uint64_t seed) {
+  ep::FfnInputs f;
+  f.weight_seed = seed;
+  f.sample_seed = seed + 1;
+  f.budget_macs = 4e8;
+  return f;
+}
+
 // Every variant on one problem, PDL off and on; the runs made.
 int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std::string& label) {
   const Inputs in = draw(p, how, seed);
   const auto views = in.views();
-  const auto ref = ep::reference(p, views);
-  const auto ref_partials = ep::reference(p, views, ep::Return::partials);
+  const ep::FfnInputs fi = ffn_inputs(seed);
+  const ep::FfnInputs* ffn = p.ffn ? &fi : nullptr;
+  const auto ref = ep::reference(p, views, ep::Return::slots, ffn);
+  const auto ref_partials = ep::reference(p, views, ep::Return::partials, ffn);
   const DeviceCaps& caps = device_caps();
   ep::Comm* const comm = comm_for(p.ranks);
   int runs = 0;
   for (const ep::Variant& v : ep::registry().variants()) {
     if (v.not_applicable(p, caps) != nullptr) continue;
-    const auto& want = ep::returns(v) == ep::Return::partials ? ref_partials : ref;
+    const ep::Return rule = ep::returns(v);
+    const auto& want = rule == ep::Return::partials ? ref_partials : ref;
     for (const bool pdl : {false, true}) {
       // PDL off: a zeroed workspace, not the usual 0xCD, since -1 ids in the
       // receive buffer must be written by the sender (p2p) or the tail pass
@@ -121,7 +134,7 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
       // expert 0); PDL on: 0xCD, so nothing may rely on a zero either.
       SetOptions o = SetOptions::checked();
       o.workspace_fill = pdl ? 0xCD : 0x00;
-      ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), o);
+      ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), o, fi.weight_seed);
       const std::string what = fmt::format("{} {} pdl {} seed {}", v.info.name, label, pdl, seed);
       const ep::Buffers b = d.buffers(0, comm);
       // Twice, each checked, with the outputs poisoned and the workspace
@@ -136,18 +149,18 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
         if (err.empty() && !comm->error().empty()) err = comm->error();
         if (err.empty()) err = d.download(got);
         if (err.empty()) {
-          const CheckResult c = ep::check(p, want, got);
+          const CheckResult c = ep::check(p, want, got, rule, views);
           if (!c.ok) err = fmt::format("launch {}: {}", round + 1, c.first_difference);
         }
       }
       // Each phase alone again (per-phase timing runs them so).
       if (err.empty())
-        for (const ep::Stage st : {ep::Stage::dispatch, ep::Stage::combine})
+        for (const ep::Stage st : {ep::Stage::dispatch, ep::Stage::experts, ep::Stage::combine})
           if (err.empty())
             err = test::launch_and_sync([&] { return ep::launch_stage(v, p, b, st, process_stream(), pdl && caps.pdl); });
       if (err.empty()) err = d.download(got);
       if (err.empty()) {
-        const CheckResult c = ep::check(p, want, got);
+        const CheckResult c = ep::check(p, want, got, rule, views);
         if (!c.ok) err = "after the phases alone: " + c.first_difference;
       }
       // A variant that never waits on the host is captured into a CUDA graph
@@ -168,7 +181,7 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
         }
         if (err.empty()) err = d.download(got);
         if (err.empty()) {
-          const CheckResult c = ep::check(p, want, got);
+          const CheckResult c = ep::check(p, want, got, rule, views);
           if (!c.ok) err = "after graph replays: " + c.first_difference;
         }
       }
@@ -182,8 +195,8 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
       if (err.empty() && ep::launches_per_rank(v)) {
         const Inputs in2 = draw(p, how, seed + 1000);
         const auto views2 = in2.views();
-        const auto want2 = ep::reference(p, views2, ep::returns(v));
-        ep::DeviceBuffers d2(p, views2, WorkspaceNeed::of(v, p, caps), o);
+        const auto want2 = ep::reference(p, views2, rule, ffn);
+        ep::DeviceBuffers d2(p, views2, WorkspaceNeed::of(v, p, caps), o, fi.weight_seed);
         ep::Buffers b2 = d2.buffers(0, comm);
         for (int r = 0; r < p.ranks; ++r) b2.rank[std::size_t(r)].workspace = b.rank[std::size_t(r)].workspace;
         auto sync_all = [&](const char* what) {
@@ -197,9 +210,10 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
           std::string e = d.download(got);
           if (e.empty()) e = d2.download(got2);
           if (e.empty())
-            if (const CheckResult c = ep::check(p, want, got); !c.ok) e = "first inputs: " + c.first_difference;
+            if (const CheckResult c = ep::check(p, want, got, rule, views); !c.ok) e = "first inputs: " + c.first_difference;
           if (e.empty())
-            if (const CheckResult c = ep::check(p, want2, got2); !c.ok) e = "second inputs: " + c.first_difference;
+            if (const CheckResult c = ep::check(p, want2, got2, rule, views2); !c.ok)
+              e = "second inputs: " + c.first_difference;
           return e.empty() ? e : std::string(when) + ": " + e;
         };
         try {
@@ -272,6 +286,43 @@ TEST_CASE("ep variants vs reference") {
                                                  int(how)));
           }
   MESSAGE(runs << " variant runs");
+  CHECK(runs > 0);
+}
+
+// --experts ffn: the experts family's FFN on each rank's received rows
+// (its layout-reading auto pick: decode at few rows, else grouped or mma),
+// y checked on every token against the experts reference with weights keyed
+// by global expert, out bit for bit on the run's own y rows. H 64 and 200
+// (16-byte rows and not a multiple of the tiles), I 32 and 48, bf16 / f16.
+TEST_CASE("ep --experts ffn vs reference") {
+  if (const std::string why = ep::nccl_missing(); !why.empty()) FAIL(why);
+  const bool subset = test::sanitizer_subset();
+  int runs = 0;
+  std::uint64_t seed = 500;
+  for (const int R : rank_counts())
+    for (const std::int64_t T : {0, 1, 7, 300})
+      for (const int K : {1, 8})
+        for (const std::int64_t H : {64, 200}) {
+          if (subset && (T > 7 || H > 64)) continue;
+          const combine::DType dt = (T + K + H) % 2 ? combine::DType::f16 : combine::DType::bf16;
+          const experts::FfnArgs f{H == 64 ? 32 : 48, experts::Act::silu, experts::W1Layout::gate_up};
+          const int E = R * 8;
+          const ep::Problem p = ep::make_problem(R, T, K, E, H, dt, ++seed % 2 ? 2.5f : 1.f, {}, &f);
+          for (const Ids how : {Ids::uniform, Ids::hot, Ids::dropped})
+            runs += check_variants(p, how, seed * 31 + int(how),
+                                   fmt::format("ffn R {} T {} K {} E {} H {} I {} dtype {} ids {}", R, T, K, E, H,
+                                               f.inter, int(dt), int(how)));
+        }
+  // An uneven placement: rank R-1 owns no expert (its FFN has none to run).
+  for (const int R : rank_counts()) {
+    if (R < 2) continue;
+    std::vector<std::int32_t> place(12);
+    for (std::size_t e = 0; e < place.size(); ++e) place[e] = e < 8 ? 0 : std::int32_t(e % std::size_t(R - 1));
+    const experts::FfnArgs f{40, experts::Act::gelu, experts::W1Layout::interleaved};
+    const ep::Problem p = ep::make_problem(R, 33, 3, 12, 72, combine::DType::bf16, 1.f, place, &f);
+    runs += check_variants(p, Ids::dropped, 77, fmt::format("ffn R {} uneven placement", R));
+  }
+  MESSAGE(runs << " ffn variant runs");
   CHECK(runs > 0);
 }
 
