@@ -24,14 +24,18 @@ namespace moekit::align::detail {
 // common/fits_smem.hpp).
 inline bool can_cooperate(const DeviceCaps& caps) { return !caps.present() || caps.cooperative; }
 
-// Resident blocks per SM (occupancy) into *n, memoised per kernel and
-// configuration; on an error *n is 1 and the error is returned.
+// Resident blocks per SM (occupancy) into *n, memoised per device, kernel
+// and configuration (ep lays out on every rank's GPU, which need not be
+// alike); on an error *n is 1 and the error is returned.
 template <class Kernel>
 inline cudaError_t blocks_per_sm(Kernel* kernel, int threads, std::size_t smem, int* n) {
+  int device = 0;
+  *n = 1;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   static std::mutex mu;
-  static std::map<std::tuple<const void*, int, std::size_t>, int> memo;
+  static std::map<std::tuple<int, const void*, int, std::size_t>, int> memo;
   const std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), threads, smem);
+  const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), threads, smem);
   const auto it = memo.find(key);
   *n = 1;
   if (it != memo.end()) {

@@ -69,16 +69,20 @@ inline cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, s
 }
 
 //! Lets `kernel` launch in clusters of more than kPortableClusterBlocks
-//! blocks; the attribute is set once per kernel (as opt_in_smem does).
+//! blocks; the attribute is set once per kernel and device (as opt_in_smem
+//! does).
 template <class... Params>
 inline cudaError_t opt_in_cluster(void (*kernel)(Params...), int blocks) {
   if (blocks <= kPortableClusterBlocks) return cudaSuccess;
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   static std::mutex mu;
-  static std::set<const void*> granted;
+  static std::set<std::pair<int, const void*>> granted;
   const std::lock_guard<std::mutex> lock(mu);
-  if (granted.count(reinterpret_cast<const void*>(kernel)) != 0) return cudaSuccess;
+  const std::pair<int, const void*> key{device, reinterpret_cast<const void*>(kernel)};
+  if (granted.count(key) != 0) return cudaSuccess;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  if (e == cudaSuccess) granted.insert(reinterpret_cast<const void*>(kernel));
+  if (e == cudaSuccess) granted.insert(key);
   return e;
 }
 
