@@ -2,6 +2,7 @@
 // each on its rank's GPU (the CLI job and tests/ep/gpu_ep.cpp build them here).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -50,11 +51,12 @@ inline TimingStats time_per_rank(const Comm& c, const std::function<void(int)>& 
 class DeviceBuffers {
  public:
   // Rank r's inputs on GPU r; `ws` the variant's workspace on each. p.ffn:
-  // rank r's W1 and W2 generated on GPU r from `weight_seed`, its local
-  // experts' weights keyed by their global ids (experts::generate_weights),
-  // and its y rows.
+  // rank r's W1 and W2, its local experts' rows of the given weights (`ffn`'s
+  // w1 and w2, global expert order) or generated on GPU r from its
+  // weight_seed, keyed by their global ids (experts::generate_weights), and
+  // its y rows.
   DeviceBuffers(const Problem& p, std::span<const RankInputs> in, WorkspaceNeed ws, const SetOptions& o,
-                std::uint64_t weight_seed = 0)
+                const FfnInputs* ffn = nullptr)
       : p_(p) {
     for (int r = 0; r < p.ranks; ++r) {
       const DeviceScope on(r);
@@ -81,12 +83,24 @@ class DeviceBuffers {
         global.resize(std::size_t(fp.experts), global.empty() ? 0 : global.back());  // a rank without experts: one unused
         k.globals = global;
         k.global = k.set.input("expert_globals", k.globals.data(), k.globals.size() * 4);
-        k.w1 = k.set.input("w1", nullptr, fp.w1_elements() * 2);
-        k.w2 = k.set.input("w2", nullptr, fp.w2_elements() * 2);
-        cuda_check(experts::generate_weights(fp, weight_seed, k.set.ptr(k.w1), k.set.ptr(k.w2), process_stream(),
-                                             k.set.as<std::int32_t>(k.global)),
-                   "generating the expert weights");
-        cuda_sync("generating the expert weights");
+        if (ffn != nullptr && !ffn->w1.empty()) {
+          // The rank's experts' rows of the given weights, gathered on the host.
+          const std::size_t n1 = fp.w1_elements() / std::size_t(fp.experts), n2 = fp.w2_elements() / std::size_t(fp.experts);
+          std::vector<std::uint16_t> w1(fp.w1_elements()), w2(fp.w2_elements());
+          for (std::size_t l = 0; l < global.size(); ++l) {
+            std::copy_n(ffn->w1.begin() + std::ptrdiff_t(std::size_t(global[l]) * n1), n1, w1.begin() + std::ptrdiff_t(l * n1));
+            std::copy_n(ffn->w2.begin() + std::ptrdiff_t(std::size_t(global[l]) * n2), n2, w2.begin() + std::ptrdiff_t(l * n2));
+          }
+          k.w1 = k.set.input("w1", w1.data(), w1.size() * 2);
+          k.w2 = k.set.input("w2", w2.data(), w2.size() * 2);
+        } else {
+          k.w1 = k.set.input("w1", nullptr, fp.w1_elements() * 2);
+          k.w2 = k.set.input("w2", nullptr, fp.w2_elements() * 2);
+          cuda_check(experts::generate_weights(fp, ffn != nullptr ? ffn->weight_seed : 0, k.set.ptr(k.w1),
+                                               k.set.ptr(k.w2), process_stream(), k.set.as<std::int32_t>(k.global)),
+                     "generating the expert weights");
+          cuda_sync("generating the expert weights");
+        }
       }
       k.ws = k.set.workspace(ws);
     }

@@ -37,7 +37,7 @@ struct Args {
   std::int64_t tokens = -1, hidden_size = 4096;
   double scaling = 1.0;
   // --experts ffn (docs/ep.md "The expert FFN")
-  std::string expert_kind = "identity", act = "silu", w1_layout = "gate-up";
+  std::string expert_kind = "identity", act = "silu", w1_layout = "gate-up", w1, w2;
   std::int64_t inter = 0;
 };
 
@@ -73,10 +73,15 @@ class EpJob final : public ProblemJob<ep::Problem> {
     std::vector<std::vector<std::int32_t>> ids;     // per rank T x K
     std::vector<std::vector<float>> weights;        // per rank T x K
     npy::DType dtype = npy::DType::bf16;
-    ep::FfnInputs ffn;                              // p.ffn: the weights' seed, the check's sample
+    ep::FfnInputs ffn;                              // p.ffn: the weights, the check's sample
+    npy::Array w1, w2;                              // p.ffn, given: [E, 2I, H], [E, H, I] (ffn's spans)
   };
 
   EpJob(Host h, ep::Problem p, Report& r) : ProblemJob(std::move(p)), h_(std::move(h)), report_(&r) {
+    if (!h_.w1.data.empty()) {  // views of this job's own arrays
+      h_.ffn.w1 = {reinterpret_cast<const std::uint16_t*>(h_.w1.data.data()), h_.w1.data.size() / 2};
+      h_.ffn.w2 = {reinterpret_cast<const std::uint16_t*>(h_.w2.data.data()), h_.w2.data.size() / 2};
+    }
     for (int k = 0; k < p_.ranks; ++k)
       in_.push_back({std::span<const std::byte>(reinterpret_cast<const std::byte*>(h_.hidden[std::size_t(k)].data.data()),
                                                 h_.hidden[std::size_t(k)].data.size()),
@@ -120,7 +125,7 @@ class EpJob final : public ProblemJob<ep::Problem> {
   }
 
   void upload(int copies) override {
-    d_.emplace(p_, in_, var_.workspace_need(p_), SetOptions::run(copies), h_.ffn.weight_seed);
+    d_.emplace(p_, in_, var_.workspace_need(p_), SetOptions::run(copies), &h_.ffn);
     std::string why;
     comm_ = ep::comm_on_process_streams(p_.ranks, ep::needs_nccl(*var_.v), &why);
     if (!comm_) throw CudaError("ep: " + why);
@@ -342,6 +347,12 @@ class EpFamily final : public RegistryFamily<ep::Registry> {
                                 "(gate i at 2i, up i at 2i+1)")
                        ->check(CLI::IsMember({"gate-up", "interleaved"}))
                        ->capture_default_str();
+    ffn_opts_[3] = s.add_option("--w1", a_.w1, "--experts ffn: W1 [E, 2I, H] of the E global experts in the hidden "
+                                               "dtype (.npy; default: generated on each GPU from --seed)");
+    auto* w2 = s.add_option("--w2", a_.w2, "--experts ffn: with --w1: W2 [E, H, I] in the hidden dtype (.npy)");
+    ffn_opts_[3]->needs(w2);
+    w2->needs(ffn_opts_[3]);
+    ffn_opts_[0]->excludes(ffn_opts_[3]);  // I is W1's
   }
 
   std::function<npy::Array(std::uint64_t)> add_gen(CLI::App& s) override {
@@ -392,7 +403,7 @@ class EpFamily final : public RegistryFamily<ep::Registry> {
  private:
   Args a_;
   GenArgs g_;
-  std::array<CLI::Option*, 3> ffn_opts_{};  // --inter-size, --act, --w1-layout
+  std::array<CLI::Option*, 4> ffn_opts_{};  // --inter-size, --act, --w1-layout, --w1
 };
 
 // A per-rank file: [R, n, m], or [n, m] for one rank. Returns R's view of n, m.
@@ -538,6 +549,35 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("{} applies to the expert FFN: add --experts ffn (the experts are identity)",
                                    o->get_name()));
   experts::FfnArgs fa;
+  if (ffn && !a.w1.empty()) {
+    // Headers first: a tiny file claiming gigabytes is refused before it is read.
+    const std::string l1 = display_path(a.w1), l2 = display_path(a.w2);
+    const npy::Info i1 = npy::inspect(a.w1), i2 = npy::inspect(a.w2);
+    for (const auto& [info, l] : {std::pair{&i1, &l1}, std::pair{&i2, &l2}})
+      if (info->dtype != h.dtype)
+        throw InputError(fmt::format("{}: the expert weights must be {} like the hidden states, got {}", *l,
+                                     npy::dtype_name(h.dtype), npy::dtype_name(info->dtype)));
+    if (i1.shape.size() != 3 || i1.shape[0] != a.experts || i1.shape[1] < 2 || i1.shape[1] % 2 != 0 ||
+        i1.shape[2] != H)
+      throw InputError(fmt::format("{}: W1 must be [E, 2I, H] = [{}, 2I, {}] with I >= 1, got {}", l1, a.experts, H,
+                                   npy::format_shape(i1.shape)));
+    const std::int64_t I = i1.shape[1] / 2;
+    if (i2.shape != std::vector<std::int64_t>{a.experts, H, I})
+      throw InputError(fmt::format("{}: W2 must be [E, H, I] = [{}, {}, {}] (W1's E, H and I), got {}", l2, a.experts,
+                                   H, I, npy::format_shape(i2.shape)));
+    require_host_memory(3.0 * double(i1.shape[0]) * double(i1.shape[1] + i2.shape[2]) * double(H) * 2.0,
+                        "the expert weights (read, and each rank's gathered)");
+    h.w1 = npy::read(a.w1);
+    h.w2 = npy::read(a.w2);
+    for (const auto& [arr, l] : {std::pair{&h.w1, &l1}, std::pair{&h.w2, &l2}})
+      if (const auto i = npy::first_non_finite(*arr)) {
+        const std::int64_t cols = arr->shape[2], rows_per = arr->shape[1];
+        throw InputError(fmt::format("{}: element [{}, {}, {}] is {}: expert weights must be finite", *l,
+                                     std::int64_t(*i) / (cols * rows_per), std::int64_t(*i) / cols % rows_per,
+                                     std::int64_t(*i) % cols, npy::float_at(*arr, *i)));
+      }
+    a_.inter = I;  // --inter-size excludes --w1
+  }
   if (ffn) {
     if (a.inter < 1)
       throw InputError(ffn_opts_[0]->count() > 0 ? fmt::format("--inter-size must be >= 1, got {}", a.inter)
@@ -564,16 +604,18 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
     h.ffn.all_tokens = c.device == "cpu" || (c.device != "gpu" && cuda_device_count() == 0);
     h.ffn.weight_seed = h.ffn.sample_seed = c.seed;
     h.ffn.budget_macs = kFfnCheckMacs;
-    // Each slot's 3 I H, and each used expert's weights recomputed once a rank.
+    // Each slot's 3 I H, and (generated) each used expert's weights recomputed once a rank.
+    const bool given = !a.w1.empty();
     const double macs = double(R) * double(T) * double(K) * 3.0 * double(a.inter) * double(H) +
-                        double(R) * double(std::min<std::int64_t>(a.experts, T * K)) * 3.0 * double(a.inter) * double(H);
+                        (given ? 0.0 : double(R) * double(std::min<std::int64_t>(a.experts, T * K)) * 3.0 *
+                                           double(a.inter) * double(H));
     if (h.ffn.all_tokens && macs > kCpuFfnMacs)
       throw InputError(fmt::format(
-          "--experts ffn on the CPU: the reference computes every token's FFN, {:.3g} multiply-adds (R T K 3 I H, "
-          "and each used expert's generated weights), over the CPU limit of {:g}: use fewer tokens or smaller sizes, "
-          "or a GPU",
-          macs, kCpuFfnMacs));
-    generated.push_back(fmt::format("expert weights W1 {} x {} x {} and W2 {} x {} x {} ({}, keyed by global expert)",
+          "--experts ffn on the CPU: the reference computes every token's FFN, {:.3g} multiply-adds (R T K 3 I H{}), "
+          "over the CPU limit of {:g}: use fewer tokens or smaller sizes, or a GPU",
+          macs, given ? "" : ", and each used expert's generated weights", kCpuFfnMacs));
+    if (!given)
+      generated.push_back(fmt::format("expert weights W1 {} x {} x {} and W2 {} x {} x {} ({}, keyed by global expert)",
                                     a.experts, 2 * a.inter, H, a.experts, H, a.inter,
                                     h.ffn.all_tokens ? "recomputed by the reference where it reads them"
                                                      : "on each rank's GPU, its own experts'"));
@@ -593,7 +635,7 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
     r.params.push_back({"inter", std::to_string(a.inter)});
     r.params.push_back({"act", a.act});
     r.params.push_back({"w1_layout", a.w1_layout});
-    r.params.push_back({"expert_weights", "generated"});
+    r.params.push_back({"expert_weights", a.w1.empty() ? "generated" : "given"});
   }
   r.dtype = std::string(npy::dtype_name(h.dtype));
   for (const std::string& g : generated) r.notes.push_back("generated " + g + fmt::format(" (seed {})", c.seed));

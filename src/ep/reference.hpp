@@ -40,13 +40,16 @@ struct RankOutputs {
   experts::Outputs ffn;     // p.ffn: the experts reference of this rank's own tokens (all, or a sample)
 };
 
-// The expert FFN's reference (p.ffn): the weights generated from
-// `weight_seed` and keyed by the global expert id (experts::weight_value),
-// so each rank's local expert computes what the one-GPU FFN computes for
-// that global expert; a seeded sample of each rank's tokens within a budget
+// The expert FFN's reference (p.ffn): the weights given (global expert
+// order) or generated from `weight_seed` and keyed by the global expert id
+// (experts::weight_value), so each rank's local expert computes what the
+// one-GPU FFN computes for that global expert; a seeded sample of each rank's tokens within a budget
 // of multiply-adds, or every token (a CPU run, whose y and out are then the
 // reference's).
 struct FfnInputs {
+  // Given weights (the dtype's bits, global expert order): W1 [E, 2I, H] and
+  // W2 [E, H, I]; empty: generated from weight_seed.
+  std::span<const std::uint16_t> w1, w2;
   std::uint64_t weight_seed = 0;
   std::uint64_t sample_seed = 0;
   double budget_macs = 2e9;  // over all ranks

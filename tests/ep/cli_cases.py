@@ -232,6 +232,50 @@ def ep_ffn_one_rank_is_moe_path():
     expect(c[-T * H * 2:] != b[-T * H * 2:], "the weights did not follow --seed")
 
 
+def ffn_weight_files(d, E, H, I, seed=1):
+    """f16 W1 [E, 2I, H] and W2 [E, H, I] with small values that differ per expert, row and column."""
+    w1, w2 = os.path.join(d, "w1.npy"), os.path.join(d, "w2.npy")
+    v = lambda e, r, c, m: ((e * 131 + r * 31 + c * 7 + seed * 17 + m * 5) % 23 - 11) / 64.0
+    save_npy(w1, "<f2", (E, 2 * I, H), [v(e, r, c, 0) for e in range(E) for r in range(2 * I) for c in range(H)])
+    save_npy(w2, "<f2", (E, H, I), [v(e, r, c, 1) for e in range(E) for r in range(H) for c in range(I)])
+    return w1, w2
+
+
+@case()
+def ep_ffn_given_weights():
+    """--w1/--w2 (global expert order): one rank writes moe-path's out bytes for the same files and weights; two
+    ranks (each its own experts' rows of the files) pass the files' own check; the weights change the answer."""
+    d = tmp()
+    T, K, H, E, I = 5, 2, 16, 4, 8
+    x, ids, w = (os.path.join(d, n) for n in ("x.npy", "ids.npy", "w.npy"))
+    save_npy(x, "<f2", (T, H), [((t * 5 + c * 3) % 11 - 5) / 8.0 for t in range(T) for c in range(H)])
+    save_npy(ids, "<i4", (T, K), [(t + 3 * j) % E for t in range(T) for j in range(K)])
+    save_npy(w, "<f4", (T, K), [0.25 + 0.125 * i for i in range(T * K)])
+    w1, w2 = ffn_weight_files(d, E, H, I)
+    files = ["--hidden", x, "--topk-ids", ids, "--topk-weights", w, "-E", E, "--experts", "ffn", "--w1", w1,
+             "--w2", w2, "--device", "cpu"]
+    run("moe-path", *files, "--out", os.path.join(d, "mp"), code=0)
+    p = run("ep", "--ranks", 1, *files, "--out", os.path.join(d, "ep"), code=0)
+    expect("expert_weights=given" in p.stdout, p.stdout[-1500:])
+    a = open(os.path.join(d, "mp", "out.npy"), "rb").read()
+    b = open(os.path.join(d, "ep", "out.npy"), "rb").read()
+    expect(a[-T * H * 2:] == b[-T * H * 2:], "ep --ranks 1 with given weights and moe-path differ")
+    # Two ranks of the same tokens: rank r's row t is token t's, so every rank's out is the one-rank out.
+    x2, ids2, w2f = (os.path.join(d, n) for n in ("x2.npy", "ids2.npy", "w2f.npy"))
+    for src, dst, descr in ((x, x2, "<f2"), (ids, ids2, "<i4"), (w, w2f, "<f4")):
+        h, vals = load_npy(src)
+        save_npy(dst, descr, (2,) + h["shape"], vals + vals)
+    run("ep", "--ranks", 2, "--hidden", x2, "--topk-ids", ids2, "--topk-weights", w2f, *files[6:],
+        "--out", os.path.join(d, "ep2"), code=0)
+    c = open(os.path.join(d, "ep2", "out.npy"), "rb").read()
+    expect(c[-2 * T * H * 2:] == b[-T * H * 2:] * 2, "two ranks of the same tokens differ from one")
+    o1, o2 = ffn_weight_files(d, E, H, I, seed=2)
+    run("ep", "--ranks", 1, *files[:10], "--w1", o1, "--w2", o2, "--device", "cpu", "--out", os.path.join(d, "other"),
+        code=0)
+    e = open(os.path.join(d, "other", "out.npy"), "rb").read()
+    expect(e[-T * H * 2:] != b[-T * H * 2:], "other weights gave the same out")
+
+
 @case()
 def ep_ffn_options_exit_2():
     """The FFN's options need --experts ffn, ffn needs I, and takes no f32 rows: one line each, exit 2."""
@@ -246,6 +290,17 @@ def ep_ffn_options_exit_2():
     one_line(run(*base, "--experts", "ffn", "--inter-size", 0, code=2), "--inter-size must be >= 1")
     one_line(run(*base, "--experts", "ffn", "--inter-size", 8, "--gen-dtype", "f32", code=2), "f32")
     one_line(run(*base, "--experts", "ffn", "--inter-size", 8, "--act", "swiglu-oai", code=2), "interleaved")
+    d = tmp()
+    w1, w2 = ffn_weight_files(d, 8, 16, 4)  # f16 against bf16 rows
+    one_line(run(*base, "--experts", "ffn", "--w1", w1, "--w2", w2, code=2), "w1.npy", "like the hidden states")
+    one_line(run(*base, "--w1", w1, "--w2", w2, code=2), "--w1", "--experts ffn")
+    f16 = base + ["--gen-dtype", "f16", "--experts", "ffn"]
+    w1b, w2b = ffn_weight_files(tmp(), 4, 16, 4)  # E 4 against -E 8
+    one_line(run(*f16, "--w1", w1b, "--w2", w2, code=2), "w1.npy", "[8, 2I, 16]")
+    one_line(run(*f16, "--w1", w1, "--w2", w1, code=2), "w1.npy", "W2 must be")
+    bad = os.path.join(d, "nan.npy")
+    save_npy(bad, "<f2", (8, 8, 16), [0.0] * 100 + [float("nan")] + [0.0] * (8 * 8 * 16 - 101))
+    one_line(run(*f16, "--w1", bad, "--w2", w2, code=2), "nan.npy", "finite")
 
 
 @case("gpu")
@@ -258,3 +313,9 @@ def ep_ffn_gpu():
             "--routed-scaling-factor", 2.5, "--device", "gpu", "--bench", "--iters", 5, "--warmup", 1, code=0)
     expect("check: pass" in p.stdout and "the FFN's y" in p.stdout, p.stdout[-2000:])
     expect("stage_us experts" in p.stdout, p.stdout[-2000:])
+    # Given weights: each rank uploads its own experts' rows of the files (the check reads the files whole).
+    d = tmp()
+    w1, w2 = ffn_weight_files(d, 16, 64, 32)
+    p = run("ep", "-E", 16, "-k", 4, "--tokens", 40, "--hidden-size", 64, "--gen-dtype", "f16", "--experts", "ffn",
+            "--w1", w1, "--w2", w2, "--device", "gpu", code=0)
+    expect("check: pass" in p.stdout and "expert_weights=given" in p.stdout, p.stdout[-2000:])

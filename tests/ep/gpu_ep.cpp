@@ -112,11 +112,18 @@ ep::FfnInputs ffn_inputs(std::uint64_t seed) {
   return f;
 }
 
-// Every variant on one problem, PDL off and on; the runs made.
-int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std::string& label) {
+// Every variant on one problem, PDL off and on; the runs made. `given`:
+// p.ffn's weights from these arrays (global expert order), else generated.
+int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std::string& label,
+                   const std::vector<std::uint16_t>* given_w1 = nullptr,
+                   const std::vector<std::uint16_t>* given_w2 = nullptr) {
   const Inputs in = draw(p, how, seed);
   const auto views = in.views();
-  const ep::FfnInputs fi = ffn_inputs(seed);
+  ep::FfnInputs fi = ffn_inputs(seed);
+  if (given_w1 != nullptr) {
+    fi.w1 = *given_w1;
+    fi.w2 = *given_w2;
+  }
   const ep::FfnInputs* ffn = p.ffn ? &fi : nullptr;
   const auto ref = ep::reference(p, views, ep::Return::slots, ffn);
   const auto ref_partials = ep::reference(p, views, ep::Return::partials, ffn);
@@ -134,7 +141,7 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
       // expert 0); PDL on: 0xCD, so nothing may rely on a zero either.
       SetOptions o = SetOptions::checked();
       o.workspace_fill = pdl ? 0xCD : 0x00;
-      ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), o, fi.weight_seed);
+      ep::DeviceBuffers d(p, views, WorkspaceNeed::of(v, p, caps), o, ffn);
       const std::string what = fmt::format("{} {} pdl {} seed {}", v.info.name, label, pdl, seed);
       const ep::Buffers b = d.buffers(0, comm);
       // Twice, each checked, with the outputs poisoned and the workspace
@@ -196,7 +203,7 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
         const Inputs in2 = draw(p, how, seed + 1000);
         const auto views2 = in2.views();
         const auto want2 = ep::reference(p, views2, rule, ffn);
-        ep::DeviceBuffers d2(p, views2, WorkspaceNeed::of(v, p, caps), o, fi.weight_seed);
+        ep::DeviceBuffers d2(p, views2, WorkspaceNeed::of(v, p, caps), o, ffn);
         ep::Buffers b2 = d2.buffers(0, comm);
         for (int r = 0; r < p.ranks; ++r) b2.rank[std::size_t(r)].workspace = b.rank[std::size_t(r)].workspace;
         auto sync_all = [&](const char* what) {
@@ -292,7 +299,8 @@ TEST_CASE("ep variants vs reference") {
 // --experts ffn: the experts family's FFN on each rank's received rows
 // (its layout-reading auto pick: decode at few rows, else grouped or mma),
 // y checked on every token against the experts reference with weights keyed
-// by global expert, out bit for bit on the run's own y rows. H 64 and 200
+// by global expert (generated, or given arrays), out bit for bit on the run's
+// own y rows. H 64 and 200
 // (16-byte rows and not a multiple of the tiles), I 32 and 48, bf16 / f16.
 TEST_CASE("ep --experts ffn vs reference") {
   if (const std::string why = ep::nccl_missing(); !why.empty()) FAIL(why);
@@ -321,6 +329,21 @@ TEST_CASE("ep --experts ffn vs reference") {
     const experts::FfnArgs f{40, experts::Act::gelu, experts::W1Layout::interleaved};
     const ep::Problem p = ep::make_problem(R, 33, 3, 12, 72, combine::DType::bf16, 1.f, place, &f);
     runs += check_variants(p, Ids::dropped, 77, fmt::format("ffn R {} uneven placement", R));
+  }
+  // Given weights: each rank uploads its own experts' rows of the global
+  // arrays (a rank that took another's would fail y); f16, a row per expert
+  // that differs.
+  for (const int R : rank_counts()) {
+    const experts::FfnArgs f{32, experts::Act::silu, experts::W1Layout::gate_up};
+    const int E = R * 4;
+    const std::int64_t H = 64;
+    const ep::Problem p = ep::make_problem(R, 37, 3, E, H, combine::DType::f16, 1.5f, {}, &f);
+    std::mt19937 rng{static_cast<std::uint32_t>(R)};
+    std::uniform_real_distribution<float> u(-0.2f, 0.2f);
+    std::vector<std::uint16_t> w1(std::size_t(E) * 2 * 32 * H), w2(std::size_t(E) * H * 32);
+    for (auto& v : w1) v = f32_to_f16_bits(u(rng));
+    for (auto& v : w2) v = f32_to_f16_bits(u(rng));
+    runs += check_variants(p, Ids::uniform, 901, fmt::format("ffn R {} given weights", R), &w1, &w2);
   }
   MESSAGE(runs << " ffn variant runs");
   CHECK(runs > 0);
