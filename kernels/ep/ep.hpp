@@ -156,7 +156,7 @@ struct Traffic {
 Traffic traffic(const Problem& p, const std::vector<std::vector<std::int32_t>>& ids);
 
 // p.ffn: the experts variant rank r's FFN stage runs (experts::pick_on_layout
-// on the current device) and its workspace bytes (part of the rank's).
+// on `caps`; its workspace is a part of the rank's).
 const experts::Variant& ffn_variant(const Problem& p, int rank, const DeviceCaps& caps);
 
 }  // namespace moekit::ep

@@ -17,7 +17,7 @@ constexpr std::size_t kDefaultDynamicSmem = 48 * 1024;
 //! Lets `kernel` launch with `bytes` of dynamic shared memory on the current
 //! device. The attribute is raised only when a launch needs more than any
 //! before it on that device, so repeated launches (inside a graph capture,
-//! say) make no further runtime calls. Per device: an attribute set while one
+//! say) make no further attribute calls (only cudaGetDevice). Per device: an attribute set while one
 //! device is current does not hold on another (ep runs the experts' kernels
 //! on every rank's GPU). Returns the cudaFuncSetAttribute error for the
 //! launcher to return (the limit is the device's DeviceCaps::smem_optin).

@@ -162,7 +162,6 @@ class EpJob final : public ProblemJob<ep::Problem> {
         got_[std::size_t(r)].offsets.assign(std::size_t(p_.local[std::size_t(r)]) + 1, 0);
         got_[std::size_t(r)].out.assign(std::size_t(p_.tokens) * std::size_t(p_.row_bytes()), std::byte{0});
       }
-      return;
     }
   }
 
@@ -599,9 +598,17 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
                             ffn ? &fa : nullptr);
   });
   if (ffn) {
+    // The check's host memory: one source rank's slot rows at a time, every
+    // rank's y and received rows (got's and the reference's), and on a CPU
+    // run the experts reference of every slot (y, its bound and a working
+    // copy: ~18 bytes an element).
+    const double slots = double(R) * double(T) * double(K), rb = double(H) * 2.0;
+    const bool cpu_all = c.device == "cpu" || (c.device != "gpu" && cuda_device_count() == 0);
+    require_host_memory(slots * rb * 4.0 + double(T) * double(K) * rb + (cpu_all ? slots * double(H) * 18.0 : 0.0),
+                        "the check of the expert FFN");
     // A CPU run's reference computes every token's FFN (its y and out are the
     // outputs); a GPU run's check a sample.
-    h.ffn.all_tokens = c.device == "cpu" || (c.device != "gpu" && cuda_device_count() == 0);
+    h.ffn.all_tokens = cpu_all;
     h.ffn.weight_seed = h.ffn.sample_seed = c.seed;
     h.ffn.budget_macs = kFfnCheckMacs;
     // Each slot's 3 I H, and (generated) each used expert's weights recomputed once a rank.

@@ -162,10 +162,15 @@ CheckResult check(const Problem& p, const std::vector<RankOutputs>& ref, const s
   if (got.size() != ref.size())
     return fail(fmt::format("{} ranks' outputs, expected {}", got.size(), ref.size()));
   if (p.ffn && in.size() != ref.size()) throw std::invalid_argument("ep::check: p.ffn needs the inputs");
-  // p.ffn: each source rank's slots' y rows as got has them ([T * K] rows),
-  // gathered from the ranks that computed them.
+  // p.ffn: where got has each source rank's slots' y rows ([T * K] places:
+  // the rank that computed it and the row there; -1: none), gathered one
+  // source rank at a time below.
   const std::size_t TK = std::size_t(p.tokens) * std::size_t(p.topk);
-  std::vector<std::vector<std::byte>> slot_y(p.ffn ? ref.size() : 0, std::vector<std::byte>(TK * rb));
+  struct Place {
+    std::int32_t rank = -1;
+    std::int64_t row = 0;
+  };
+  std::vector<std::vector<Place>> y_at(p.ffn ? ref.size() : 0, std::vector<Place>(TK));
   for (std::size_t r = 0; r < ref.size(); ++r) {
     const RankOutputs &a = ref[r], &b = got[r];
     const std::vector<std::int32_t> map = expert_map(p, int(r));
@@ -207,8 +212,8 @@ CheckResult check(const Problem& p, const std::vector<RankOutputs>& ref, const s
         return fail(fmt::format("rank {}: fewer y rows than its offsets say", r));
       for (std::size_t k = 0; k < ia.size(); ++k) {
         const Slot& sl = a.slots[std::size_t(ia[k])];
-        std::memcpy(slot_y[std::size_t(sl.rank)].data() + (std::size_t(sl.token) * std::size_t(p.topk) + std::size_t(sl.j)) * rb,
-                    b.y.data() + std::size_t(ib[k]) * rb, rb);
+        y_at[std::size_t(sl.rank)][std::size_t(sl.token) * std::size_t(p.topk) + std::size_t(sl.j)] = {std::int32_t(r),
+                                                                                                   ib[k]};
       }
     }
     if (p.ffn) continue;  // out once every rank's y rows are paired
@@ -222,17 +227,21 @@ CheckResult check(const Problem& p, const std::vector<RankOutputs>& ref, const s
   CheckResult all;
   all.error_unit = "bound";
   for (std::size_t s = 0; s < ref.size(); ++s) {
+    std::vector<std::byte> slot_y(TK * rb);  // this rank's slots' y rows, as got has them
+    for (std::size_t i = 0; i < TK; ++i)
+      if (const Place& at = y_at[s][i]; at.rank >= 0)
+        std::memcpy(slot_y.data() + i * rb, got[std::size_t(at.rank)].y.data() + std::size_t(at.row) * rb, rb);
     std::vector<std::int32_t> inverse(TK, -1);
     for (std::size_t i = 0; i < TK; ++i)
       if (in[s].ids[i] >= 0 && in[s].ids[i] < p.experts) inverse[i] = static_cast<std::int32_t>(i);
-    const std::span<const std::uint16_t> y16(reinterpret_cast<const std::uint16_t*>(slot_y[s].data()), TK * rb / 2);
+    const std::span<const std::uint16_t> y16(reinterpret_cast<const std::uint16_t*>(slot_y.data()), TK * rb / 2);
     const CheckResult cy = experts::check_y(gp, ref[s].ffn, y16, inverse);
     if (!cy.ok) return fail(fmt::format("rank {}'s tokens: y: {}", s, cy.first_difference));
     all.max_error = std::max(all.max_error, cy.max_error);
     if (got[s].out.size() != std::size_t(p.tokens) * rb)
       return fail(fmt::format("rank {}: out has {} bytes, expected {}", s, got[s].out.size(), std::size_t(p.tokens) * rb));
     std::vector<std::byte> want(std::size_t(p.tokens) * rb);
-    combine_slots(p, in[s], slot_y[s].data(), how, want.data());
+    combine_slots(p, in[s], slot_y.data(), how, want.data());
     const CheckResult c = combine::check(p.combine(), want.data(), got[s].out.data());
     if (!c.ok) return fail(fmt::format("rank {}: out (from its slots' y rows): {}", s, c.first_difference));
   }

@@ -286,6 +286,7 @@ def ep_ffn_options_exit_2():
 
     one_line(run(*base, "--inter-size", 8, code=2), "--inter-size", "--experts ffn")
     one_line(run(*base, "--act", "gelu", code=2), "--act", "--experts ffn")
+    one_line(run(*base, "--w1-layout", "interleaved", code=2), "--w1-layout", "--experts ffn")
     one_line(run(*base, "--experts", "ffn", code=2), "--inter-size")
     one_line(run(*base, "--experts", "ffn", "--inter-size", 0, code=2), "--inter-size must be >= 1")
     one_line(run(*base, "--experts", "ffn", "--inter-size", 8, "--gen-dtype", "f32", code=2), "f32")
@@ -305,17 +306,17 @@ def ep_ffn_options_exit_2():
 
 @case("gpu")
 def ep_ffn_gpu():
-    """--experts ffn on the GPU (every visible rank up to 2): the run checks itself (y on a sample against the
-    experts reference, out bit for bit on its own y) and times the experts phase apart."""
+    """--experts ffn on the GPU (every visible rank: E 840 divides over 1 to 8): the run checks itself (y on a sample
+    against the experts reference, out bit for bit on its own y) and times the experts phase apart."""
     if not has_gpu():
         return 77
-    p = run("ep", "-E", 16, "-k", 4, "--tokens", 40, "--hidden-size", 256, "--experts", "ffn", "--inter-size", 64,
+    p = run("ep", "-E", 840, "-k", 4, "--tokens", 40, "--hidden-size", 256, "--experts", "ffn", "--inter-size", 64,
             "--routed-scaling-factor", 2.5, "--device", "gpu", "--bench", "--iters", 5, "--warmup", 1, code=0)
     expect("check: pass" in p.stdout and "the FFN's y" in p.stdout, p.stdout[-2000:])
     expect("stage_us experts" in p.stdout, p.stdout[-2000:])
     # Given weights: each rank uploads its own experts' rows of the files (the check reads the files whole).
     d = tmp()
     w1, w2 = ffn_weight_files(d, 16, 64, 32)
-    p = run("ep", "-E", 16, "-k", 4, "--tokens", 40, "--hidden-size", 64, "--gen-dtype", "f16", "--experts", "ffn",
+    p = run("ep", "--ranks", 1, "-E", 16, "-k", 4, "--tokens", 40, "--hidden-size", 64, "--gen-dtype", "f16", "--experts", "ffn",
             "--w1", w1, "--w2", w2, "--device", "gpu", code=0)
     expect("check: pass" in p.stdout and "expert_weights=given" in p.stdout, p.stdout[-2000:])

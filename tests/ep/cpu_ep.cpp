@@ -311,10 +311,10 @@ struct FfnCase {
   }
 };
 
-FfnCase ffn_case(int R, std::int64_t T, int K, int E, std::int64_t H, std::uint32_t seed) {
+FfnCase ffn_case(int R, std::int64_t T, int K, int E, std::int64_t H, std::uint32_t seed, float scaling = 2.5f) {
   FfnCase c;
   const experts::FfnArgs f{24, experts::Act::silu, experts::W1Layout::gate_up};
-  c.p = ep::make_problem(R, T, K, E, H, combine::DType::bf16, 2.5f, {}, &f);
+  c.p = ep::make_problem(R, T, K, E, H, combine::DType::bf16, scaling, {}, &f);
   std::uint32_t x = seed;
   const auto next = [&] { return x = x * 1664525u + 1013904223u; };
   for (int s = 0; s < R; ++s) {
@@ -378,10 +378,15 @@ TEST_CASE("ep reference with the FFN: R ranks' out is moe-path's out over all th
   // R * T tokens stacked, the weights generated from the same seed for the
   // E experts of one GPU. Combine's rule reads each slot's y alone, so each
   // rank's out is bit for bit those tokens' rows.
-  for (const int R : {1, 2, 3}) {
-    const FfnCase c = ffn_case(R, 5, 3, 6, 40, 11u + std::uint32_t(R));
+  // R 0 stands for one rank with p2p-reduce's rule and S 1: its one partial,
+  // rounded once, is combine's rule, so it too is moe-path's out.
+  for (const int case_r : {1, 2, 3, 0}) {
+    const int R = case_r == 0 ? 1 : case_r;
+    const float S = case_r == 0 ? 1.f : 2.5f;
+    const ep::Return how = case_r == 0 ? ep::Return::partials : ep::Return::slots;
+    const FfnCase c = ffn_case(R, 5, 3, 6, 40, 11u + std::uint32_t(R), S);
     const ep::FfnInputs f = every_token(7);
-    const auto ref = ep::reference(c.p, c.in(), ep::Return::slots, &f);
+    const auto ref = ep::reference(c.p, c.in(), how, &f);
     std::vector<std::uint16_t> all_hidden;
     std::vector<std::int32_t> all_ids;
     std::vector<float> all_w;
@@ -392,7 +397,7 @@ TEST_CASE("ep reference with the FFN: R ranks' out is moe-path's out over all th
     }
     const experts::FfnArgs fa{24, experts::Act::silu, experts::W1Layout::gate_up};
     const moe_path::Problem mp =
-        moe_path::make_problem(5 * R, 3, 6, 40, combine::DType::bf16, permute::Layout::compact, 1, 2.5f, nullptr, &fa);
+        moe_path::make_problem(5 * R, 3, 6, 40, combine::DType::bf16, permute::Layout::compact, 1, S, nullptr, &fa);
     moe_path::Inputs mi;
     mi.hidden = reinterpret_cast<const std::byte*>(all_hidden.data());
     mi.ids = all_ids;
@@ -404,7 +409,7 @@ TEST_CASE("ep reference with the FFN: R ranks' out is moe-path's out over all th
       const std::size_t bytes = 5 * 40 * 2;
       REQUIRE(ref[std::size_t(s)].out.size() == bytes);
       CHECK_MESSAGE(std::memcmp(ref[std::size_t(s)].out.data(), mo.out.data() + std::size_t(s) * bytes, bytes) == 0,
-                    "R " << R << " rank " << s);
+                    "R " << R << " rank " << s << (case_r == 0 ? " (partials)" : ""));
       // Every received row carries its slot's y: y rows as many as rows.
       CHECK(ref[std::size_t(s)].y.size() == ref[std::size_t(s)].rows.size());
     }

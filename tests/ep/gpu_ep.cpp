@@ -160,7 +160,10 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
           if (!c.ok) err = fmt::format("launch {}: {}", round + 1, c.first_difference);
         }
       }
-      // Each phase alone again (per-phase timing runs them so).
+      // Each phase alone again (per-phase timing runs them so), the outputs
+      // poisoned and the workspace filled first: what the phases read, they
+      // wrote (an experts phase that launched nothing leaves y poisoned).
+      if (err.empty()) d.poison_all();
       if (err.empty())
         for (const ep::Stage st : {ep::Stage::dispatch, ep::Stage::experts, ep::Stage::combine})
           if (err.empty())
