@@ -197,6 +197,22 @@ LaunchStatus launch_back(const Problem& p, const RankBuffers& rb, const Slices& 
                          part<char>(w, rb, kBackSend));
 }
 
+// Rank x's receive side as its layout reads and writes it: the received
+// rows and ids in, the compact layout and its maps out (workspace not set).
+permute::Buffers layout_buffers(const Slices& w, const RankBuffers& x) {
+  permute::Buffers pb;
+  pb.hidden = part<const void>(w, x, kRecvRows);
+  pb.topk_ids = part<const std::int32_t>(w, x, kRecvIds);
+  pb.expert_map = x.expert_map;
+  pb.permuted = x.permuted;
+  pb.inverse = part<std::int32_t>(w, x, kInverse);
+  pb.sorted_token_ids = part<std::int32_t>(w, x, kSorted);
+  pb.expert_ids = part<std::int32_t>(w, x, kExpertIds);
+  pb.num_tokens_post_pad = part<std::int32_t>(w, x, kPostPad);
+  pb.expert_offsets = x.expert_offsets;
+  return pb;
+}
+
 // Rank r's receive side laid out (permute's auto pick over its receive
 // capacity, its expert map), on rank r's stream.
 LaunchStatus lay_out(const Problem& p, const Buffers& b, const Slices& w, int r, bool pdl) {
@@ -212,16 +228,7 @@ LaunchStatus lay_out(const Problem& p, const Buffers& b, const Slices& w, int r,
   // rest of the workspace is scratch), so any pick may share it.
   if (needs_zeroed_workspace(v, lp, caps) && w.bytes[kPermuteWs] > 0)
     EP_TRY(cudaMemsetAsync(pws, 0, w.bytes[kPermuteWs], b.comm->stream(r)));
-  permute::Buffers pb;
-  pb.hidden = part<const void>(w, x, kRecvRows);
-  pb.topk_ids = part<const std::int32_t>(w, x, kRecvIds);
-  pb.expert_map = x.expert_map;
-  pb.permuted = x.permuted;
-  pb.inverse = part<std::int32_t>(w, x, kInverse);
-  pb.sorted_token_ids = part<std::int32_t>(w, x, kSorted);
-  pb.expert_ids = part<std::int32_t>(w, x, kExpertIds);
-  pb.num_tokens_post_pad = part<std::int32_t>(w, x, kPostPad);
-  pb.expert_offsets = x.expert_offsets;
+  permute::Buffers pb = layout_buffers(w, x);
   pb.workspace = pws;
   return v.launch(lp, pb, b.comm->stream(r), pdl);
 }
@@ -236,15 +243,9 @@ LaunchStatus experts_on(const Problem& p, const Buffers& b, const Slices& w, int
   const experts::Problem& fp = p.ffn_problem(r);
   if (fp.tokens == 0) return cudaSuccess;  // as the experts variants' own launch (T = 0: no rows)
   experts::Buffers eb;
-  eb.expert_map = x.expert_map;
+  permute::copy_layout_outputs(eb, layout_buffers(w, x));
   eb.w1 = x.w1;
   eb.w2 = x.w2;
-  eb.permuted = x.permuted;
-  eb.inverse = part<std::int32_t>(w, x, kInverse);
-  eb.sorted_token_ids = part<std::int32_t>(w, x, kSorted);
-  eb.expert_ids = part<std::int32_t>(w, x, kExpertIds);
-  eb.num_tokens_post_pad = part<std::int32_t>(w, x, kPostPad);
-  eb.expert_offsets = x.expert_offsets;
   eb.y = x.y;
   eb.workspace = w.at(x.workspace, kFfnWs);
   return experts::launch_stage(ffn_variant(p, r, device_caps()), fp, eb, experts::Stage::ffn, b.comm->stream(r), pdl);

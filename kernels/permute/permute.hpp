@@ -58,6 +58,21 @@ Problem make_problem(std::int64_t tokens, std::int32_t topk, std::int32_t expert
                      align::Invalid invalid = align::Invalid::reject,
                      align::MapSemantics map_semantics = align::MapSemantics::local);
 
+// The layout's outputs (the rows, the inverse map, align's outputs, the
+// offsets) and the expert map, where both sides have one, copied between two
+// Buffers of the same field names: permute's and a family's that runs it (or
+// reads what it wrote: experts' FFN after ep's layout).
+template <class To, class From>
+void copy_layout_outputs(To& to, const From& from) {
+  if constexpr (requires { to.expert_map; from.expert_map; }) to.expert_map = from.expert_map;
+  to.permuted = from.permuted;
+  to.inverse = from.inverse;
+  to.sorted_token_ids = from.sorted_token_ids;
+  to.expert_ids = from.expert_ids;
+  to.num_tokens_post_pad = from.num_tokens_post_pad;
+  to.expert_offsets = from.expert_offsets;
+}
+
 // permute's Buffers from a later family's (moe_path, experts), whose fields
 // carry permute's names; expert_map where that family has one.
 template <class B>
@@ -65,13 +80,7 @@ Buffers buffers_of(const B& b, void* workspace) {
   Buffers pb;
   pb.hidden = b.hidden;
   pb.topk_ids = b.topk_ids;
-  if constexpr (requires { b.expert_map; }) pb.expert_map = b.expert_map;
-  pb.permuted = b.permuted;
-  pb.inverse = b.inverse;
-  pb.sorted_token_ids = b.sorted_token_ids;
-  pb.expert_ids = b.expert_ids;
-  pb.num_tokens_post_pad = b.num_tokens_post_pad;
-  pb.expert_offsets = b.expert_offsets;
+  copy_layout_outputs(pb, b);
   pb.workspace = workspace;
   return pb;
 }

@@ -74,10 +74,7 @@ experts::Inputs ffn_inputs(const RankInputs& in, const FfnInputs& f) {
   x.hidden = {reinterpret_cast<const std::uint16_t*>(in.hidden.data()), in.hidden.size() / 2};
   x.ids = in.ids;
   x.weights = in.weights;
-  x.w.generated = f.w1.empty();
-  x.w.seed = f.weight_seed;
-  x.w.w1 = f.w1;
-  x.w.w2 = f.w2;
+  x.w = experts::WeightSource::of(f.w1, f.w2, f.weight_seed);
   return x;
 }
 

@@ -24,6 +24,11 @@ struct WeightSource {
   std::uint64_t seed = 0;                // generated
   std::span<const std::uint16_t> w1;     // given: [E, 2I, H]
   std::span<const std::uint16_t> w2;     // given: [E, H, I]
+
+  // Given when w1 is not empty, else generated from `seed`.
+  static WeightSource of(std::span<const std::uint16_t> w1, std::span<const std::uint16_t> w2, std::uint64_t seed) {
+    return WeightSource{w1.empty(), seed, w1, w2};
+  }
 };
 
 struct Inputs {

@@ -315,10 +315,7 @@ experts::Inputs ref_inputs(const Host& h) {
   in.ids = h.ids;
   in.weights = h.weights;
   in.expert_map = h.map;
-  in.w.generated = h.w1.empty();
-  in.w.seed = h.seed;
-  in.w.w1 = h.w1;
-  in.w.w2 = h.w2;
+  in.w = experts::WeightSource::of(h.w1, h.w2, h.seed);
   return in;
 }
 

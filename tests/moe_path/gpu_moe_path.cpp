@@ -79,10 +79,7 @@ moe_path::Inputs inputs(const Host& h) {
   in.hidden = h.hidden.data();
   in.ids = h.ids;
   in.weights = h.weights;
-  in.w.generated = h.w1.empty();
-  in.w.seed = h.wseed;
-  in.w.w1 = h.w1;
-  in.w.w2 = h.w2;
+  in.w = experts::WeightSource::of(h.w1, h.w2, h.wseed);
   in.sample_seed = h.wseed;
   return in;
 }
