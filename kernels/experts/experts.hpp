@@ -45,6 +45,16 @@ inline constexpr float kSwigluLimit = 7.0f;
 // w13), or interleaved: row 2i gate i, row 2i+1 up i.
 enum class W1Layout { gate_up, interleaved };
 
+// The command line's names (--act silu, gelu, gelu-tanh, swiglu-oai;
+// --w1-layout gate-up, interleaved), which the options check: any other name
+// reads as the first.
+constexpr Act act_named(std::string_view n) {
+  return n == "gelu" ? Act::gelu : n == "gelu-tanh" ? Act::gelu_tanh : n == "swiglu-oai" ? Act::swiglu_oai : Act::silu;
+}
+constexpr W1Layout w1_layout_named(std::string_view n) {
+  return n == "interleaved" ? W1Layout::interleaved : W1Layout::gate_up;
+}
+
 // The expert FFN's own arguments beyond a path's shapes (what moe-path and ep
 // pass on to make_problem).
 struct FfnArgs {

@@ -582,11 +582,8 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(ffn_opts_[0]->count() > 0 ? fmt::format("--inter-size must be >= 1, got {}", a.inter)
                                                  : std::string("--experts ffn needs the intermediate size I: --inter-size I"));
     fa.inter = a.inter;
-    fa.act = a.act == "gelu"        ? experts::Act::gelu
-             : a.act == "gelu-tanh" ? experts::Act::gelu_tanh
-             : a.act == "swiglu-oai" ? experts::Act::swiglu_oai
-                                     : experts::Act::silu;
-    fa.w1_layout = a.w1_layout == "interleaved" ? experts::W1Layout::interleaved : experts::W1Layout::gate_up;
+    fa.act = experts::act_named(a.act);
+    fa.w1_layout = experts::w1_layout_named(a.w1_layout);
     // Every GPU holds its experts' W1 and W2: refuse what no GPU could hold.
     const double weight_bytes = double(a.experts) * 3.0 * double(a.inter) * double(H) * 2.0 / double(R);
     if (weight_bytes > double(std::int64_t(1) << 40))

@@ -570,12 +570,8 @@ std::unique_ptr<Job> ExpertsFamily::prepare(const CommonOpts& c, Report& r) {
   });
 
   const experts::DType edt = dt == npy::DType::bf16 ? experts::DType::bf16 : experts::DType::f16;
-  const experts::Act act = a.act == "gelu"         ? experts::Act::gelu
-                           : a.act == "gelu-tanh"  ? experts::Act::gelu_tanh
-                           : a.act == "swiglu-oai" ? experts::Act::swiglu_oai
-                                                   : experts::Act::silu;
-  const experts::W1Layout w1_layout =
-      a.w1_layout == "interleaved" ? experts::W1Layout::interleaved : experts::W1Layout::gate_up;
+  const experts::Act act = experts::act_named(a.act);
+  const experts::W1Layout w1_layout = experts::w1_layout_named(a.w1_layout);
   const permute::Layout layout = a.layout == "padded" ? permute::Layout::padded : permute::Layout::compact;
   const experts::Problem p = sized([&] {
     return planned([&] {

@@ -469,10 +469,8 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
                                          display_path(a.hidden)));
     moe_path::FfnArgs f;
     f.inter = from_model(g_.inter) ? m->inter : a.inter;
-    f.act = a.act == "gelu" ? experts::Act::gelu
-            : a.act == "gelu-tanh" ? experts::Act::gelu_tanh
-            : a.act == "swiglu-oai" ? experts::Act::swiglu_oai : experts::Act::silu;
-    f.w1_layout = a.w1_layout == "interleaved" ? experts::W1Layout::interleaved : experts::W1Layout::gate_up;
+    f.act = experts::act_named(a.act);
+    f.w1_layout = experts::w1_layout_named(a.w1_layout);
     if (!a.w1.empty()) {
       const std::string l1 = display_path(a.w1), l2 = display_path(a.w2);
       const npy::Info i1 = npy::inspect(a.w1, wro), i2 = npy::inspect(a.w2, wro);

@@ -1345,3 +1345,12 @@ TEST_CASE("experts grouped: wide tiles from 1024 rows an expert on average") {
     CHECK(experts::grouped::wide_tiles(p) == r.wide);
   }
 }
+
+TEST_CASE("experts: the command line's --act and --w1-layout names, hand-listed") {
+  CHECK(experts::act_named("silu") == experts::Act::silu);
+  CHECK(experts::act_named("gelu") == experts::Act::gelu);
+  CHECK(experts::act_named("gelu-tanh") == experts::Act::gelu_tanh);
+  CHECK(experts::act_named("swiglu-oai") == experts::Act::swiglu_oai);
+  CHECK(experts::w1_layout_named("gate-up") == experts::W1Layout::gate_up);
+  CHECK(experts::w1_layout_named("interleaved") == experts::W1Layout::interleaved);
+}
