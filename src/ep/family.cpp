@@ -584,17 +584,19 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
     fa.inter = a.inter;
     fa.act = experts::act_named(a.act);
     fa.w1_layout = experts::w1_layout_named(a.w1_layout);
-    // Every GPU holds its experts' W1 and W2: refuse what no GPU could hold.
-    const double weight_bytes = double(a.experts) * 3.0 * double(a.inter) * double(H) * 2.0 / double(R);
-    if (weight_bytes > double(std::int64_t(1) << 40))
-      throw InputError(fmt::format("--experts ffn: {} experts of 3 x {} x {} weights need {:.3g} TB a GPU", a.experts,
-                                   a.inter, H, weight_bytes / 1e12));
   }
   ep::Problem p = planned([&] {
     return ep::make_problem(R, T, K, a.experts, H, dt, static_cast<float>(a.scaling), std::move(placement),
                             ffn ? &fa : nullptr);
   });
   if (ffn) {
+    // Every GPU holds its own experts' W1 and W2 (the placement says how
+    // many): refuse what no GPU could hold.
+    const std::int32_t most = *std::max_element(p.local.begin(), p.local.begin() + R);
+    const double weight_bytes = double(most) * 3.0 * double(fa.inter) * double(H) * 2.0;
+    if (weight_bytes > double(std::int64_t(1) << 40))
+      throw InputError(fmt::format("--experts ffn: {} experts of 3 x {} x {} weights on one rank need {:.3g} TB a GPU",
+                                   most, fa.inter, H, weight_bytes / 1e12));
     // The check's host memory: one source rank's slot rows at a time, every
     // rank's y and received rows (got's and the reference's), and on a CPU
     // run the experts reference of every slot (y, its bound and a working

@@ -299,6 +299,16 @@ def ep_ffn_options_exit_2():
     w1b, w2b = ffn_weight_files(tmp(), 4, 16, 4)  # E 4 against -E 8
     one_line(run(*f16, "--w1", w1b, "--w2", w2, code=2), "w1.npy", "[8, 2I, 16]")
     one_line(run(*f16, "--w1", w1, "--w2", w1, code=2), "w1.npy", "W2 must be")
+    # The weights a GPU holds follow the placement: 100 experts a rank fit 1 TiB, all 200 on rank 0 do not
+    # (each expert 3 x 32767 x 32768 bf16: 6.4 GB).
+    place = os.path.join(d, "all0.npy")
+    save_npy(place, "<i4", (200,), [0] * 200)
+    one_line(run("ep", "--ranks", 2, "-E", 200, "-k", 1, "--tokens", 1, "--hidden-size", 32768, "--experts", "ffn",
+                 "--inter-size", 32767, "--expert-placement", place, "--device", "cpu", code=2),
+             "200 experts", "TB a GPU")
+    p = run("ep", "--ranks", 2, "-E", 200, "-k", 1, "--tokens", 1, "--hidden-size", 32768, "--experts", "ffn",
+            "--inter-size", 32767, "--device", "cpu", code=2)
+    expect("TB a GPU" not in p.stderr, p.stderr)  # refused later, by the CPU reference's limit
     bad = os.path.join(d, "nan.npy")
     save_npy(bad, "<f2", (8, 8, 16), [0.0] * 100 + [float("nan")] + [0.0] * (8 * 8 * 16 - 101))
     one_line(run(*f16, "--w1", bad, "--w2", w2, code=2), "nan.npy", "finite")
