@@ -19,6 +19,7 @@
 #include "ep/gen.hpp"
 #include "ep/reference.hpp"
 #include "errors.hpp"
+#include "experts/weight_files.hpp"
 #include "family.hpp"
 #include "gen_common.hpp"
 #include "host_memory.hpp"
@@ -548,40 +549,18 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
       throw InputError(fmt::format("{} applies to the expert FFN: add --experts ffn (the experts are identity)",
                                    o->get_name()));
   experts::FfnArgs fa;
+  fa.inter = a.inter;
   if (ffn && !a.w1.empty()) {
-    // Headers first: a tiny file claiming gigabytes is refused before it is read.
-    const std::string l1 = display_path(a.w1), l2 = display_path(a.w2);
-    const npy::Info i1 = npy::inspect(a.w1), i2 = npy::inspect(a.w2);
-    for (const auto& [info, l] : {std::pair{&i1, &l1}, std::pair{&i2, &l2}})
-      if (info->dtype != h.dtype)
-        throw InputError(fmt::format("{}: the expert weights must be {} like the hidden states, got {}", *l,
-                                     npy::dtype_name(h.dtype), npy::dtype_name(info->dtype)));
-    if (i1.shape.size() != 3 || i1.shape[0] != a.experts || i1.shape[1] < 2 || i1.shape[1] % 2 != 0 ||
-        i1.shape[2] != H)
-      throw InputError(fmt::format("{}: W1 must be [E, 2I, H] = [{}, 2I, {}] with I >= 1, got {}", l1, a.experts, H,
-                                   npy::format_shape(i1.shape)));
-    const std::int64_t I = i1.shape[1] / 2;
-    if (i2.shape != std::vector<std::int64_t>{a.experts, H, I})
-      throw InputError(fmt::format("{}: W2 must be [E, H, I] = [{}, {}, {}] (W1's E, H and I), got {}", l2, a.experts,
-                                   H, I, npy::format_shape(i2.shape)));
-    require_host_memory(3.0 * double(i1.shape[0]) * double(i1.shape[1] + i2.shape[2]) * double(H) * 2.0,
+    const experts::WeightFiles wf = experts::inspect_weight_files(a.w1, a.w2, a.experts, H, h.dtype, {});
+    fa.inter = wf.inter;  // --inter-size excludes --w1
+    require_host_memory(3.0 * double(a.experts) * 3.0 * double(fa.inter) * double(H) * 2.0,
                         "the expert weights (read, and each rank's gathered)");
-    h.w1 = npy::read(a.w1);
-    h.w2 = npy::read(a.w2);
-    for (const auto& [arr, l] : {std::pair{&h.w1, &l1}, std::pair{&h.w2, &l2}})
-      if (const auto i = npy::first_non_finite(*arr)) {
-        const std::int64_t cols = arr->shape[2], rows_per = arr->shape[1];
-        throw InputError(fmt::format("{}: element [{}, {}, {}] is {}: expert weights must be finite", *l,
-                                     std::int64_t(*i) / (cols * rows_per), std::int64_t(*i) / cols % rows_per,
-                                     std::int64_t(*i) % cols, npy::float_at(*arr, *i)));
-      }
-    a_.inter = I;  // --inter-size excludes --w1
+    experts::read_weight_files(a.w1, a.w2, {}, h.w1, h.w2);
   }
   if (ffn) {
-    if (a.inter < 1)
+    if (fa.inter < 1)
       throw InputError(ffn_opts_[0]->count() > 0 ? fmt::format("--inter-size must be >= 1, got {}", a.inter)
                                                  : std::string("--experts ffn needs the intermediate size I: --inter-size I"));
-    fa.inter = a.inter;
     fa.act = experts::act_named(a.act);
     fa.w1_layout = experts::w1_layout_named(a.w1_layout);
   }
@@ -612,9 +591,9 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
     h.ffn.budget_macs = kFfnCheckMacs;
     // Each slot's 3 I H, and (generated) each used expert's weights recomputed once a rank.
     const bool given = !a.w1.empty();
-    const double macs = double(R) * double(T) * double(K) * 3.0 * double(a.inter) * double(H) +
+    const double macs = double(R) * double(T) * double(K) * 3.0 * double(fa.inter) * double(H) +
                         (given ? 0.0 : double(R) * double(std::min<std::int64_t>(a.experts, T * K)) * 3.0 *
-                                           double(a.inter) * double(H));
+                                           double(fa.inter) * double(H));
     if (h.ffn.all_tokens && macs > kCpuFfnMacs)
       throw InputError(fmt::format(
           "--experts ffn on the CPU: the reference computes every token's FFN, {:.3g} multiply-adds (R T K 3 I H{}), "
@@ -622,7 +601,7 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
           macs, given ? "" : ", and each used expert's generated weights", kCpuFfnMacs));
     if (!given)
       generated.push_back(fmt::format("expert weights W1 {} x {} x {} and W2 {} x {} x {} ({}, keyed by global expert)",
-                                    a.experts, 2 * a.inter, H, a.experts, H, a.inter,
+                                    a.experts, 2 * fa.inter, H, a.experts, H, fa.inter,
                                     h.ffn.all_tokens ? "recomputed by the reference where it reads them"
                                                      : "on each rank's GPU, its own experts'"));
   }
@@ -638,7 +617,7 @@ std::unique_ptr<Job> EpFamily::prepare(const CommonOpts& c, Report& r) {
   // Only with the FFN, so identity runs report what they always did (moe-path's names).
   if (ffn) {
     r.params.push_back({"expert_ffn", "yes"});
-    r.params.push_back({"inter", std::to_string(a.inter)});
+    r.params.push_back({"inter", std::to_string(fa.inter)});
     r.params.push_back({"act", a.act});
     r.params.push_back({"w1_layout", a.w1_layout});
     r.params.push_back({"expert_weights", a.w1.empty() ? "generated" : "given"});

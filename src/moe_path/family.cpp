@@ -23,6 +23,7 @@
 #include "sizes.hpp"
 #include "moe_path/buffers.hpp"
 #include "moe_path/moe_path.hpp"
+#include "experts/weight_files.hpp"
 #include "moe_path/reference.hpp"
 #include "permute/reference.hpp"
 #include "route/gen.hpp"
@@ -472,22 +473,11 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
     f.act = experts::act_named(a.act);
     f.w1_layout = experts::w1_layout_named(a.w1_layout);
     if (!a.w1.empty()) {
-      const std::string l1 = display_path(a.w1), l2 = display_path(a.w2);
-      const npy::Info i1 = npy::inspect(a.w1, wro), i2 = npy::inspect(a.w2, wro);
-      for (const auto& [info, l] : {std::pair{&i1, &l1}, std::pair{&i2, &l2}})
-        if (info->dtype != hdt)
-          throw InputError(fmt::format("{}: the expert weights must be {} like the hidden states, got {} (bf16 saved "
-                                       "as int16/uint16/void: add --dtype bf16)",
-                                       *l, npy::dtype_name(hdt), npy::dtype_name(info->dtype)));
-      if (i1.shape.size() != 3 || i1.shape[0] != E || i1.shape[1] < 2 || i1.shape[1] % 2 != 0 || i1.shape[2] != H)
-        throw InputError(fmt::format("{}: W1 must be [E, 2I, H] = [{}, 2I, {}] with I >= 1, got {}", l1, E, H,
-                                     npy::format_shape(i1.shape)));
-      const std::int64_t I = i1.shape[1] / 2;  // --inter-size excludes --w1
-      f.inter = I;
-      if (i2.shape != std::vector<std::int64_t>{E, H, I})
-        throw InputError(fmt::format("{}: W2 must be [E, H, I] = [{}, {}, {}] (W1's E, H and I), got {}", l2, E, H, I,
-                                     npy::format_shape(i2.shape)));
-      sized_by = fmt::format("{} {}, {} {}", l1, npy::format_shape(i1.shape), l2, npy::format_shape(i2.shape));
+      const experts::WeightFiles wf = experts::inspect_weight_files(
+          a.w1, a.w2, E, H, hdt, wro, " (bf16 saved as int16/uint16/void: add --dtype bf16)");
+      f.inter = wf.inter;  // --inter-size excludes --w1
+      sized_by = fmt::format("{} {}, {} {}", display_path(a.w1), npy::format_shape(wf.w1.shape), display_path(a.w2),
+                             npy::format_shape(wf.w2.shape));
     }
     if (f.inter < 1)
       throw InputError(given(g_.inter) ? fmt::format("--inter-size must be >= 1, got {}", a.inter)
@@ -554,17 +544,7 @@ std::unique_ptr<Job> PathFamily::prepare(const CommonOpts& c, Report& r) {
           macs, weights_given ? "" : ", and each used expert's generated weights", kCpuFfnMacs));
   }
   h.seed = c.seed;
-  if (weights_given) {
-    h.w1 = npy::read(a.w1, wro);
-    h.w2 = npy::read(a.w2, wro);
-    for (const auto& [arr, path] : {std::pair{&h.w1, &a.w1}, std::pair{&h.w2, &a.w2}})
-      if (const auto i = npy::first_non_finite(*arr)) {
-        const std::int64_t cols = arr->shape[2], rows_per = arr->shape[1];
-        throw InputError(fmt::format("{}: element [{}, {}, {}] is {}: expert weights must be finite",
-                                     display_path(*path), *i / (cols * rows_per), *i / cols % rows_per, *i % cols,
-                                     npy::float_at(*arr, *i)));
-      }
-  }
+  if (weights_given) experts::read_weight_files(a.w1, a.w2, wro, h.w1, h.w2);
 
   if (routed && a.logits.empty()) {
     h.logits = gen::route_logits(T, E, npy::DType::f4, a.dist, c.seed);
