@@ -82,6 +82,8 @@ Problem make_problem(std::int32_t ranks, std::int64_t tokens, std::int32_t topk,
 // Rank r's expert map over the E global experts: local id, or -1 where
 // another rank owns the expert (align's local map semantics).
 std::vector<std::int32_t> expert_map(const Problem& p, int rank);
+// Rank r's local experts' global ids, local id order (the inverse of its map).
+std::vector<std::int32_t> local_experts(const Problem& p, int rank);
 
 class Comm;  // the ranks' NCCL communicators and streams (comm.hpp)
 

@@ -89,11 +89,18 @@ Problem make_problem(std::int32_t ranks, std::int64_t tokens, std::int32_t topk,
   return p;
 }
 
+// A rank's local experts are the ones it owns in ascending global order.
+std::vector<std::int32_t> local_experts(const Problem& p, int rank) {
+  std::vector<std::int32_t> g;
+  for (std::size_t e = 0; e < p.placement.size(); ++e)
+    if (p.placement[e] == rank) g.push_back(std::int32_t(e));
+  return g;
+}
+
 std::vector<std::int32_t> expert_map(const Problem& p, int rank) {
   std::vector<std::int32_t> m(std::size_t(p.experts), -1);
-  std::int32_t next = 0;
-  for (std::size_t e = 0; e < m.size(); ++e)
-    if (p.placement[e] == rank) m[e] = next++;
+  const std::vector<std::int32_t> g = local_experts(p, rank);
+  for (std::size_t l = 0; l < g.size(); ++l) m[std::size_t(g[l])] = std::int32_t(l);
   return m;
 }
 

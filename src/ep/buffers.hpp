@@ -77,9 +77,7 @@ class DeviceBuffers {
       if (p.ffn) {
         const experts::Problem& fp = p.ffn_problem(r);
         k.y = k.set.output("y", std::size_t(fp.rows()) * std::size_t(p.row_bytes()));
-        std::vector<std::int32_t> global;  // local id -> global id
-        for (std::size_t e = 0; e < k.maps[1].size(); ++e)
-          if (k.maps[1][e] >= 0) global.push_back(std::int32_t(e));
+        std::vector<std::int32_t> global = local_experts(p, r);  // local id -> global id
         global.resize(std::size_t(fp.experts), global.empty() ? 0 : global.back());  // a rank without experts: one unused
         k.globals = global;
         k.global = k.set.input("expert_globals", k.globals.data(), k.globals.size() * 4);

@@ -20,10 +20,11 @@ combine::Problem own_rows(const Problem& p) {
   c.rows = p.tokens;
   return c;
 }
-std::vector<std::int32_t> own_inverse(const Problem& p, std::span<const std::int32_t> ids) {
+// `per_slot`: slot (t, j) reads row t * K + j of one row per slot instead.
+std::vector<std::int32_t> own_inverse(const Problem& p, std::span<const std::int32_t> ids, bool per_slot = false) {
   std::vector<std::int32_t> inv(ids.size(), -1);
   for (std::size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] >= 0 && ids[i] < p.experts) inv[i] = static_cast<std::int32_t>(i / std::size_t(p.topk));
+    if (ids[i] >= 0 && ids[i] < p.experts) inv[i] = static_cast<std::int32_t>(per_slot ? i : i / std::size_t(p.topk));
   return inv;
 }
 
@@ -57,16 +58,15 @@ void partial_sums(const Problem& p, const RankInputs& in, const std::byte* rows,
   combine::reference(sum, partials.data(), sum_inv.data(), ones.data(), out);
 }
 
-// One token rank's out by the rule of `how`, each slot reading its own row
-// of `slot_rows` ([T * K] rows: the expert outputs of the rank's slots).
-void combine_slots(const Problem& p, const RankInputs& in, const std::byte* slot_rows, Return how, std::byte* out) {
-  if (how == Return::partials) return partial_sums(p, in, slot_rows, true, out);
+// One token rank's out by the rule of `how` over `rows`: the rank's own
+// rows (identity experts: slot (t, j) reads row t) or, with `per_slot`, one
+// row per slot (row t * K + j: the expert outputs of the rank's slots).
+void combine_rows(const Problem& p, const RankInputs& in, const std::byte* rows, bool per_slot, Return how,
+                  std::byte* out) {
+  if (how == Return::partials) return partial_sums(p, in, rows, per_slot, out);
   combine::Problem c = own_rows(p);
-  c.rows = p.tokens * p.topk;
-  std::vector<std::int32_t> inv(in.ids.size(), -1);
-  for (std::size_t i = 0; i < in.ids.size(); ++i)
-    if (in.ids[i] >= 0 && in.ids[i] < p.experts) inv[i] = static_cast<std::int32_t>(i);
-  combine::reference(c, slot_rows, inv.data(), in.weights.data(), out);
+  if (per_slot) c.rows = p.tokens * p.topk;
+  combine::reference(c, rows, own_inverse(p, in.ids, per_slot).data(), in.weights.data(), out);
 }
 
 experts::Inputs ffn_inputs(const RankInputs& in, const FfnInputs& f) {
@@ -112,43 +112,31 @@ std::vector<RankOutputs> reference(const Problem& p, std::span<const RankInputs>
       o[std::size_t(s)].ffn = experts::reference(gp, ffn_inputs(in[std::size_t(s)], *ffn), tokens);
     }
   }
+  // Every source rank's FFN is computed above: a rank's rows may read any's y.
+  const std::size_t K = std::size_t(p.topk);
+  const auto y_of = [&](const Slot& sl) {  // a slot's y (every token computed: tokens = 0 .. T-1)
+    return reinterpret_cast<const std::byte*>(o[std::size_t(sl.rank)].ffn.y.data()) +
+           (std::size_t(sl.token) * K + std::size_t(sl.j)) * rb;
+  };
   for (int r = 0; r < p.ranks; ++r) {
     RankOutputs& ro = o[std::size_t(r)];
     ro.offsets.push_back(0);
-    for (std::int32_t e = 0; e < p.experts; ++e) {
-      if (p.placement[std::size_t(e)] != r) continue;  // local experts in ascending global order
+    for (const std::int32_t e : local_experts(p, r)) {
       for (const Slot& sl : sent[std::size_t(e)]) {
         const std::byte* row = in[std::size_t(sl.rank)].hidden.data() + std::size_t(sl.token) * rb;
         ro.rows.insert(ro.rows.end(), row, row + rb);
         ro.slots.push_back(sl);
+        if (p.ffn && ffn->all_tokens) ro.y.insert(ro.y.end(), y_of(sl), y_of(sl) + rb);
       }
       ro.offsets.push_back(ro.offsets.back() + std::int64_t(sent[std::size_t(e)].size()));
     }
-  }
-  for (int r = 0; r < p.ranks; ++r) {
-    RankOutputs& ro = o[std::size_t(r)];
-    if (p.ffn) {
-      if (!ffn->all_tokens) continue;  // out from the run's own y (check)
-      // Every token computed: a slot's y is its token's (tokens = 0 .. T-1).
-      const std::size_t K = std::size_t(p.topk);
-      const auto y_of = [&](const Slot& sl) {
-        return reinterpret_cast<const std::byte*>(o[std::size_t(sl.rank)].ffn.y.data()) +
-               (std::size_t(sl.token) * K + std::size_t(sl.j)) * rb;
-      };
-      for (const Slot& sl : ro.slots) ro.y.insert(ro.y.end(), y_of(sl), y_of(sl) + rb);
-      ro.out.resize(std::size_t(p.tokens) * rb);
-      combine_slots(p, in[std::size_t(r)], reinterpret_cast<const std::byte*>(ro.ffn.y.data()), how, ro.out.data());
-      continue;
-    }
+    if (p.ffn && !ffn->all_tokens) continue;  // out from the run's own y (check)
     ro.out.resize(std::size_t(p.tokens) * rb);
-    if (how == Return::partials) {
-      partial_sums(p, in[std::size_t(r)], in[std::size_t(r)].hidden.data(), false, ro.out.data());
-      continue;
-    }
-    const combine::Problem c = own_rows(p);
-    const std::vector<std::int32_t> inv = own_inverse(p, in[std::size_t(r)].ids);
-    combine::reference(c, in[std::size_t(r)].hidden.data(), inv.data(), in[std::size_t(r)].weights.data(),
-                       ro.out.data());
+    if (p.ffn)
+      combine_rows(p, in[std::size_t(r)], reinterpret_cast<const std::byte*>(ro.ffn.y.data()), true, how,
+                   ro.out.data());
+    else
+      combine_rows(p, in[std::size_t(r)], in[std::size_t(r)].hidden.data(), false, how, ro.out.data());
   }
   return o;
 }
@@ -170,10 +158,7 @@ CheckResult check(const Problem& p, const std::vector<RankOutputs>& ref, const s
   std::vector<std::vector<Place>> y_at(p.ffn ? ref.size() : 0, std::vector<Place>(TK));
   for (std::size_t r = 0; r < ref.size(); ++r) {
     const RankOutputs &a = ref[r], &b = got[r];
-    const std::vector<std::int32_t> map = expert_map(p, int(r));
-    std::vector<std::int32_t> global(a.offsets.size() - 1);  // local id -> global id
-    for (std::size_t e = 0; e < map.size(); ++e)
-      if (map[e] >= 0) global[std::size_t(map[e])] = std::int32_t(e);
+    const std::vector<std::int32_t> global = local_experts(p, int(r));  // local id -> global id
     if (b.offsets.size() != a.offsets.size())
       return fail(
           fmt::format("rank {}: {} expert offsets, expected {}", r, b.offsets.size(), a.offsets.size()));
@@ -228,17 +213,14 @@ CheckResult check(const Problem& p, const std::vector<RankOutputs>& ref, const s
     for (std::size_t i = 0; i < TK; ++i)
       if (const Place& at = y_at[s][i]; at.rank >= 0)
         std::memcpy(slot_y.data() + i * rb, got[std::size_t(at.rank)].y.data() + std::size_t(at.row) * rb, rb);
-    std::vector<std::int32_t> inverse(TK, -1);
-    for (std::size_t i = 0; i < TK; ++i)
-      if (in[s].ids[i] >= 0 && in[s].ids[i] < p.experts) inverse[i] = static_cast<std::int32_t>(i);
     const std::span<const std::uint16_t> y16(reinterpret_cast<const std::uint16_t*>(slot_y.data()), TK * rb / 2);
-    const CheckResult cy = experts::check_y(gp, ref[s].ffn, y16, inverse);
+    const CheckResult cy = experts::check_y(gp, ref[s].ffn, y16, own_inverse(p, in[s].ids, true));
     if (!cy.ok) return fail(fmt::format("rank {}'s tokens: y: {}", s, cy.first_difference));
     all.max_error = std::max(all.max_error, cy.max_error);
     if (got[s].out.size() != std::size_t(p.tokens) * rb)
       return fail(fmt::format("rank {}: out has {} bytes, expected {}", s, got[s].out.size(), std::size_t(p.tokens) * rb));
     std::vector<std::byte> want(std::size_t(p.tokens) * rb);
-    combine_slots(p, in[s], slot_y.data(), how, want.data());
+    combine_rows(p, in[s], slot_y.data(), true, how, want.data());
     const CheckResult c = combine::check(p.combine(), want.data(), got[s].out.data());
     if (!c.ok) return fail(fmt::format("rank {}: out (from its slots' y rows): {}", s, c.first_difference));
   }
