@@ -9,18 +9,23 @@
 
 #include <cstdint>
 
+#include "permute/offsets.cuh"
 #include "primitives/pdl.cuh"
 
 namespace moekit::permute::detail {
 
-// Row r of permuted: its slot's token row, or zeros past the slots.
+// Row r of permuted: its slot's token row, or zeros past the slots; and
+// (compact layout) the offsets.
 template <class V>
 __global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__ permuted,
                                    const std::int32_t* __restrict__ sorted, const std::int32_t* __restrict__ total,
                                    std::int32_t* __restrict__ inverse, std::int64_t numel, int topk,
-                                   std::int64_t row_vecs, std::int64_t rows) {
+                                   std::int64_t row_vecs, std::int64_t rows, OffsetsOut o) {
   prim::pdl_wait();  // align's outputs; the rows the previous kernel may still read
   const std::int64_t limit = *total;  // rows past num_tokens_post_pad are left alone
+  if (o.offsets != nullptr)
+    write_offsets(o, static_cast<int>(limit), blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x,
+                  std::int64_t(gridDim.x) * blockDim.x);
   for (std::int64_t r = blockIdx.x; r < rows && r < limit; r += gridDim.x) {
     const std::int32_t slot = sorted[r];
     V* out = permuted + r * row_vecs;
@@ -33,27 +38,6 @@ __global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__
     }
   }
   prim::pdl_launch_dependents();  // at the end: a long row copy (primitives/pdl.cuh)
-}
-
-// offsets[e] = the first row of expert e (rows are in expert order; experts
-// with no rows start where the next one does), offsets[E] = the first row
-// after the E experts: the row count, or where the bucket starts (its rows
-// read -1, which the unsigned compare puts after every expert).
-__global__ void compact_offsets_kernel(const std::int32_t* __restrict__ expert_ids,
-                                       const std::int32_t* __restrict__ total, std::int64_t* __restrict__ offsets,
-                                       int experts) {
-  prim::pdl_wait();  // align's expert_ids and num_tokens_post_pad
-  prim::pdl_launch_dependents();
-  const int n = *total;
-  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e <= experts; e += gridDim.x * blockDim.x) {
-    int lo = 0, hi = n;  // first row whose expert is >= e
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (static_cast<unsigned>(expert_ids[mid]) < static_cast<unsigned>(e)) lo = mid + 1;
-      else hi = mid;
-    }
-    offsets[e] = lo;
-  }
 }
 
 }  // namespace moekit::permute::detail

@@ -78,13 +78,19 @@ LaunchStatus run_align(const Problem& p, const Buffers& b, Stream s, bool pdl) {
 
 bool has_rows(const Problem& p) { return p.row_bytes > 0 && p.align.max_num_tokens_padded > 0; }
 
-// After the rows kernels, or right after run_align when there are none.
+// The offsets' part of the first kernel after align (compact layout only).
+detail::OffsetsOut offsets_out(const Problem& p, const Buffers& b) {
+  if (p.layout != Layout::compact) return {nullptr, nullptr, 0};
+  return {static_cast<const std::int32_t*>(b.expert_ids), b.expert_offsets, p.align.num_experts};
+}
+
+// The offsets by a kernel of their own, right after run_align, where no rows
+// kernel runs (the rows kernels write them: offsets_out).
 cudaError_t run_offsets(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (p.layout != Layout::compact) return cudaSuccess;
   const int E = p.align.num_experts;
   return prim::launch_ex(detail::compact_offsets_kernel, clamp_grid(ceil_div(E + 1, 256)), 256, 0, s,
-                         has_rows(p) ? prim::pdl_attrs(pdl) : after_align(p, pdl), static_cast<const std::int32_t*>(b.expert_ids),
-                         static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.expert_offsets, E);
+                         after_align(p, pdl), offsets_out(p, b), static_cast<const std::int32_t*>(b.num_tokens_post_pad));
 }
 
 // inverse from align's rows, padding rows zeroed (scatter and tma).
@@ -95,7 +101,7 @@ struct RowsPass {
     return prim::launch_ex(detail::rows_pass_kernel<V>, copy_grid(ceil_div<std::int64_t>(rows, 8)), 256, 0, s, at,
                            static_cast<V*>(b.permuted), static_cast<const std::int32_t*>(b.sorted_token_ids),
                            static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.inverse, p.align.numel,
-                           p.row_bytes / std::int64_t(sizeof(V)), rows);
+                           p.row_bytes / std::int64_t(sizeof(V)), rows, offsets_out(p, b));
   }
 };
 
@@ -112,16 +118,14 @@ struct GatherRows {
                            static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
                            static_cast<const std::int32_t*>(b.sorted_token_ids),
                            static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.inverse, p.align.numel, p.topk,
-                           row_vecs, rows);
+                           row_vecs, rows, offsets_out(p, b));
   }
 };
 
 LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
-  if (has_rows(p)) {
-    if (const cudaError_t e = by_word<GatherRows>(p, b, s, pdl, after_align(p, pdl)); e != cudaSuccess) return e;
-  }
-  return run_offsets(p, b, s, pdl);
+  if (!has_rows(p)) return run_offsets(p, b, s, pdl);
+  return by_word<GatherRows>(p, b, s, pdl, after_align(p, pdl));
 }
 
 // ---- scatter ----
@@ -142,51 +146,38 @@ struct ScatterTokens {
 
 LaunchStatus launch_scatter(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
-  if (has_rows(p)) {
-    if (const cudaError_t e = by_word<ScatterTokens>(p, b, s, pdl, after_align(p, pdl)); e != cudaSuccess) return e;
-  }
-  return run_offsets(p, b, s, pdl);
+  if (!has_rows(p)) return run_offsets(p, b, s, pdl);
+  return by_word<ScatterTokens>(p, b, s, pdl, after_align(p, pdl));
 }
 
 // ---- tma ----
 
 LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
-  if (has_rows(p)) {
-    // Bulk copies need 16-byte aligned rows: otherwise scatter's copy.
-    if (word_bytes(p, b) != 16) {
-      if (const cudaError_t e = by_word<ScatterTokens>(p, b, s, pdl, after_align(p, pdl)); e != cudaSuccess) return e;
-    } else {
-      if (const cudaError_t e = RowsPass<uint4>::run(p, b, s, after_align(p, pdl)); e != cudaSuccess) return e;
-      if (p.tokens > 0) {
-        const DeviceCaps& caps = device_caps();
-        const std::int64_t seg = std::min<std::int64_t>(p.row_bytes, detail::kTmaSegment);
-        const std::int64_t segs = ceil_div<std::int64_t>(p.row_bytes, seg);
-        const std::size_t smem = detail::tma_smem(p.row_bytes);
-        const unsigned grid = clamp_grid(std::min<std::int64_t>(
-            p.tokens * segs, std::int64_t{policy_for(caps).tma_blocks_per_sm} * std::max(caps.sm_count, 1)));
-        if (const cudaError_t e = prim::launch_with_smem(
-                detail::tma_tokens_kernel, grid, 32, smem, s, prim::pdl_attrs(pdl), static_cast<const char*>(b.hidden),
-                static_cast<char*>(b.permuted), static_cast<const std::int32_t*>(b.inverse), p.tokens, p.topk,
-                p.row_bytes, segs);
-            e != cudaSuccess)
-          return e;
-      }
-    }
-  }
-  return run_offsets(p, b, s, pdl);
+  if (!has_rows(p)) return run_offsets(p, b, s, pdl);
+  // Bulk copies need 16-byte aligned rows: otherwise scatter's copy.
+  if (word_bytes(p, b) != 16) return by_word<ScatterTokens>(p, b, s, pdl, after_align(p, pdl));
+  if (const cudaError_t e = RowsPass<uint4>::run(p, b, s, after_align(p, pdl)); e != cudaSuccess) return e;
+  if (p.tokens == 0) return cudaSuccess;
+  const DeviceCaps& caps = device_caps();
+  const std::int64_t seg = std::min<std::int64_t>(p.row_bytes, detail::kTmaSegment);
+  const std::int64_t segs = ceil_div<std::int64_t>(p.row_bytes, seg);
+  const std::size_t smem = detail::tma_smem(p.row_bytes);
+  const unsigned grid = clamp_grid(std::min<std::int64_t>(
+      p.tokens * segs, std::int64_t{policy_for(caps).tma_blocks_per_sm} * std::max(caps.sm_count, 1)));
+  return prim::launch_with_smem(detail::tma_tokens_kernel, grid, 32, smem, s, prim::pdl_attrs(pdl),
+                                static_cast<const char*>(b.hidden), static_cast<char*>(b.permuted),
+                                static_cast<const std::int32_t*>(b.inverse), p.tokens, p.topk, p.row_bytes, segs);
 }
 
 // ---- index only (permute.hpp: no rows) ----
 
 LaunchStatus launch_index(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
-  if (p.align.max_num_tokens_padded > 0) {
-    Problem no_rows = p;  // the rows pass with rows of 0 words: inverse only, permuted never touched
-    no_rows.row_bytes = 0;
-    if (const cudaError_t e = RowsPass<uint4>::run(no_rows, b, s, after_align(p, pdl)); e != cudaSuccess) return e;
-  }
-  return run_offsets(p, b, s, pdl);  // PDL only behind the rows pass (has_rows), as in the other variants
+  if (p.align.max_num_tokens_padded == 0) return run_offsets(p, b, s, pdl);
+  Problem no_rows = p;  // the rows pass with rows of 0 words: inverse only, permuted never touched
+  no_rows.row_bytes = 0;
+  return RowsPass<uint4>::run(no_rows, b, s, after_align(p, pdl));
 }
 
 // ---- fused ----
