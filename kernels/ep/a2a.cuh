@@ -46,19 +46,6 @@ __device__ __forceinline__ void copy_row(char* dst, const char* src, std::int64_
   }
 }
 
-// The number of kept slots (inverse >= 0) of received row i before slot j:
-// every warp counts the same way (ballots over 32 slots at a time), so no
-// shared memory or barrier is needed.
-__device__ __forceinline__ int kept_before(const std::int32_t* inverse, std::int64_t i, int K, int j) {
-  const int lane = threadIdx.x & 31;
-  int k = 0;
-  for (int c = 0; c < j; c += 32) {
-    const int jj = c + lane;
-    k += __popc(__ballot_sync(0xffffffffu, jj < j && inverse[i * K + jj] >= 0));
-  }
-  return k;
-}
-
 /// The send runs: destination d's rows (and their K ids) packed at d * T in
 /// the plan's order. Grid-strided over the R * T places; places past a run's
 /// count are skipped.
@@ -136,99 +123,116 @@ struct PeerRecv {
 struct PeerBack {
   char* rows[kMaxRanks];
 };
-// p2p-signal's barrier between the ranks, on device: the kernel that writes
-// into the peers counts its finished blocks in `done` (this rank's); the
-// last one adds one to every rank's `arrive` counter of the phase (release
-// at system scope, after every block's writes); each rank's wait_kernel
-// spins until its counter reaches R (acquire) and takes R off it. A counting
-// semaphore: every launch leaves both counters at zero, so a CUDA graph
-// replays it without a reset. done == nullptr: no signal (p2p, whose
-// barrier is cross-device events).
+// p2p-signal's barrier between the ranks, on device, inside the kernel that
+// writes into the peers: its blocks count themselves in `done` (this
+// rank's); the last one adds one to every rank's `arrive` counter of the
+// phase (release at system scope, after every block's writes), then spins
+// on this rank's own counter until all R ranks have arrived (acquire) and
+// takes R off it. The kernel completes only once every rank's writes of the
+// phase are visible here, so the next kernel on the stream reads them
+// without a wait kernel between. A counting semaphore: every launch leaves
+// both counters at zero, so a CUDA graph replays it without a reset, and a
+// peer's next launch cannot raise a counter before this launch has taken
+// its arrivals back (that peer first waits for this rank's next signal,
+// which comes after). A signal that never comes traps after `timeout_ns` (a
+// CUDA error, not a hang). done == nullptr: no signal (p2p, whose barrier
+// is cross-device events).
 struct PeerSignal {
   unsigned* done;
   unsigned* arrive[kMaxRanks];
+  int rank;  // whose arrive counter the last block waits on
+  unsigned long long timeout_ns;
 };
 
 // Every block of a writing kernel ends here (no block may return early).
+// Only the last block to finish waits, so no block spins while another
+// still needs its SM.
 __device__ __forceinline__ void signal_peers(const PeerSignal& sig, int R) {
   if (sig.done == nullptr) return;
   __syncthreads();  // the block's stores precede thread 0's release
   if (threadIdx.x == 0 && prim::atom_add_acq_rel_gpu(sig.done, 1u) == gridDim.x - 1) {
     *sig.done = 0;  // the next launch's count (after this grid, in stream order)
     for (int d = 0; d < R; ++d) prim::red_release_sys(pick(sig.arrive, d), 1u);
-  }
-}
-
-/// p2p-signal's wait: rank r's stream holds here until every rank's writing
-/// kernel has signalled it (R arrivals), then takes them back. One thread
-/// spins; a signal that never comes traps after `timeout_ns` (a CUDA error,
-/// not a hang).
-__global__ void wait_kernel(unsigned* arrive, int R, unsigned long long timeout_ns) {
-  prim::pdl_wait();  // keeps PDL's promise: the grid two launches back is complete
-  if (threadIdx.x == 0) {
+    unsigned* own = pick(sig.arrive, sig.rank);
     unsigned long long t0, now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    while (prim::ld_acquire_sys(arrive) < static_cast<unsigned>(R)) {
+    while (prim::ld_acquire_sys(own) < static_cast<unsigned>(R)) {
       asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-      if (now - t0 > timeout_ns) __trap();
+      if (now - t0 > sig.timeout_ns) __trap();
     }
-    atomicSub_system(arrive, static_cast<unsigned>(R));  // the scope the peers add at
+    atomicSub_system(own, static_cast<unsigned>(R));  // the scope the peers add at
   }
-  prim::pdl_launch_dependents();
 }
 
-/// The start of a per-rank launch: this rank's stream has finished its
-/// previous launch (stream order), so no buffer a peer will write is still
-/// read here; say so to every rank (release at system scope). Each rank's
-/// wait_kernel on its start counter then holds its writes into the peers
-/// until every rank has said it. One block.
-__global__ void start_signal_kernel(PeerSignal sig, int R) {
-  prim::pdl_wait();  // the previous launch's kernels are complete
-  if (threadIdx.x == 0)
-    for (int d = 0; d < R; ++d) prim::red_release_sys(pick(sig.arrive, d), 1u);
-  prim::pdl_launch_dependents();
-}
+// The sender's own maps of a p2p launch, written by its pack (one entry per
+// (token, destination) item): where each slot's output row comes back
+// (p2p, p2p-signal) or each destination's partial (p2p-reduce*).
+struct SenderMaps {
+  std::int32_t* slot_pos;         // [T, K]: d * T * K + t * K + j, -1 dropped; nullptr: partials
+  std::int32_t* partial_inverse;  // [T, R]: d * T + t, -1 where t sends nothing to d; nullptr: slots
+  float* ones;                    // [T, R]: the partials' weights (1)
+};
 
 /// p2p's pack: the sender writes its rows (with their ids and slot bases)
 /// straight into each destination's receive buffer, into the fixed segment
-/// [rank * T, rank * T + T) it owns there; the places past its count get -1
-/// ids, so the receiver's layout drops them without knowing any count.
+/// [rank * T, rank * T + T) it owns there, token t at rank * T + t; a token
+/// that sends nothing to d gets -1 ids there, so the receiver's layout drops
+/// it without knowing any count. Every place follows from the token's own
+/// ids, so no plan (scan) runs before it: one work item per (token,
+/// destination), whose block looks the token's K owners up itself.
+/// Returned rows come back into the same fixed strides (slot (t, j) at
+/// d * T * K + t * K + j of the sender's returned rows; d's partial at
+/// d * T + t), which the item also writes into the sender's maps.
+/// K <= blockDim.x.
 template <int kVec>
-__global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, const float* weights, std::int64_t T,
-                                 int K, int R, int rank, std::int64_t row_bytes, const std::int32_t* send_tok,
-                                 const std::int32_t* send_aux, const std::int32_t* counts, PeerRecv to,
-                                 PeerSignal sig) {
+__global__ void pack_peer_kernel(const char* hidden, const std::int32_t* ids, const float* weights,
+                                 const std::int32_t* placement, int experts, std::int64_t T, int K, int R, int rank,
+                                 std::int64_t row_bytes, SenderMaps own, PeerRecv to, PeerSignal sig) {
   const bool partials = to.w[0] != nullptr;
   prim::pdl_wait();
   // Consecutive blocks take consecutive destinations, so every link (and the
   // local copy) is busy from the start rather than one destination at a time.
   for (std::int64_t n = blockIdx.x; n < R * T; n += gridDim.x) {
     const int d = static_cast<int>(n % R);
-    const std::int64_t pos = n / R, q = d * T + pos, at = rank * T + pos;  // q: the plan's place; at: d's
+    const std::int64_t t = n / R, at = rank * T + t;  // at: the token's place at d
+    const int j = threadIdx.x;
+    std::int32_t id = -1, owner = -1;
+    if (j < K) {
+      id = ids[t * K + j];
+      owner = id >= 0 && id < experts ? placement[id] : -1;
+    }
+    const bool sends = __syncthreads_or(owner == d) != 0;  // block-uniform
+    if (own.slot_pos != nullptr && j < K && (owner == d || (owner < 0 && d == 0)))
+      own.slot_pos[t * K + j] = owner < 0 ? -1 : static_cast<std::int32_t>(d * T * K + t * K + j);
+    if (own.partial_inverse != nullptr && j == 0) {
+      own.partial_inverse[t * R + d] = sends ? static_cast<std::int32_t>(d * T + t) : -1;
+      own.ones[t * R + d] = 1.0f;
+    }
     std::int32_t* dst_ids = pick(to.ids, d) + at * K;
-    if (pos >= counts[2 * d]) {
-      for (int j = threadIdx.x; j < K; j += blockDim.x) dst_ids[j] = -1;
+    if (!sends) {
+      if (j < K) dst_ids[j] = -1;
       continue;
     }
-    const std::int64_t t = send_tok[q];
     copy_row<kVec>(pick(to.rows, d) + at * row_bytes, hidden + t * row_bytes, row_bytes);
-    for (int j = threadIdx.x; j < K; j += blockDim.x) dst_ids[j] = ids[t * K + j];
-    if (partials)
-      for (int j = threadIdx.x; j < K; j += blockDim.x) pick(to.w, d)[at * K + j] = weights[t * K + j];
-    if (threadIdx.x < 2)
-      pick(to.aux, d)[2 * at + threadIdx.x] =
-          partials && threadIdx.x == 0 ? static_cast<std::int32_t>(t) : send_aux[2 * q + threadIdx.x];
+    if (j < K) {
+      dst_ids[j] = id;
+      if (partials) pick(to.w, d)[at * K + j] = weights[t * K + j];
+    }
+    // aux: the slot base of the token's returned rows at the sender (p2p) or
+    // the token itself (p2p-reduce's partial place), and the sending rank.
+    if (j < 2)
+      pick(to.aux, d)[2 * at + j] = j == 1 ? rank : static_cast<std::int32_t>(partials ? t : t * K);
   }
   signal_peers(sig, R);
   prim::pdl_launch_dependents();
 }
 
 /// p2p's return: each kept slot (received row i, slot j) sends its output
-/// straight into the sender's returned rows at rank * T * K + slot base + the
-/// row's kept slots before j (the sender's (token, j) order). One block a
-/// (row, slot), grid-strided, sources interleaved across blocks as
-/// pack_peer_kernel's destinations; rows past a sender's count have no kept
-/// slot.
+/// straight into the sender's returned rows at rank * T * K + slot base + j
+/// (the token's fixed stride there: pack_peer_kernel). One block a (row,
+/// slot), grid-strided, sources interleaved across blocks as
+/// pack_peer_kernel's destinations; places where a sender sent nothing have
+/// no kept slot.
 template <int kVec>
 __global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, const std::int32_t* recv_aux, int R,
                                  int rank, std::int64_t T, int K, std::int64_t row_bytes, PeerBack to,
@@ -241,7 +245,7 @@ __global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, con
     const int j = static_cast<int>(rest % K);
     const std::int32_t q = inverse[i * K + j];
     if (q < 0) continue;  // uniform across the block
-    const std::int64_t at = std::int64_t(rank) * T * K + recv_aux[2 * i] + kept_before(inverse, i, K, j);
+    const std::int64_t at = std::int64_t(rank) * T * K + recv_aux[2 * i] + j;
     copy_row<kVec>(pick(to.rows, src) + at * row_bytes, y + std::int64_t(q) * row_bytes, row_bytes);
   }
   signal_peers(sig, R);
@@ -257,7 +261,7 @@ __global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, con
 /// decode batch still fills the GPU, sources interleaved across blocks;
 /// each thread issues its kSlots slots' loads before their sums (one row of
 /// one block, slot after slot, was latency-bound at decode sizes: lab notes).
-/// Rows past a sender's count have no kept slot and return nothing.
+/// Places where a sender sent nothing have no kept slot and return nothing.
 /// @tparam T row element type (float, __nv_bfloat16, __half)
 /// @tparam kVec elements a thread sums at once (16 bytes where the row allows)
 template <class T, int kVec>

@@ -246,7 +246,7 @@ Comm::~Comm() {
 
 std::string Comm::signals_not_idle() const {
   static const char* const kNames[kSignals] = {"dispatch arrivals", "combine arrivals", "pack's finished blocks",
-                                               "return's finished blocks", "start arrivals"};
+                                               "return's finished blocks"};
   int prev = 0;
   cudaGetDevice(&prev);
   std::string why;

@@ -54,8 +54,7 @@ class Comm {
   bool has_peers() const { return peers_; }
   // p2p-signal's counters on rank r's GPU (kernels/ep/a2a.cuh's PeerSignal),
   // zero at create(); every launch leaves them zero again.
-  // kStartArrive: the barrier at the start of a per-rank launch (ep.hpp's launch_per_rank).
-  enum Signal { kDispatchArrive, kCombineArrive, kPackDone, kBackDone, kStartArrive, kSignals };
+  enum Signal { kDispatchArrive, kCombineArrive, kPackDone, kBackDone, kSignals };
   unsigned* signal(int r, Signal which) const { return signals_[std::size_t(r)] + which; }
   // Empty when every counter is zero (as between launches), else the first
   // that is not; synchronizes every rank's GPU. A check for tests.

@@ -126,8 +126,8 @@ bool needs_nccl(const Variant& v);
 // Comm stream (Comm::stream(r)), with no dependency between the streams, so
 // each stream may be captured into a graph of its own and replayed alone.
 // The ranks agree only through device-side counters: the variant's two
-// barriers and one at the launch's start (no rank writes into a peer before
-// every rank's stream has finished its previous launch). For variants whose
+// barriers, which also keep a rank's next launch from writing into a peer
+// that still reads its previous one. For variants whose
 // barriers are on the device (launches_per_rank: p2p-signal,
 // p2p-reduce-signal); any other returns cudaErrorNotSupported. The caller
 // orders its own work after it through the Comm's streams, and joins them

@@ -94,7 +94,11 @@ Slices slices(const Problem& p, const DeviceCaps& caps, Mode mode) {
   if (p.ffn)
     for (int r = 0; r < p.ranks; ++r)
       w.bytes[kFfnWs] = std::max(w.bytes[kFfnWs], ffn_variant(p, r, caps).workspace_bytes(p.ffn_problem(r), caps));
-  if (mode != Mode::nccl) w.bytes[kSendIds] = w.bytes[kSendRows] = w.bytes[kBackSend] = 0;
+  // p2p places every row by its token (pack_peer_kernel): no plan, no send
+  // runs, no staging.
+  if (mode != Mode::nccl)
+    w.bytes[kSendTok] = w.bytes[kSendAux] = w.bytes[kCounts] = w.bytes[kPlanTotals] = w.bytes[kSendIds] =
+        w.bytes[kSendRows] = w.bytes[kBackSend] = 0;
   if (mode == Mode::reduce) {
     w.bytes[kBackRecv] = RT * rb;  // one partial per (token, rank), not one row per slot
     w.bytes[kCombineWs] = partials_pick(p, caps, false).workspace_bytes(p.combine_partials(), caps);
@@ -391,9 +395,9 @@ LaunchStatus combine_back(const Problem& p, const Buffers& b, Stream stream, boo
   });
 }
 
-// p2p: no NCCL and no host sync. Each rank plans, then writes its rows
-// into its fixed segment of every destination's receive buffer over NVLink
-// (pack_peer_kernel); a barrier of cross-device events; each rank lays out
+// p2p: no NCCL, no host sync and no plan. Each rank writes its rows into
+// its fixed segment of every destination's receive buffer over NVLink, each
+// token at its own place (pack_peer_kernel); a barrier of cross-device events; each rank lays out
 // what it received. Combine: each rank writes its slots' outputs straight
 // into the senders' returned rows (back_peer_kernel), a barrier, each rank
 // combines. The first launch after a barrier goes without PDL: its
@@ -401,7 +405,7 @@ LaunchStatus combine_back(const Problem& p, const Buffers& b, Stream stream, boo
 //
 // How the ranks of a p2p launch wait for each other's writes: cross-device
 // events in the stream graph (p2p), or device-side counters (p2p-signal,
-// p2p-reduce: a2a.cuh's PeerSignal and wait_kernel).
+// p2p-reduce-signal: a2a.cuh's PeerSignal, inside the writing kernels).
 enum class Sync { events, signal };
 struct Flavor {
   Sync sync;
@@ -417,34 +421,25 @@ constexpr Flavor kP2p{Sync::events, Return::slots}, kP2pSignal{Sync::signal, Ret
 constexpr unsigned long long kSignalTimeoutNs = 20'000'000'000ull;
 
 // Rank r's signal of a writing kernel: its own finished-block count, every
-// rank's arrival counter of the phase; nothing for Sync::events.
+// rank's arrival counter of the phase (its last block waits on r's); nothing
+// for Sync::events.
 detail::PeerSignal peer_signal(const Problem& p, const Comm& c, int r, Sync sync, Comm::Signal done,
                                Comm::Signal arrive) {
   detail::PeerSignal s{};
   if (sync == Sync::events) return s;
   s.done = c.signal(r, done);
   for (int d = 0; d < p.ranks; ++d) s.arrive[d] = c.signal(d, arrive);
+  s.rank = r;
+  s.timeout_ns = kSignalTimeoutNs;
   return s;
 }
 
 // Every rank's stream waits for every rank's writes of the phase. Events: the
 // next kernel's predecessor is another device's event, so it goes without
-// PDL; signal: a one-block wait kernel (PDL after the writing kernel, and the
-// next kernel may take PDL after it).
-// Rank r's stream holds until every rank has raised its `arrive` counter
-// (the current device must be r's).
-LaunchStatus launch_wait(const Problem& p, const Comm& c, int r, Comm::Signal arrive, bool pdl) {
-  return prim::launch_ex(detail::wait_kernel, 1, 32, 0, c.stream(r), prim::pdl_attrs(pdl), c.signal(r, arrive),
-                         p.ranks, kSignalTimeoutNs);
-}
-
-LaunchStatus barrier(const Problem& p, Comm& c, Sync sync, Comm::Signal arrive, bool pdl) {
-  if (sync == Sync::events) return all_ranks_barrier(p, c);
-  for (int r = 0; r < p.ranks; ++r) {
-    EP_TRY(cudaSetDevice(r));
-    EP_TRY(launch_wait(p, c, r, arrive, pdl));
-  }
-  return cudaSuccess;
+// PDL. Signal: nothing to add, the writing kernel itself ended with the
+// barrier (signal_peers), and the next kernel may take PDL after it.
+LaunchStatus barrier(const Problem& p, Comm& c, Sync sync) {
+  return sync == Sync::events ? all_ranks_barrier(p, c) : cudaSuccess;
 }
 
 template <int kVec>
@@ -458,10 +453,13 @@ LaunchStatus launch_pack_peer(const Problem& p, const Buffers& b, const Slices& 
     to.aux[d] = part<std::int32_t>(w, b.rank[std::size_t(d)], kRecvAux);
     if (w.mode == Mode::reduce) to.w[d] = part<float>(w, b.rank[std::size_t(d)], kRecvW);
   }
+  const bool reduce = w.mode == Mode::reduce;
+  const detail::SenderMaps own{reduce ? nullptr : part<std::int32_t>(w, x, kSlotPos),
+                               reduce ? part<std::int32_t>(w, x, kPartialInv) : nullptr,
+                               reduce ? part<float>(w, x, kOnes) : nullptr};
   return prim::launch_ex(detail::pack_peer_kernel<kVec>, row_grid(p.recv_capacity()), kRowThreads, 0,
                          b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const char*>(x.hidden), x.topk_ids,
-                         x.weights, p.tokens, p.topk, p.ranks, r, p.row_bytes(), part<const std::int32_t>(w, x, kSendTok),
-                         part<const std::int32_t>(w, x, kSendAux), part<const std::int32_t>(w, x, kCounts), to,
+                         x.weights, x.placement, p.experts, p.tokens, p.topk, p.ranks, r, p.row_bytes(), own, to,
                          peer_signal(p, *b.comm, r, sync, Comm::kPackDone, Comm::kDispatchArrive));
 }
 
@@ -506,26 +504,25 @@ LaunchStatus launch_reduce_peer(const Problem& p, const Buffers& b, const Slices
 
 // The phases' launches on every rank's stream, without the fork and join
 // around them (a whole launch forks once).
-// `per_rank` (launch_per_rank): no fork before, so the plan may take PDL,
-// and each rank waits on the start barrier between its plan and its writes.
+// `per_rank` (launch_per_rank): no fork before, so the pack may take PDL
+// after the rank's previous launch.
 LaunchStatus dispatch_p2p_body(const Problem& p, const Buffers& b, const Slices& w, bool pdl,
                                Flavor f, bool per_rank = false) {
   const Sync sync = f.sync;
   Comm& c = *b.comm;
   for (int r = 0; r < p.ranks; ++r) {
-    const RankBuffers& x = b.rank[std::size_t(r)];
     EP_TRY(cudaSetDevice(r));
-    // After the fork a rank's predecessor is an event wait (with R > 1 even on
-    // the launch's own stream: the previous join), not a kernel: PDL only for one rank.
-    EP_TRY(launch_plan(p, x, w, r, c.stream(r), pdl && (p.ranks == 1 || per_rank), pdl));
     // No barrier before the writes into the peers: every rank's stream
     // already waits, through the fork, for every rank's previous launch (the
-    // join), so no peer still reads the receive buffer written here. Per
-    // rank there is no fork: the start barrier says it instead.
-    if (per_rank) EP_TRY(launch_wait(p, c, r, Comm::kStartArrive, pdl));
-    EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_pack_peer<V>(p, b, w, r, pdl, sync); }));
+    // join), so no peer still reads the receive buffer written here (per
+    // rank: per_rank_flavor says why its previous barriers suffice). After
+    // the fork a rank's predecessor is an event wait (with R > 1 even on the
+    // launch's own stream: the previous join), not a kernel: PDL only for
+    // one rank or per rank.
+    const bool first = pdl && (p.ranks == 1 || per_rank);
+    EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_pack_peer<V>(p, b, w, r, first, sync); }));
   }
-  EP_TRY(barrier(p, c, sync, Comm::kDispatchArrive, pdl));
+  EP_TRY(barrier(p, c, sync));
   for (int r = 0; r < p.ranks; ++r) EP_TRY(lay_out(p, b, w, r, pdl && sync == Sync::signal));
   return cudaSuccess;
 }
@@ -545,7 +542,7 @@ LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const Slices& 
     if (f.ret == Return::partials) EP_TRY(launch_reduce_peer(p, b, w, r, first, sync));
     else EP_TRY(by_vec(p.row_bytes(), [&]<int V>() { return launch_back_peer<V>(p, b, w, r, first, sync); }));
   }
-  EP_TRY(barrier(p, *b.comm, sync, Comm::kCombineArrive, pdl));
+  EP_TRY(barrier(p, *b.comm, sync));
   for (int r = 0; r < p.ranks; ++r) EP_TRY(combine_on(p, b, w, r, pdl && sync == Sync::signal));
   return cudaSuccess;
 }
@@ -597,21 +594,20 @@ LaunchStatus launch_flavor(const Problem& p, const Buffers& b, Stream s, bool pd
   }));
 }
 // launch_per_rank (ep.hpp): each rank's whole launch on its Comm stream, no
-// fork and join; a start barrier, then the flavor's own.
+// fork and join; the flavor's own two barriers are the only ones. None is
+// needed at the start: a rank's writes into a peer's receive parts come
+// after its previous launch's combine barrier, which every rank passes only
+// once every rank's return kernel (the last reader of its receive parts)
+// has finished; and its returns into a peer come after this launch's
+// dispatch barrier, which that peer's pack raises only after the peer's
+// previous combine (the last reader of its returned rows) in stream order.
 LaunchStatus per_rank_flavor(const Problem& p, const Buffers& b, bool pdl, Flavor f) {
   if (!comm_fits(p, b)) return cudaErrorInvalidValue;
   if (f.sync != Sync::signal) return cudaErrorNotSupported;  // events would tie the ranks' streams together
   Comm& c = *b.comm;
   const Slices w = slices(p, device_caps(), f.mode());
   DeviceScope scope;
-  detail::PeerSignal start{};  // every rank's start counter (no finished-block count: one block)
-  for (int d = 0; d < p.ranks; ++d) start.arrive[d] = c.signal(d, Comm::kStartArrive);
   const LaunchStatus e = [&]() -> LaunchStatus {
-    for (int r = 0; r < p.ranks; ++r) {
-      EP_TRY(cudaSetDevice(r));
-      EP_TRY(prim::launch_ex(detail::start_signal_kernel, 1, 32, 0, c.stream(r), prim::pdl_attrs(pdl), start,
-                             p.ranks));
-    }
     EP_TRY(dispatch_p2p_body(p, b, w, pdl, f, /*per_rank=*/true));
     EP_TRY(experts_all(p, b, w, pdl));
     return combine_p2p_body(p, b, w, pdl, /*after_layout=*/true, f);
@@ -700,11 +696,12 @@ const char* a2a_na(const Problem& p, const DeviceCaps& caps) {
 // order, which the checker takes as a set (out is bit for bit all the same).
 const std::array<Variant, 5> kVariants{{
     {{"p2p-signal",
-      "moekit's own, p2p with its barriers on the device: the last block of each rank's writing kernel raises a "
-      "counter on every rank over NVLink (release at system scope), and each rank's one-block wait kernel spins on "
-      "its own (acquire) and takes the arrivals back, a counting semaphore a graph replays without a reset; no "
-      "graph edge crosses GPUs between the fork and the join, and the kernels after a barrier keep PDL",
-      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel wait_kernel back_peer_kernel start_signal_kernel permute:* experts:* combine:*"},
+      "moekit's own, p2p with its barriers on the device, inside the writing kernels: the last block of each rank's "
+      "writing kernel raises a counter on every rank over NVLink (release at system scope), then spins on its own "
+      "(acquire) until every rank has arrived and takes the arrivals back, a counting semaphore a graph replays "
+      "without a reset; no graph edge crosses GPUs between the fork and the join, no wait kernel runs, and the "
+      "kernels after a barrier keep PDL; launches per rank (a process per GPU) need no other barrier",
+      "pack_peer_kernel back_peer_kernel permute:* experts:* combine:*"},
      false, p2p_signal_limits, p2p_signal_na, p2p_workspace, launch_p2p_signal},
     {{"p2p-reduce",
       "moekit's own, p2p returning partial sums as DeepEP's combine does: the weights go with the rows, each "
@@ -713,20 +710,21 @@ const std::array<Variant, 5> kVariants{{
       "(combine's auto pick, weight 1) and scales once; out is not combine's rule bit for bit (docs/ep.md derives "
       "the bound) but the sum of rounded partials, checked exactly against that reference; up to K / R times fewer "
       "returned bytes",
-      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel reduce_peer_kernel permute:* experts:* combine:*"},
+      "pack_peer_kernel reduce_peer_kernel permute:* experts:* combine:*"},
      false, p2p_limits, p2p_reduce_na, reduce_workspace, launch_p2p_reduce},
     {{"p2p-reduce-signal",
       "moekit's own, p2p-reduce with p2p-signal's device-side barriers (no graph edge crosses GPUs inside a launch; "
       "the kernels after a barrier keep PDL): the same out",
-      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel wait_kernel reduce_peer_kernel start_signal_kernel permute:* experts:* combine:*"},
+      "pack_peer_kernel reduce_peer_kernel permute:* experts:* combine:*"},
      false, p2p_signal_limits, p2p_reduce_signal_na, reduce_workspace, launch_p2p_reduce_signal},
     {{"p2p",
-      "moekit's own, no NCCL and no host sync: each rank writes its rows (ids, slot bases) straight into its "
-      "fixed segment of every destination's receive buffer over NVLink (peer access), places past its count "
-      "marked dropped; cross-device events order the phases; each receiver lays them out with permute's auto "
-      "pick; each rank writes its slots' outputs straight back into the senders' slot order, which combine's "
-      "auto pick reads",
-      "plan_kernel plan_count_kernel plan_place_kernel pack_peer_kernel back_peer_kernel permute:* experts:* combine:*"},
+      "moekit's own, no NCCL, no host sync and no plan: each rank writes each token's row (ids, slot base) "
+      "straight into the token's place in its fixed segment of every destination that owns one of its experts, "
+      "over NVLink (peer access), and marks the token's place dropped at the others; cross-device events order "
+      "the phases; each receiver lays them out with permute's auto "
+      "pick; each rank writes its slots' outputs straight back into the senders' fixed slot strides, which "
+      "combine's auto pick reads",
+      "pack_peer_kernel back_peer_kernel permute:* experts:* combine:*"},
      false, p2p_limits, p2p_na, p2p_workspace, launch_p2p},
     {{"nccl-a2a",
       "the baseline a user would write: each rank plans and packs its rows per destination, the counts go over "

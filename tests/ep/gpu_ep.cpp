@@ -200,7 +200,7 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
       // host wait, over other inputs and outputs but the same workspace (a
       // second DeviceBuffers whose workspace pointers are the first's): a
       // rank that wrote launch 2's rows into a peer before the peer had laid
-      // out launch 1's (a start barrier that opens early) leaves launch 1's
+      // out launch 1's (a barrier that opens early) leaves launch 1's
       // outputs wrong. Then each stream's graph of the two, replayed.
       if (err.empty() && ep::launches_per_rank(v)) {
         const Inputs in2 = draw(p, how, seed + 1000);
