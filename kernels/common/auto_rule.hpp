@@ -22,14 +22,15 @@ struct AutoRow {
 };
 
 // The variant of the first row whose condition holds and whose variant applies
-// to p on caps, for launches with `pdl`; without one, the last row's variant
-// (the table's "else"). Rows must name registered variants (the family's tests
+// to p on caps, for launches with `pdl`, rows of variant `skip` left out;
+// without one, the last row's variant (the table's "else"). Rows must name registered variants (the family's tests
 // check that).
 template <class V, class Problem>
 const V& pick_from_rows(std::span<const AutoRow<Problem>> rows, std::span<const V> registry,
-                        const Problem& p, const DeviceCaps& caps, bool pdl) {
+                        const Problem& p, const DeviceCaps& caps, bool pdl, std::string_view skip = {}) {
   for (const AutoRow<Problem>& r : rows) {
     if (r.pdl_only && !pdl) continue;
+    if (!skip.empty() && r.variant == skip) continue;
     if (r.holds != nullptr && !r.holds(p, caps)) continue;
     const V* v = find_variant(registry, r.variant);
     if (v != nullptr && v->not_applicable(p, caps) == nullptr) return *v;

@@ -37,6 +37,12 @@ class Registry {
     return pick_from_rows<Variant, Problem>(auto_rows_, variants_, p, caps, pdl);
   }
   const Variant& pick_auto(const Problem& p, bool pdl) const { return pick_auto(p, device_caps(), pdl); }
+  // The `auto` choice with the row of variant `skip` left out: for a caller
+  // whose problems differ from the ones the rows were fitted on in a way the
+  // Problem does not say (ep's receive layout, mostly dropped slots).
+  const Variant& pick_auto_except(const Problem& p, const DeviceCaps& caps, bool pdl, std::string_view skip) const {
+    return pick_from_rows<Variant, Problem>(auto_rows_, variants_, p, caps, pdl, skip);
+  }
   // Whether some auto row depends on PDL (AutoRow::pdl_only): where none
   // does, the pick is the same for both and a caller that has no `pdl` (a
   // workspace size, an applicability check) may ask for either.

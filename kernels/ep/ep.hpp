@@ -157,6 +157,11 @@ struct Traffic {
 };
 Traffic traffic(const Problem& p, const std::vector<std::vector<std::int32_t>>& ids);
 
+// The permute variant that lays out rank r's received rows on `caps`:
+// permute's auto pick, with R > 1 without `fused` past the ep policy's slot
+// count (kernels/ep/policy.hpp).
+const permute::Variant& layout_variant(const Problem& p, int rank, const DeviceCaps& caps);
+
 // p.ffn: the experts variant rank r's FFN stage runs (experts::pick_on_layout
 // on `caps`; its workspace is a part of the rank's).
 const experts::Variant& ffn_variant(const Problem& p, int rank, const DeviceCaps& caps);

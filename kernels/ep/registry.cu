@@ -13,9 +13,22 @@
 #include "ep/a2a.cuh"
 #include "ep/comm.hpp"
 #include "ep/ep.hpp"
+#include "ep/policy.hpp"
 #include "primitives/launch.cuh"
 
 namespace moekit::ep {
+
+// Rank r's receive layout: permute's own auto at one rank (every slot kept,
+// the problems its rows were fitted on), else no `fused` past the ep
+// policy's slot count. No permute auto row reads PDL
+// (Registry::auto_reads_pdl), so one pick serves launches with and without.
+const permute::Variant& layout_variant(const Problem& p, int rank, const DeviceCaps& caps) {
+  const permute::Problem& lp = p.layout(rank);
+  if (p.ranks > 1 && lp.align.numel > policy_for(caps).layout_fused_max_slots)
+    return permute::registry().pick_auto_except(lp, caps, false, "fused");
+  return permute::registry().pick_auto(lp, caps, false);
+}
+
 namespace {
 
 // The plan's blocks: a token a thread; one block up to kPlanThreads tokens,
@@ -33,9 +46,6 @@ enum Part {
   kPlanTotals, kFfnWs, kParts
 };
 
-const permute::Variant& layout_pick(const Problem& p, int r, const DeviceCaps& caps, bool pdl) {
-  return permute::registry().pick_auto(p.layout(r), caps, pdl);
-}
 const combine::Variant& combine_pick(const Problem& p, const DeviceCaps& caps, bool pdl) {
   return combine::registry().pick_auto(p.combine(), caps, pdl);
 }
@@ -69,7 +79,7 @@ Slices slices(const Problem& p, const DeviceCaps& caps, Mode mode) {
   std::size_t permute_ws = 0, padded = 0, blocks = 0;
   for (int r = 0; r < p.ranks; ++r) {
     const permute::Problem& lp = p.layout(r);
-    permute_ws = std::max(permute_ws, layout_pick(p, r, caps, false).workspace_bytes(lp, caps));
+    permute_ws = std::max(permute_ws, layout_variant(p, r, caps).workspace_bytes(lp, caps));
     padded = std::max(padded, n(lp.align.max_num_tokens_padded));
     blocks = std::max(blocks, n(lp.align.max_num_blocks));
   }
@@ -217,16 +227,15 @@ permute::Buffers layout_buffers(const Slices& w, const RankBuffers& x) {
   return pb;
 }
 
-// Rank r's receive side laid out (permute's auto pick over its receive
-// capacity, its expert map), on rank r's stream.
+// Rank r's receive side laid out (layout_variant over its receive capacity,
+// its expert map), on rank r's stream.
 LaunchStatus lay_out(const Problem& p, const Buffers& b, const Slices& w, int r, bool pdl) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   EP_TRY(cudaSetDevice(r));
   const DeviceCaps& caps = device_caps();
   const permute::Problem& lp = p.layout(r);
-  // The pick the workspace was sized for (slices(): asked without PDL, which
-  // no permute auto row reads; Registry::auto_reads_pdl).
-  const permute::Variant& v = layout_pick(p, r, caps, false);
+  // The pick the workspace was sized for (slices()).
+  const permute::Variant& v = layout_variant(p, r, caps);
   void* pws = w.at(x.workspace, kPermuteWs);
   // A pick that agrees through counters gets its slice zeroed here (the
   // rest of the workspace is scratch), so any pick may share it.
@@ -637,7 +646,7 @@ std::string p2p_limits(const DeviceCaps&) {
 // Each rank's layout and (p.ffn) FFN pick.
 const char* layouts_na(const Problem& p, const DeviceCaps& caps) {
   for (int r = 0; r < p.ranks; ++r) {
-    if (const char* why = layout_pick(p, r, caps, false).not_applicable(p.layout(r), caps)) return why;
+    if (const char* why = layout_variant(p, r, caps).not_applicable(p.layout(r), caps)) return why;
     if (p.ffn)
       if (const char* why = ffn_variant(p, r, caps).not_applicable(p.ffn_problem(r), caps)) return why;
   }

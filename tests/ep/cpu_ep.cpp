@@ -454,3 +454,38 @@ TEST_CASE("ep checker with the FFN: y paired through the rows, out from got's ow
     CHECK_FALSE(ep::check(c.p, ref, got, how, in).ok);
   }
 }
+
+// The receive layout's pick (fake sm_90 device): permute's auto, but with
+// R > 1 not `fused` past kernels/ep/policy.hpp's 1024 slots, where the next
+// auto row takes over (gather below permute's tma threshold of 8192 slots,
+// tma from it). permute's own fused rule: at most 2048 slots and 16 a local
+// expert (E 256 / R local experts). Expected picks listed by hand from the
+// two policies' numbers.
+TEST_CASE("ep layout_variant: permute's auto without fused past the ep policy's slot count") {
+  DeviceCaps sm90;
+  sm90.ordinal = 0;
+  sm90.cc_major = 9;
+  sm90.sm_count = 132;
+  sm90.smem_optin = 227 * 1024;
+  sm90.pdl = true;
+  struct Case {
+    int R;
+    std::int64_t T;
+    const char* want;  // R * T * 8 slots (K 8)
+  };
+  for (const Case& c : {Case{1, 1, "fused"}, Case{2, 1, "fused"}, Case{2, 16, "fused"}, Case{2, 64, "fused"},
+                        Case{2, 65, "gather"}, Case{2, 128, "gather"}, Case{4, 16, "fused"}, Case{4, 32, "fused"},
+                        Case{4, 128, "gather"}, Case{4, 256, "tma"}, Case{8, 8, "fused"}, Case{8, 16, "gather"},
+                        Case{1, 128, "fused"}, Case{1, 256, "fused"}, Case{1, 257, "gather"}}) {
+    const ep::Problem p = ep::make_problem(c.R, c.T, 8, 256, 7168, combine::DType::bf16, 1.0f);
+    for (int r = 0; r < c.R; ++r) {
+      CAPTURE(c.R);
+      CAPTURE(c.T);
+      CHECK(std::string(ep::layout_variant(p, r, sm90).info.name) == c.want);
+    }
+  }
+  // Without the ep rule: permute's own auto keeps fused up to its 2048 slots (the rule is ep's alone).
+  const ep::Problem p = ep::make_problem(2, 128, 8, 256, 7168, combine::DType::bf16, 1.0f);
+  CHECK(std::string(permute::registry().pick_auto(p.layout(0), sm90, false).info.name) == "fused");
+  CHECK(std::string(permute::registry().pick_auto_except(p.layout(0), sm90, false, "fused").info.name) == "gather");
+}
