@@ -744,10 +744,12 @@ const std::array<Variant, 5> kVariants{{
      false, a2a_limits, a2a_na, a2a_workspace, launch_a2a, nullptr, false, /*host_sync=*/true},
 }};
 
-// p2p where the GPUs map each other's memory, else NCCL. Not p2p-signal:
-// p2p was as fast or faster at every T on 1, 2 and 4 H100s (record:
-// docs/bench/peers-ep.md "Dispatch + combine"). Not p2p-reduce*: their out
-// is the partial-sum rule, not combine's.
+// p2p where the GPUs map each other's memory, else NCCL. Not p2p-signal,
+// though it leads at R 4 since its barrier moved into the writing kernels
+// (docs/bench/peers-ep.md "4 H200s (the twenty-eighth session)"): a device-
+// side barrier needs every rank's kernels running at once, which a tool that
+// serializes kernels (ncu) does not give, and auto must run there. Not
+// p2p-reduce*: their out is the partial-sum rule, not combine's.
 const std::array<AutoRow<Problem>, 2> kAutoRows = {{
     {"p2p", "", nullptr},
     {"nccl-a2a", "", nullptr},
