@@ -14,6 +14,7 @@
 #include "common/problem_error.hpp"
 #include "ep/ep.hpp"
 #include "ep/reference.hpp"
+#include "fake_caps.hpp"
 #include "half.hpp"
 #include "moe_path/reference.hpp"
 
@@ -462,12 +463,7 @@ TEST_CASE("ep checker with the FFN: y paired through the rows, out from got's ow
 // expert (E 256 / R local experts). Expected picks listed by hand from the
 // two policies' numbers.
 TEST_CASE("ep layout_variant: permute's auto without fused past the ep policy's slot count") {
-  DeviceCaps sm90;
-  sm90.ordinal = 0;
-  sm90.cc_major = 9;
-  sm90.sm_count = 132;
-  sm90.smem_optin = 227 * 1024;
-  sm90.pdl = true;
+  const DeviceCaps sm90 = test::fake_sm90();
   struct Case {
     int R;
     std::int64_t T;

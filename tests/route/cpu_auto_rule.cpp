@@ -4,17 +4,13 @@
 #include <string>
 
 #include "auto_rule_text.hpp"
+#include "fake_caps.hpp"
 #include "route/route.hpp"
 
 using namespace moekit;
 
 TEST_CASE("route auto: block-rank while latency-bound, warp-regs up to E = 512 and K = 32, block while latency-bound, warp-smem") {
-  DeviceCaps sm90;
-  sm90.ordinal = 0;
-  sm90.cc_major = 9;
-  sm90.sm_count = 132;
-  sm90.smem_optin = 227 * 1024;
-  sm90.pdl = true;
+  const DeviceCaps sm90 = test::fake_sm90();
   for (int E : {1, 8, 64, 128, 256, 384, 512, 513, 1024, 4096})
     for (int K : {1, 2, 8, 16, 32, 33, 64})
       for (int G : {1, 8}) {
