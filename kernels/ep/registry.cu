@@ -35,6 +35,11 @@ namespace {
 // else two passes of one block per kPlanThreads tokens (plan.cuh).
 constexpr int kPlanThreads = 256;
 constexpr int kRowThreads = 128;
+// Most slots a token may have in every p2p variant: the pack's block looks a
+// token's K owners up one a thread (pack_peer_kernel), and the slot returns
+// are combined with combine's limit (64) anyway.
+constexpr int kP2pMaxTopk = 64;
+static_assert(kP2pMaxTopk <= kRowThreads, "pack_peer_kernel: one thread a slot");
 
 // The parts of a rank's workspace (a2a.cuh says what each holds; kPlanTotals:
 // the plan's per-block sums, plan.cuh; kFfnWs: the FFN pick's whole
@@ -641,7 +646,11 @@ std::size_t p2p_workspace(const Problem& p, const DeviceCaps& caps) { return sli
 std::size_t reduce_workspace(const Problem& p, const DeviceCaps& caps) { return slices(p, caps, Mode::reduce).total; }
 
 std::string p2p_limits(const DeviceCaps&) {
-  return "R <= " + std::to_string(kMaxRanks) + " GPUs of one host with peer access between every pair; K <= 64";
+  return "R <= " + std::to_string(kMaxRanks) + " GPUs of one host with peer access between every pair; K <= " +
+         std::to_string(kP2pMaxTopk);
+}
+const char* topk_na(const Problem& p) {
+  return p.topk > kP2pMaxTopk ? "K > 64 (the pack looks a token's owners up one a thread)" : nullptr;
 }
 // Each rank's layout and (p.ffn) FFN pick.
 const char* layouts_na(const Problem& p, const DeviceCaps& caps) {
@@ -657,24 +666,30 @@ const char* layout_and_combine_na(const Problem& p, const DeviceCaps& caps) {
   return layouts_na(p, caps);
 }
 const char* p2p_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = topk_na(p)) return why;
   if (caps.present() && !peer_access_missing(p.ranks).empty()) return "no peer access between the GPUs";
   return layout_and_combine_na(p, caps);
 }
 std::string p2p_signal_limits(const DeviceCaps&) {
-  return "R <= " + std::to_string(kMaxRanks) + " GPUs of one host with peer access and native atomics between every pair (NVLink); K <= 64";
+  return "R <= " + std::to_string(kMaxRanks) +
+         " GPUs of one host with peer access and native atomics between every pair (NVLink); K <= " +
+         std::to_string(kP2pMaxTopk);
 }
 const char* p2p_signal_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = topk_na(p)) return why;
   if (caps.present() && !peer_atomics_missing(p.ranks).empty())
     return "no peer access with native atomics between the GPUs (NVLink)";
   return layout_and_combine_na(p, caps);
 }
 // Its layouts and the combine of partials (combine's slot problem is not run).
 const char* p2p_reduce_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = topk_na(p)) return why;
   if (caps.present() && !peer_access_missing(p.ranks).empty()) return "no peer access between the GPUs";
   if (const char* why = layouts_na(p, caps)) return why;
   return partials_pick(p, caps, false).not_applicable(p.combine_partials(), caps);
 }
 const char* p2p_reduce_signal_na(const Problem& p, const DeviceCaps& caps) {
+  if (const char* why = topk_na(p)) return why;
   if (caps.present() && !peer_atomics_missing(p.ranks).empty())
     return "no peer access with native atomics between the GPUs (NVLink)";
   return p2p_reduce_na(p, caps);

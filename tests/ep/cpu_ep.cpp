@@ -485,3 +485,25 @@ TEST_CASE("ep layout_variant: permute's auto without fused past the ep policy's 
   CHECK(std::string(permute::registry().pick_auto(p.layout(0), sm90, false).info.name) == "fused");
   CHECK(std::string(permute::registry().pick_auto_except(p.layout(0), sm90, false, "fused").info.name) == "gather");
 }
+
+// Every p2p variant takes K <= 64, as its limits say: the pack looks a
+// token's owners up one a thread. p2p-reduce's combine of partials has K = R,
+// so before this check it took K up to 255 (and the pack, one thread a slot
+// of 128, would have missed slots past the block).
+TEST_CASE("ep p2p variants refuse K > 64, the reduce ones included") {
+  DeviceCaps sm90 = test::fake_sm90();
+  sm90.ordinal = -1;  // no device here: the peer checks (which ask the driver) stay out
+  for (const char* name : {"p2p", "p2p-signal", "p2p-reduce", "p2p-reduce-signal"}) {
+    const ep::Variant* v = ep::registry().find(name);
+    REQUIRE(v != nullptr);
+    const std::string n = name;
+    CAPTURE(n);
+    const char* ok = v->not_applicable(ep::make_problem(2, 4, 64, 256, 64, combine::DType::bf16, 1.0f), sm90);
+    CHECK(std::string(ok ? ok : "") == "");
+    for (int K : {65, 129, 200}) {
+      const char* why = v->not_applicable(ep::make_problem(2, 4, K, 256, 64, combine::DType::bf16, 1.0f), sm90);
+      REQUIRE(why != nullptr);
+      CHECK_MESSAGE(std::string(why).find("K > 64") != std::string::npos, why);
+    }
+  }
+}
