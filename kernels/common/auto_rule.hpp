@@ -23,7 +23,8 @@ struct AutoRow {
 
 // The variant of the first row whose condition holds and whose variant applies
 // to p on caps, for launches with `pdl`, rows of variant `skip` left out;
-// without one, the last row's variant (the table's "else"). Rows must name registered variants (the family's tests
+// without one, the last row's variant (the table's "else"; the last other
+// one where that is `skip`). Rows must name registered variants (the family's tests
 // check that).
 template <class V, class Problem>
 const V& pick_from_rows(std::span<const AutoRow<Problem>> rows, std::span<const V> registry,
@@ -35,6 +36,8 @@ const V& pick_from_rows(std::span<const AutoRow<Problem>> rows, std::span<const 
     const V* v = find_variant(registry, r.variant);
     if (v != nullptr && v->not_applicable(p, caps) == nullptr) return *v;
   }
+  for (auto r = rows.rbegin(); r != rows.rend(); ++r)  // the last row that is not `skip`
+    if (skip.empty() || r->variant != skip) return *find_variant(registry, r->variant);
   return *find_variant(registry, rows.back().variant);
 }
 

@@ -564,7 +564,9 @@ LaunchStatus combine_p2p_body(const Problem& p, const Buffers& b, const Slices& 
 // A launch that fails half issued may have queued some ranks' signals and
 // not others': outside a capture (where nothing ran), every rank's queued work
 // is waited for and the counters zeroed, so the next launch's barriers count
-// from zero again.
+// from zero again. A writing kernel already queued on a rank whose peers'
+// were not waits for them in its last block: that wait traps after
+// kSignalTimeoutNs (a CUDA error on that rank's context), not a hang.
 LaunchStatus after_failure(const Comm& c, Stream stream, Sync sync, LaunchStatus e) {
   if (e == cudaSuccess || sync != Sync::signal) return e;
   auto capturing = [](Stream s) {
@@ -578,8 +580,11 @@ LaunchStatus after_failure(const Comm& c, Stream stream, Sync sync, LaunchStatus
   return e;
 }
 
+// A p2p launch's own preconditions (the variants' not_applicable says why to
+// a user; a direct caller past it gets cudaErrorInvalidValue, never a pack
+// that misses slots past its block).
 bool comm_fits(const Problem& p, const Buffers& b) {
-  return b.comm != nullptr && b.comm->ranks() == p.ranks && b.comm->has_peers();
+  return b.comm != nullptr && b.comm->ranks() == p.ranks && b.comm->has_peers() && p.topk <= kP2pMaxTopk;
 }
 
 // The experts phase alone (Stage::experts): each rank's FFN after the fork
@@ -650,7 +655,9 @@ std::string p2p_limits(const DeviceCaps&) {
          std::to_string(kP2pMaxTopk);
 }
 const char* topk_na(const Problem& p) {
-  return p.topk > kP2pMaxTopk ? "K > 64 (the pack looks a token's owners up one a thread)" : nullptr;
+  static const std::string why =
+      "K > " + std::to_string(kP2pMaxTopk) + " (the pack looks a token's owners up one a thread)";
+  return p.topk > kP2pMaxTopk ? why.c_str() : nullptr;
 }
 // Each rank's layout and (p.ffn) FFN pick.
 const char* layouts_na(const Problem& p, const DeviceCaps& caps) {

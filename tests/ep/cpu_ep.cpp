@@ -484,6 +484,11 @@ TEST_CASE("ep layout_variant: permute's auto without fused past the ep policy's 
   const ep::Problem p = ep::make_problem(2, 128, 8, 256, 7168, combine::DType::bf16, 1.0f);
   CHECK(std::string(permute::registry().pick_auto(p.layout(0), sm90, false).info.name) == "fused");
   CHECK(std::string(permute::registry().pick_auto_except(p.layout(0), sm90, false, "fused").info.name) == "gather");
+  // Skipping the table's last row ("else": gather) where no earlier row holds (the padded layout keeps
+  // fused out, 64 slots keep tma out): the last other row (tma) is the fallback, never the skipped one.
+  const permute::Problem padded = permute::make_problem(8, 8, 64, 16, 64, permute::Layout::padded);
+  CHECK(std::string(permute::registry().pick_auto(padded, sm90, false).info.name) == "gather");
+  CHECK(std::string(permute::registry().pick_auto_except(padded, sm90, false, "gather").info.name) == "tma");
 }
 
 // Every p2p variant takes K <= 64, as its limits say: the pack looks a
