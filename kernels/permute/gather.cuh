@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "permute/dropped.cuh"
 #include "permute/offsets.cuh"
 #include "primitives/pdl.cuh"
 
@@ -20,12 +21,13 @@ template <class V>
 __global__ void gather_rows_kernel(const V* __restrict__ hidden, V* __restrict__ permuted,
                                    const std::int32_t* __restrict__ sorted, const std::int32_t* __restrict__ total,
                                    std::int32_t* __restrict__ inverse, std::int64_t numel, int topk,
-                                   std::int64_t row_vecs, std::int64_t rows, OffsetsOut o) {
+                                   std::int64_t row_vecs, std::int64_t rows, OffsetsOut o, DroppedOut d) {
   prim::pdl_wait();  // align's outputs; the rows the previous kernel may still read
   const std::int64_t limit = *total;  // rows past num_tokens_post_pad are left alone
-  if (o.offsets != nullptr)
-    write_offsets(o, static_cast<int>(limit), blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x,
-                  std::int64_t(gridDim.x) * blockDim.x);
+  const std::int64_t thread = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x,
+                     threads = std::int64_t(gridDim.x) * blockDim.x;
+  if (o.offsets != nullptr) write_offsets(o, static_cast<int>(limit), thread, threads);
+  mark_dropped(d, thread, threads);
   for (std::int64_t r = blockIdx.x; r < rows && r < limit; r += gridDim.x) {
     const std::int32_t slot = sorted[r];
     V* out = permuted + r * row_vecs;

@@ -40,11 +40,11 @@ cudaError_t by_word(const Problem& p, const Buffers& b, Stream s, bool pdl, prim
   }
 }
 
-// Every kernel launches with PDL when the launch's pdl says so, except the
-// one right after run_align's memset of inverse: a memset node cannot be a
-// programmatic predecessor (primitives/pdl.cuh), so that kernel waits for it
-// as usual.
-prim::LaunchAttrs after_align(const Problem& p, bool pdl) { return prim::LaunchAttrs{pdl && p.align.numel == 0, false}; }
+// Every kernel launches with PDL when the launch's pdl says so: no memset
+// node between align and the first rows kernel (that kernel marks the
+// dropped slots itself: dropped_out), which could not be a programmatic
+// predecessor (primitives/pdl.cuh).
+prim::LaunchAttrs after_align(bool pdl) { return prim::pdl_attrs(pdl); }
 
 unsigned copy_grid(std::int64_t items) {
   return clamp_grid(std::min<std::int64_t>(
@@ -70,10 +70,19 @@ LaunchStatus run_align(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   ab.expert_ids = b.expert_ids;
   ab.num_tokens_post_pad = b.num_tokens_post_pad;
   ab.workspace = b.workspace;
-  if (const LaunchStatus e = align::launch_ep(align_step(p, device_caps()), p.align, ab, s, pdl); e != 0) return e;
-  const std::size_t slots = static_cast<std::size_t>(p.align.numel);
-  if (slots > 0) return cudaMemsetAsync(b.inverse, 0xff, slots * 4, s);  // dropped slots stay -1
-  return cudaSuccess;
+  return align::launch_ep(align_step(p, device_caps()), p.align, ab, s, pdl);
+}
+
+// The dropped slots' part of the first rows kernel after align: the rule of
+// the problem align's variant runs (align::variant_problem), nothing with the
+// bucket (every slot has a row).
+detail::DroppedOut dropped_out(const Problem& p, const Buffers& b) {
+  if (p.align.invalid == align::Invalid::bucket || p.align.numel == 0) return {{}, false, nullptr};
+  const align::Problem vp = align::variant_problem(p.align);
+  align::Buffers ab;
+  ab.topk_ids = b.topk_ids;
+  ab.expert_map = vp.map_size > 0 ? b.expert_map : nullptr;
+  return {align::make_args(vp, ab), vp.ids_int64, b.inverse};
 }
 
 bool has_rows(const Problem& p) { return p.row_bytes > 0 && p.align.max_num_tokens_padded > 0; }
@@ -85,12 +94,13 @@ detail::OffsetsOut offsets_out(const Problem& p, const Buffers& b) {
 }
 
 // The offsets by a kernel of their own, right after run_align, where no rows
-// kernel runs (the rows kernels write them: offsets_out).
+// kernel runs (the rows kernels write them: offsets_out): only where nothing
+// is padded, so there is no slot to mark dropped either.
 cudaError_t run_offsets(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (p.layout != Layout::compact) return cudaSuccess;
   const int E = p.align.num_experts;
   return prim::launch_ex(detail::compact_offsets_kernel, clamp_grid(ceil_div(E + 1, 256)), 256, 0, s,
-                         after_align(p, pdl), offsets_out(p, b), static_cast<const std::int32_t*>(b.num_tokens_post_pad));
+                         after_align(pdl), offsets_out(p, b), static_cast<const std::int32_t*>(b.num_tokens_post_pad));
 }
 
 // inverse from align's rows, padding rows zeroed (scatter and tma).
@@ -101,9 +111,19 @@ struct RowsPass {
     return prim::launch_ex(detail::rows_pass_kernel<V>, copy_grid(ceil_div<std::int64_t>(rows, 8)), 256, 0, s, at,
                            static_cast<V*>(b.permuted), static_cast<const std::int32_t*>(b.sorted_token_ids),
                            static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.inverse, p.align.numel,
-                           p.row_bytes / std::int64_t(sizeof(V)), rows, offsets_out(p, b));
+                           p.row_bytes / std::int64_t(sizeof(V)), rows, offsets_out(p, b), dropped_out(p, b));
   }
 };
+
+// After align, where there are no rows to copy (row_bytes 0, or none
+// padded): the rows pass with rows of 0 words, inverse (and the offsets)
+// only, permuted never touched.
+LaunchStatus index_pass(const Problem& p, const Buffers& b, Stream s, bool pdl) {
+  if (p.align.max_num_tokens_padded == 0) return run_offsets(p, b, s, pdl);
+  Problem no_rows = p;
+  no_rows.row_bytes = 0;
+  return RowsPass<uint4>::run(no_rows, b, s, after_align(pdl));
+}
 
 // ---- gather ----
 
@@ -118,14 +138,14 @@ struct GatherRows {
                            static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
                            static_cast<const std::int32_t*>(b.sorted_token_ids),
                            static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.inverse, p.align.numel, p.topk,
-                           row_vecs, rows, offsets_out(p, b));
+                           row_vecs, rows, offsets_out(p, b), dropped_out(p, b));
   }
 };
 
 LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
-  if (!has_rows(p)) return run_offsets(p, b, s, pdl);
-  return by_word<GatherRows>(p, b, s, pdl, after_align(p, pdl));
+  if (!has_rows(p)) return index_pass(p, b, s, pdl);
+  return by_word<GatherRows>(p, b, s, pdl, after_align(pdl));
 }
 
 // ---- scatter ----
@@ -146,18 +166,18 @@ struct ScatterTokens {
 
 LaunchStatus launch_scatter(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
-  if (!has_rows(p)) return run_offsets(p, b, s, pdl);
-  return by_word<ScatterTokens>(p, b, s, pdl, after_align(p, pdl));
+  if (!has_rows(p)) return index_pass(p, b, s, pdl);
+  return by_word<ScatterTokens>(p, b, s, pdl, after_align(pdl));
 }
 
 // ---- tma ----
 
 LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
-  if (!has_rows(p)) return run_offsets(p, b, s, pdl);
+  if (!has_rows(p)) return index_pass(p, b, s, pdl);
   // Bulk copies need 16-byte aligned rows: otherwise scatter's copy.
-  if (word_bytes(p, b) != 16) return by_word<ScatterTokens>(p, b, s, pdl, after_align(p, pdl));
-  if (const cudaError_t e = RowsPass<uint4>::run(p, b, s, after_align(p, pdl)); e != cudaSuccess) return e;
+  if (word_bytes(p, b) != 16) return by_word<ScatterTokens>(p, b, s, pdl, after_align(pdl));
+  if (const cudaError_t e = RowsPass<uint4>::run(p, b, s, after_align(pdl)); e != cudaSuccess) return e;
   if (p.tokens == 0) return cudaSuccess;
   const DeviceCaps& caps = device_caps();
   const std::int64_t seg = std::min<std::int64_t>(p.row_bytes, detail::kTmaSegment);
@@ -174,10 +194,7 @@ LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s, bool pdl) 
 
 LaunchStatus launch_index(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
-  if (p.align.max_num_tokens_padded == 0) return run_offsets(p, b, s, pdl);
-  Problem no_rows = p;  // the rows pass with rows of 0 words: inverse only, permuted never touched
-  no_rows.row_bytes = 0;
-  return RowsPass<uint4>::run(no_rows, b, s, after_align(p, pdl));
+  return index_pass(p, b, s, pdl);
 }
 
 // ---- fused ----

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "permute/dropped.cuh"
 #include "permute/offsets.cuh"
 #include "primitives/pdl.cuh"
 
@@ -21,10 +22,13 @@ namespace moekit::permute::detail {
 template <class V>
 __global__ void rows_pass_kernel(V* __restrict__ permuted, const std::int32_t* __restrict__ sorted,
                                  const std::int32_t* __restrict__ total, std::int32_t* __restrict__ inverse,
-                                 std::int64_t numel, std::int64_t row_vecs, std::int64_t rows, OffsetsOut o) {
+                                 std::int64_t numel, std::int64_t row_vecs, std::int64_t rows, OffsetsOut o,
+                                 DroppedOut d) {
   prim::pdl_wait();  // align's outputs; the rows the previous kernel may still read
-  if (o.offsets != nullptr)
-    write_offsets(o, *total, blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x, std::int64_t(gridDim.x) * blockDim.x);
+  const std::int64_t thread = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x,
+                     threads = std::int64_t(gridDim.x) * blockDim.x;
+  if (o.offsets != nullptr) write_offsets(o, *total, thread, threads);
+  mark_dropped(d, thread, threads);
   const std::int64_t limit = min(static_cast<std::int64_t>(*total), rows);
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = std::int64_t(gridDim.x) * (blockDim.x / 32);
