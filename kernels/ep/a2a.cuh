@@ -24,6 +24,12 @@ namespace moekit::ep::detail {
 
 inline constexpr int kCountsFrom = 2 * kMaxRanks;  // counts' received half
 
+// Most slots a token may have in every p2p variant: the pack's block looks a
+// token's K owners up one a thread (pack_peer_kernel), the reduce lists a
+// row's kept slots in shared memory (reduce_peer_kernel), and the slot
+// returns are combined with combine's limit (64) anyway.
+inline constexpr int kP2pMaxTopk = 64;
+
 /// Copies `bytes` (a multiple of kVec) from src to dst with the block's
 /// threads, kUnroll loads in flight per thread before their stores (a row
 /// copy is latency-bound at decode sizes otherwise).
@@ -144,6 +150,7 @@ struct PeerSignal {
   unsigned long long timeout_ns;
 };
 
+#define LAB_ENTRY(ph)
 // Every block of a writing kernel ends here (no block may return early).
 // Only the last block to finish waits, so no block spins while another
 // still needs its SM.
@@ -152,7 +159,10 @@ __device__ __forceinline__ void signal_peers(const PeerSignal& sig, int R) {
   __syncthreads();  // the block's stores precede thread 0's release
   if (threadIdx.x == 0 && prim::atom_add_acq_rel_gpu(sig.done, 1u) == gridDim.x - 1) {
     *sig.done = 0;  // the next launch's count (after this grid, in stream order)
-    for (int d = 0; d < R; ++d) prim::red_release_sys(pick(sig.arrive, d), 1u);
+    // One release for all R arrivals: a release per add would wait for the
+    // previous add's round trip to its peer before the next.
+    prim::fence_acq_rel_sys();
+    for (int d = 0; d < R; ++d) prim::red_relaxed_sys(pick(sig.arrive, d), 1u);
     unsigned* own = pick(sig.arrive, sig.rank);
     unsigned long long t0, now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -257,57 +267,100 @@ __global__ void back_peer_kernel(const char* y, const std::int32_t* inverse, con
 /// with f32 fused multiply-adds, j ascending, weight as sent), rounded once
 /// to the row dtype and written straight into the sender's returned rows at
 /// rank * T + token: one row per (token, rank), as DeepEP's combine returns.
-/// Work items are (received row, column slice of blockDim.x * kVec), so a
-/// decode batch still fills the GPU, sources interleaved across blocks;
-/// each thread issues its kSlots slots' loads before their sums (one row of
-/// one block, slot after slot, was latency-bound at decode sizes: lab notes).
+/// Work items are (received row, column chunk of blockDim.x * kPer vectors),
+/// sources interleaved across blocks as pack_peer_kernel's destinations,
+/// grid-strided. An item lists its row's kept slots once in shared memory,
+/// then each thread sums its kPer column vectors with kSlots = 8 / kPer
+/// slots' loads in flight: the launcher picks kPer so that few rows (many
+/// kept slots each: few ranks) split into more chunks and many rows keep one
+/// chunk, the grid about one wave either way (items of one column slice each
+/// left a block several items deep at decode sizes on 4 GPUs; items of a
+/// whole row left 1-rank problems with 8 slots one after another: lab notes).
 /// Places where a sender sent nothing have no kept slot and return nothing.
+/// K <= kP2pMaxTopk.
 /// @tparam T row element type (float, __nv_bfloat16, __half)
 /// @tparam kVec elements a thread sums at once (16 bytes where the row allows)
-template <class T, int kVec>
+/// @tparam kPer column vectors a thread holds (1, 2, 4 or 8)
+template <class T, int kVec, int kPer>
 __global__ void reduce_peer_kernel(const T* __restrict__ y, const std::int32_t* __restrict__ inverse,
                                    const float* __restrict__ w, const std::int32_t* __restrict__ recv_aux, int R,
                                    int rank, std::int64_t tokens, int K, std::int64_t hidden, PeerBack to,
                                    PeerSignal sig) {
-  constexpr int kSlots = 8;  // loads in flight per thread
+  static_assert(kPer == 1 || kPer == 2 || kPer == 4 || kPer == 8, "kPer: 1, 2, 4 or 8");
+  constexpr int kSlots = 8 / kPer;  // slots whose loads are in flight together
   using Raw = std::conditional_t<kVec * sizeof(T) == 16, uint4, T>;
+  __shared__ std::int32_t kept_q[kP2pMaxTopk];
+  __shared__ float kept_w[kP2pMaxTopk];
+  __shared__ int kept_n;
   prim::pdl_wait();
-  const std::int64_t span = std::int64_t(blockDim.x) * kVec;
-  const std::int64_t slices = (hidden + span - 1) / span;
-  for (std::int64_t n = blockIdx.x; n < R * tokens * slices; n += gridDim.x) {
+  const std::int64_t vecs = hidden / kVec, span = std::int64_t(blockDim.x) * kPer;
+  const std::int64_t chunks = (vecs + span - 1) / span;
+  for (std::int64_t n = blockIdx.x; n < R * tokens * chunks; n += gridDim.x) {
     const int src = static_cast<int>(n % R);
-    const std::int64_t rest = n / R, i = src * tokens + rest / slices;
-    const std::int64_t c = (rest % slices) * span + std::int64_t(threadIdx.x) * kVec;
-    if (c >= hidden) continue;
-    float acc[kVec];
-#pragma unroll
-    for (int v = 0; v < kVec; ++v) acc[v] = 0.f;
-    bool any = false;
-    for (int j0 = 0; j0 < K; j0 += kSlots) {
-      std::int32_t r[kSlots];
-      Raw raw[kSlots];
-#pragma unroll
-      for (int u = 0; u < kSlots; ++u) r[u] = j0 + u < K ? inverse[i * K + j0 + u] : -1;
-#pragma unroll
-      for (int u = 0; u < kSlots; ++u)
-        if (r[u] >= 0) raw[u] = __ldg(reinterpret_cast<const Raw*>(y + std::int64_t(r[u]) * hidden + c));
-#pragma unroll
-      for (int u = 0; u < kSlots; ++u)
-        if (r[u] >= 0) {
-          any = true;
-          const float wt = w[i * K + j0 + u];
-          const T* e = reinterpret_cast<const T*>(&raw[u]);
-#pragma unroll
-          for (int v = 0; v < kVec; ++v) acc[v] = __fmaf_rn(wt, prim::load_f32(e + v), acc[v]);
+    const std::int64_t rest = n / R, i = src * tokens + rest / chunks;
+    const std::int64_t c0 = (rest % chunks) * span + threadIdx.x;
+    // The kept slots, j ascending (the sum's order), by a ballot per warp.
+    if (threadIdx.x < 32) {
+      int count = 0;
+      for (int j0 = 0; j0 < K; j0 += 32) {
+        const int j = j0 + static_cast<int>(threadIdx.x);
+        const std::int32_t q = j < K ? inverse[i * K + j] : -1;
+        const unsigned keep = __ballot_sync(0xffffffffu, q >= 0);
+        if (q >= 0) {
+          const int at = count + __popc(keep & ((1u << threadIdx.x) - 1u));
+          kept_q[at] = q;
+          kept_w[at] = w[i * K + j];
         }
+        count += __popc(keep);
+      }
+      if (threadIdx.x == 0) kept_n = count;
     }
-    if (!any) continue;  // a place past the sender's count
-    Raw out;
-    T* e = reinterpret_cast<T*>(&out);
+    __syncthreads();
+    const int kept = kept_n;
+    if (kept > 0) {
+      float acc[kPer][kVec];
 #pragma unroll
-    for (int v = 0; v < kVec; ++v) prim::store(e + v, acc[v]);
-    T* dst = reinterpret_cast<T*>(pick(to.rows, src)) + (std::int64_t(rank) * tokens + recv_aux[2 * i]) * hidden;
-    *reinterpret_cast<Raw*>(dst + c) = out;
+      for (int u = 0; u < kPer; ++u)
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) acc[u][v] = 0.f;
+      for (int k0 = 0; k0 < kept; k0 += kSlots) {
+        Raw raw[kSlots][kPer];
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s) {
+          if (k0 + s >= kept) break;
+          const Raw* row = reinterpret_cast<const Raw*>(y + std::int64_t(kept_q[k0 + s]) * hidden);
+#pragma unroll
+          for (int u = 0; u < kPer; ++u) {
+            const std::int64_t c = c0 + std::int64_t(u) * blockDim.x;
+            if (c < vecs) raw[s][u] = __ldg(row + c);
+          }
+        }
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s) {
+          if (k0 + s >= kept) break;
+          const float wt = kept_w[k0 + s];
+#pragma unroll
+          for (int u = 0; u < kPer; ++u) {
+            const T* e = reinterpret_cast<const T*>(&raw[s][u]);
+#pragma unroll
+            for (int v = 0; v < kVec; ++v) acc[u][v] = __fmaf_rn(wt, prim::load_f32(e + v), acc[u][v]);
+          }
+        }
+      }
+      Raw* dst = reinterpret_cast<Raw*>(reinterpret_cast<T*>(pick(to.rows, src)) +
+                                        (std::int64_t(rank) * tokens + recv_aux[2 * i]) * hidden);
+#pragma unroll
+      for (int u = 0; u < kPer; ++u) {
+        const std::int64_t c = c0 + std::int64_t(u) * blockDim.x;
+        if (c >= vecs) continue;
+        Raw out;
+        T* e = reinterpret_cast<T*>(&out);
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) prim::store(e + v, acc[u][v]);
+        dst[c] = out;
+      }
+    }
+    __syncthreads();  // the slot list is rewritten by the next item
   }
   signal_peers(sig, R);
   prim::pdl_launch_dependents();

@@ -35,10 +35,7 @@ namespace {
 // else two passes of one block per kPlanThreads tokens (plan.cuh).
 constexpr int kPlanThreads = 256;
 constexpr int kRowThreads = 128;
-// Most slots a token may have in every p2p variant: the pack's block looks a
-// token's K owners up one a thread (pack_peer_kernel), and the slot returns
-// are combined with combine's limit (64) anyway.
-constexpr int kP2pMaxTopk = 64;
+using detail::kP2pMaxTopk;
 static_assert(kP2pMaxTopk <= kRowThreads, "pack_peer_kernel: one thread a slot");
 
 // The parts of a rank's workspace (a2a.cuh says what each holds; kPlanTotals:
@@ -490,19 +487,32 @@ LaunchStatus launch_back_peer(const Problem& p, const Buffers& b, const Slices& 
                          peer_signal(p, *b.comm, r, sync, Comm::kBackDone, Comm::kCombineArrive));
 }
 
-// p2p-reduce's return: 16-byte vectors where H allows (combine's gather rule).
+// p2p-reduce's return: 16-byte vectors where H allows (combine's gather
+// rule), kPer column vectors a thread: the smallest whose (row, chunk) items
+// fit the blocks the GPU holds at once (reduce_peer_kernel says why), else 8.
 LaunchStatus launch_reduce_peer(const Problem& p, const Buffers& b, const Slices& w, int r,
                                 bool pdl, Sync sync) {
   const RankBuffers& x = b.rank[std::size_t(r)];
   detail::PeerBack to{};
   for (int d = 0; d < p.ranks; ++d) to.rows[d] = part<char>(w, b.rank[std::size_t(d)], kBackRecv);
-  const auto go = [&]<class T, int kVec>() {
-    const std::int64_t slices = (p.hidden + kRowThreads * kVec - 1) / (kRowThreads * kVec);
-    return prim::launch_ex(detail::reduce_peer_kernel<T, kVec>, row_grid(p.recv_capacity() * slices), kRowThreads, 0,
-                           b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const T*>(expert_out(p, x)),
-                           part<const std::int32_t>(w, x, kInverse), part<const float>(w, x, kRecvW),
-                           part<const std::int32_t>(w, x, kRecvAux), p.ranks, r, p.tokens, p.topk, p.hidden, to,
-                           peer_signal(p, *b.comm, r, sync, Comm::kBackDone, Comm::kCombineArrive));
+  const auto go = [&]<class T, int kVec>() -> LaunchStatus {
+    const std::int64_t rows = p.recv_capacity(), vecs = p.hidden / kVec;
+    int per_sm = 0;
+    EP_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, detail::reduce_peer_kernel<T, kVec, 8>,
+                                                         kRowThreads, 0));
+    const std::int64_t wave = std::int64_t{std::max(per_sm, 1)} * std::max(device_caps().sm_count, 1);
+    auto items = [&](std::int64_t per) { return rows * ((vecs + kRowThreads * per - 1) / (kRowThreads * per)); };
+    const auto launch = [&]<int kPer>() -> LaunchStatus {
+      return prim::launch_ex(detail::reduce_peer_kernel<T, kVec, kPer>, row_grid(items(kPer)), kRowThreads, 0,
+                             b.comm->stream(r), prim::pdl_attrs(pdl), static_cast<const T*>(expert_out(p, x)),
+                             part<const std::int32_t>(w, x, kInverse), part<const float>(w, x, kRecvW),
+                             part<const std::int32_t>(w, x, kRecvAux), p.ranks, r, p.tokens, p.topk, p.hidden, to,
+                             peer_signal(p, *b.comm, r, sync, Comm::kBackDone, Comm::kCombineArrive));
+    };
+    if (items(1) <= wave) return launch.template operator()<1>();
+    if (items(2) <= wave) return launch.template operator()<2>();
+    if (items(4) <= wave) return launch.template operator()<4>();
+    return launch.template operator()<8>();
   };
   const auto by_type = [&]<class T>() {
     constexpr int V = 16 / sizeof(T);

@@ -28,10 +28,18 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
   return v;
 }
 
-//! red_release_gpu at system scope: the sum may be read on another GPU (or
-//! the counter lie in a peer's memory).
-__device__ __forceinline__ void red_release_sys(unsigned* p, unsigned v) {
-  asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+//! A release (and acquire) fence at system scope: followed by relaxed
+//! reductions (red_relaxed_sys), one fence releases to several counters,
+//! which may lie on other GPUs. A release reduction per counter
+//! (red.release.sys) is a fence of its own each, and waits for the thread's
+//! earlier reductions to peers to complete: a round trip over NVLink each.
+__device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+
+//! Adds v to *p at system scope with no ordering of its own: after
+//! fence_acq_rel_sys, a release (PTX's release pattern: fence, then a
+//! strong write).
+__device__ __forceinline__ void red_relaxed_sys(unsigned* p, unsigned v) {
+  asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
 //! ld_acquire_gpu at system scope: sees the stores other GPUs released.
