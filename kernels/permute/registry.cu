@@ -103,12 +103,22 @@ cudaError_t run_offsets(const Problem& p, const Buffers& b, Stream s, bool pdl) 
                          after_align(pdl), offsets_out(p, b), static_cast<const std::int32_t*>(b.num_tokens_post_pad));
 }
 
+// The grid of the first rows kernel after align: its rows' (copy_grid), and
+// in the compact layout at least a thread per offset, which the same kernel
+// writes with a binary search each (a grid sized to a few rows would leave
+// E + 1 searches to a few blocks: E up to 65536).
+unsigned rows_grid(const Problem& p, std::int64_t row_items, unsigned threads) {
+  const unsigned g = copy_grid(row_items);
+  if (p.layout != Layout::compact) return g;
+  return std::max(g, clamp_grid(ceil_div<std::int64_t>(std::int64_t{p.align.num_experts} + 1, threads)));
+}
+
 // inverse from align's rows, padding rows zeroed (scatter and tma).
 template <class V>
 struct RowsPass {
   static cudaError_t run(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs at) {
     const std::int64_t rows = p.align.max_num_tokens_padded;
-    return prim::launch_ex(detail::rows_pass_kernel<V>, copy_grid(ceil_div<std::int64_t>(rows, 8)), 256, 0, s, at,
+    return prim::launch_ex(detail::rows_pass_kernel<V>, rows_grid(p, ceil_div<std::int64_t>(rows, 8), 256), 256, 0, s, at,
                            static_cast<V*>(b.permuted), static_cast<const std::int32_t*>(b.sorted_token_ids),
                            static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.inverse, p.align.numel,
                            p.row_bytes / std::int64_t(sizeof(V)), rows, offsets_out(p, b), dropped_out(p, b));
@@ -134,7 +144,7 @@ struct GatherRows {
     const std::int64_t rows = p.align.max_num_tokens_padded;
     const unsigned threads = static_cast<unsigned>(std::clamp<std::int64_t>((row_vecs + 31) / 32 * 32, 32, 256));
     // Grid-stride over the rows: most of the padded buffer is unused at small T.
-    return prim::launch_ex(detail::gather_rows_kernel<V>, copy_grid(rows), threads, 0, s, at,
+    return prim::launch_ex(detail::gather_rows_kernel<V>, rows_grid(p, rows, threads), threads, 0, s, at,
                            static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
                            static_cast<const std::int32_t*>(b.sorted_token_ids),
                            static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.inverse, p.align.numel, p.topk,
