@@ -12,12 +12,14 @@
 // never waits on the host) replays of a CUDA graph. NCCL must load
 // (MOEKIT_NCCL_LIB or the loader's path).
 //
-// MOEKIT_GPU_SUBSET=sanitizer runs T <= 7 and H <= 7 only.
+// MOEKIT_GPU_SUBSET=sanitizer runs T <= 7 and H <= 7 only;
+// MOEKIT_GPU_EP_RANKS=4 (a comma list) only those rank counts.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -266,9 +268,26 @@ int check_variants(const ep::Problem& p, Ids how, std::uint64_t seed, const std:
   return runs;
 }
 
+// 1, 2, 4, ... up to the visible GPUs; MOEKIT_GPU_EP_RANKS (a comma list,
+// e.g. "4") keeps only those, so a device call can check one R alone. A
+// count outside them fails the test rather than leaving it with nothing to
+// check.
 std::vector<int> rank_counts() {
+  std::vector<int> all;
+  for (int r = 1; r <= std::min(cuda_device_count(), ep::kMaxRanks); r *= 2) all.push_back(r);
+  const char* only = std::getenv("MOEKIT_GPU_EP_RANKS");
+  if (only == nullptr || *only == '\0') return all;
   std::vector<int> v;
-  for (int r = 1; r <= std::min(cuda_device_count(), ep::kMaxRanks); r *= 2) v.push_back(r);
+  std::string list(only);
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, end - at);
+    const int r = std::atoi(item.c_str());
+    if (std::find(all.begin(), all.end(), r) == all.end())
+      FAIL("MOEKIT_GPU_EP_RANKS=" << only << ": '" << item << "' is not a rank count this host runs");
+    v.push_back(r);
+    at = end + 1;
+  }
   return v;
 }
 
