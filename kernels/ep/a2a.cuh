@@ -150,7 +150,6 @@ struct PeerSignal {
   unsigned long long timeout_ns;
 };
 
-#define LAB_ENTRY(ph)
 // Every block of a writing kernel ends here (no block may return early).
 // Only the last block to finish waits, so no block spins while another
 // still needs its SM.
