@@ -284,7 +284,7 @@ std::vector<int> rank_counts() {
     const std::string item = list.substr(at, end - at);
     const int r = std::atoi(item.c_str());
     if (std::find(all.begin(), all.end(), r) == all.end())
-      FAIL("MOEKIT_GPU_EP_RANKS=" << only << ": '" << item << "' is not a rank count this host runs");
+      FAIL("MOEKIT_GPU_EP_RANKS=" << list << ": '" << item << "' is not a rank count this host runs");
     v.push_back(r);
     at = end + 1;
   }
