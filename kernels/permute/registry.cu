@@ -30,21 +30,19 @@ int word_bytes(const Problem& p, const Buffers& b) {
   return 2;
 }
 
-// `first`: the launch attributes of L's first kernel (after_align).
 template <template <class> class L>
-cudaError_t by_word(const Problem& p, const Buffers& b, Stream s, bool pdl, prim::LaunchAttrs first) {
+cudaError_t by_word(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   switch (word_bytes(p, b)) {
-    case 16: return L<uint4>::run(p, b, s, pdl, first);
-    case 4: return L<unsigned>::run(p, b, s, pdl, first);
-    default: return L<unsigned short>::run(p, b, s, pdl, first);
+    case 16: return L<uint4>::run(p, b, s, pdl);
+    case 4: return L<unsigned>::run(p, b, s, pdl);
+    default: return L<unsigned short>::run(p, b, s, pdl);
   }
 }
 
 // Every kernel launches with PDL when the launch's pdl says so: no memset
-// node between align and the first rows kernel (that kernel marks the
+// node sits between align and the first rows kernel (that kernel marks the
 // dropped slots itself: dropped_out), which could not be a programmatic
 // predecessor (primitives/pdl.cuh).
-prim::LaunchAttrs after_align(bool pdl) { return prim::pdl_attrs(pdl); }
 
 unsigned copy_grid(std::int64_t items) {
   return clamp_grid(std::min<std::int64_t>(
@@ -100,7 +98,7 @@ cudaError_t run_offsets(const Problem& p, const Buffers& b, Stream s, bool pdl) 
   if (p.layout != Layout::compact) return cudaSuccess;
   const int E = p.align.num_experts;
   return prim::launch_ex(detail::compact_offsets_kernel, clamp_grid(ceil_div(E + 1, 256)), 256, 0, s,
-                         after_align(pdl), offsets_out(p, b), static_cast<const std::int32_t*>(b.num_tokens_post_pad));
+                         prim::pdl_attrs(pdl), offsets_out(p, b), static_cast<const std::int32_t*>(b.num_tokens_post_pad));
 }
 
 // The grid of the first rows kernel after align: its rows' (copy_grid), and
@@ -116,9 +114,10 @@ unsigned rows_grid(const Problem& p, std::int64_t row_items, unsigned threads) {
 // inverse from align's rows, padding rows zeroed (scatter and tma).
 template <class V>
 struct RowsPass {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, prim::LaunchAttrs at) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl) {
     const std::int64_t rows = p.align.max_num_tokens_padded;
-    return prim::launch_ex(detail::rows_pass_kernel<V>, rows_grid(p, ceil_div<std::int64_t>(rows, 8), 256), 256, 0, s, at,
+    return prim::launch_ex(detail::rows_pass_kernel<V>, rows_grid(p, ceil_div<std::int64_t>(rows, 8), 256), 256, 0, s,
+                           prim::pdl_attrs(pdl),
                            static_cast<V*>(b.permuted), static_cast<const std::int32_t*>(b.sorted_token_ids),
                            static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.inverse, p.align.numel,
                            p.row_bytes / std::int64_t(sizeof(V)), rows, offsets_out(p, b), dropped_out(p, b));
@@ -132,19 +131,19 @@ LaunchStatus index_pass(const Problem& p, const Buffers& b, Stream s, bool pdl) 
   if (p.align.max_num_tokens_padded == 0) return run_offsets(p, b, s, pdl);
   Problem no_rows = p;
   no_rows.row_bytes = 0;
-  return RowsPass<uint4>::run(no_rows, b, s, after_align(pdl));
+  return RowsPass<uint4>::run(no_rows, b, s, pdl);
 }
 
 // ---- gather ----
 
 template <class V>
 struct GatherRows {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool, prim::LaunchAttrs at) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl) {
     const std::int64_t row_vecs = p.row_bytes / static_cast<std::int64_t>(sizeof(V));
     const std::int64_t rows = p.align.max_num_tokens_padded;
     const unsigned threads = static_cast<unsigned>(std::clamp<std::int64_t>((row_vecs + 31) / 32 * 32, 32, 256));
     // Grid-stride over the rows: most of the padded buffer is unused at small T.
-    return prim::launch_ex(detail::gather_rows_kernel<V>, rows_grid(p, rows, threads), threads, 0, s, at,
+    return prim::launch_ex(detail::gather_rows_kernel<V>, rows_grid(p, rows, threads), threads, 0, s, prim::pdl_attrs(pdl),
                            static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
                            static_cast<const std::int32_t*>(b.sorted_token_ids),
                            static_cast<const std::int32_t*>(b.num_tokens_post_pad), b.inverse, p.align.numel, p.topk,
@@ -155,18 +154,18 @@ struct GatherRows {
 LaunchStatus launch_gather(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
   if (!has_rows(p)) return index_pass(p, b, s, pdl);
-  return by_word<GatherRows>(p, b, s, pdl, after_align(pdl));
+  return by_word<GatherRows>(p, b, s, pdl);
 }
 
 // ---- scatter ----
 
 template <class V>
 struct ScatterTokens {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl, prim::LaunchAttrs first) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl) {
     const std::int64_t row_vecs = p.row_bytes / static_cast<std::int64_t>(sizeof(V));
     const std::int64_t slices =
         ceil_div<std::int64_t>(row_vecs, std::int64_t{detail::kScatterThreads} * detail::kScatterUnroll);
-    if (const cudaError_t e = RowsPass<V>::run(p, b, s, first); e != cudaSuccess) return e;
+    if (const cudaError_t e = RowsPass<V>::run(p, b, s, pdl); e != cudaSuccess) return e;
     if (p.tokens == 0) return cudaSuccess;
     return prim::launch_ex(detail::scatter_tokens_kernel<V>, copy_grid(p.tokens * slices), detail::kScatterThreads, 0,
                            s, prim::pdl_attrs(pdl), static_cast<const V*>(b.hidden), static_cast<V*>(b.permuted),
@@ -177,7 +176,7 @@ struct ScatterTokens {
 LaunchStatus launch_scatter(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
   if (!has_rows(p)) return index_pass(p, b, s, pdl);
-  return by_word<ScatterTokens>(p, b, s, pdl, after_align(pdl));
+  return by_word<ScatterTokens>(p, b, s, pdl);
 }
 
 // ---- tma ----
@@ -186,8 +185,8 @@ LaunchStatus launch_tma(const Problem& p, const Buffers& b, Stream s, bool pdl) 
   if (const LaunchStatus e = run_align(p, b, s, pdl); e != 0) return e;
   if (!has_rows(p)) return index_pass(p, b, s, pdl);
   // Bulk copies need 16-byte aligned rows: otherwise scatter's copy.
-  if (word_bytes(p, b) != 16) return by_word<ScatterTokens>(p, b, s, pdl, after_align(pdl));
-  if (const cudaError_t e = RowsPass<uint4>::run(p, b, s, after_align(pdl)); e != cudaSuccess) return e;
+  if (word_bytes(p, b) != 16) return by_word<ScatterTokens>(p, b, s, pdl);
+  if (const cudaError_t e = RowsPass<uint4>::run(p, b, s, pdl); e != cudaSuccess) return e;
   if (p.tokens == 0) return cudaSuccess;
   const DeviceCaps& caps = device_caps();
   const std::int64_t seg = std::min<std::int64_t>(p.row_bytes, detail::kTmaSegment);
@@ -254,7 +253,7 @@ cudaError_t launch_fused_as(const Problem& p, const Buffers& b, Stream s, bool p
 
 template <class V>
 struct Fused {
-  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl, prim::LaunchAttrs) {
+  static cudaError_t run(const Problem& p, const Buffers& b, Stream s, bool pdl) {
     const FusedPlan f = fused_plan(p, device_caps());
     const bool wide = align::tiny_wide(p.align.numel, f.tiny.threads);
     if (f.tiny.threads == 256)
@@ -266,9 +265,9 @@ struct Fused {
 LaunchStatus launch_fused(const Problem& p, const Buffers& b, Stream s, bool pdl) {
   // No early exit at zero rows: num_tokens_post_pad (0) and the offsets are still written.
   if (p.row_bytes == 0) {  // no data: the index half alone, with a 2-byte word
-    return Fused<unsigned short>::run(p, b, s, pdl, prim::pdl_attrs(pdl));
+    return Fused<unsigned short>::run(p, b, s, pdl);
   }
-  return by_word<Fused>(p, b, s, pdl, prim::pdl_attrs(pdl));
+  return by_word<Fused>(p, b, s, pdl);
 }
 
 // ---- variant facts ----
